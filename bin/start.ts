@@ -1,0 +1,81 @@
+// Assembles the service: context, storage, and the listeners of the roles asked for. Tests call
+// startService() directly (port 0, their own clock); `svc start` calls it from the command line.
+import type { Logger } from 'pino';
+import type { Config } from '../config/schema.js';
+import { createLogger, systemClock, type Clock, type Context } from '../config/context.js';
+import { openStorage, type Storage } from '../storage/index.js';
+import { sweepExpired } from '../storage/pg/request-guard.js';
+import { createApp } from '../control/app.js';
+import { listenHttp } from '../control/server.js';
+import type { Deps } from '../control/deps.js';
+
+export type Role = 'all' | 'control' | 'mta' | 'imap';
+
+export interface StartOptions {
+  role?: Role;
+  clock?: Clock;
+  log?: Logger;
+  checkResponses?: boolean;
+}
+
+export interface RunningService {
+  ctx: Context;
+  storage: Storage;
+  /** Bound ports of the listeners this process runs. */
+  ports: { http?: number };
+  publicUrl: string;
+  stop(): Promise<void>;
+}
+
+const SWEEP_EVERY_MS = 60_000;
+const IDLE_BUCKET_MS = 60 * 60_000;
+
+export async function startService(config: Readonly<Config>, opts: StartOptions = {}): Promise<RunningService> {
+  const role = opts.role ?? 'all';
+  if (role !== 'all' && !config.databaseUrl) {
+    throw new Error(`--role ${role} needs SVC_DATABASE_URL: the embedded database lives inside one process`);
+  }
+  const ctx: Context = { config, clock: opts.clock ?? systemClock, log: opts.log ?? createLogger(config.logLevel) };
+  const storage = await openStorage(config, ctx.log);
+  const stops: (() => Promise<void>)[] = [];
+  const ports: RunningService['ports'] = {};
+  let publicUrl = config.publicUrl ?? '';
+
+  try {
+    if (role === 'all' || role === 'control') {
+      const deps: Deps = { ctx, storage, publicUrl: () => publicUrl };
+      const http = await listenHttp(createApp(deps, { checkResponses: opts.checkResponses }), config.bindHost, config.httpPort);
+      ports.http = http.port;
+      const host = config.bindHost.includes(':') ? `[${config.bindHost}]` : config.bindHost;
+      publicUrl ||= `http://${host}:${http.port}`;
+      stops.push(http.close);
+
+      const sweep = setInterval(() => {
+        sweepExpired(storage.db, new Date(ctx.clock.now()), IDLE_BUCKET_MS).catch((err) => ctx.log.warn({ err }, 'sweep failed'));
+      }, SWEEP_EVERY_MS);
+      sweep.unref();
+      stops.push(async () => clearInterval(sweep));
+      ctx.log.info({ role, http: http.port, host: config.bindHost, publicUrl }, 'control plane listening');
+    }
+  } catch (err) {
+    for (const stop of stops.reverse()) await stop().catch(() => {});
+    await storage.close();
+    throw err;
+  }
+
+  let stopping: Promise<void> | null = null;
+  return {
+    ctx, storage, ports,
+    get publicUrl() {
+      return publicUrl;
+    },
+    stop() {
+      // Listeners stop accepting and finish what is in flight, then storage closes.
+      stopping ??= (async () => {
+        for (const stop of stops.reverse()) await stop();
+        await storage.close();
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,79 @@
+#!/usr/bin/env -S node --import tsx
+// The `svc` command: argv → subcommand. Exit codes: 0 done, 1 failed, 2 bad usage or configuration.
+import { parseArgs } from 'node:util';
+import { loadConfig, describeConfig, ConfigError } from '../config/load.js';
+import { createLogger } from '../config/context.js';
+import { openDb } from '../storage/index.js';
+import { migrate } from '../storage/pg/migrate.js';
+import { startService, type Role } from './start.js';
+import { openApiDocument } from '../control/openapi.js';
+
+const usage = `usage: svc <command>
+  start [--role all|control|mta|imap]   run the service (all roles by default)
+  migrate                               apply pending database migrations and exit
+  config                                print the effective configuration, secrets redacted
+  openapi                               print the OpenAPI document of the HTTP API`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === 'help' || command === '--help') {
+    console.log(usage);
+    return command === undefined ? 2 : 0;
+  }
+  if (command === 'openapi') {
+    console.log(JSON.stringify(openApiDocument(), null, 2));
+    return 0;
+  }
+  const config = loadConfig();
+  switch (command) {
+    case 'config':
+      console.log(describeConfig(config));
+      return 0;
+    case 'migrate': {
+      const log = createLogger(config.logLevel);
+      const db = await openDb(config, log);
+      try {
+        const applied = await migrate(db);
+        console.log(applied.length ? `applied: ${applied.join(', ')}` : 'up to date');
+      } finally {
+        await db.close();
+      }
+      return 0;
+    }
+    case 'start': {
+      const { values } = parseArgs({ args: rest, options: { role: { type: 'string', default: 'all' } } });
+      const role = values.role as Role;
+      if (!['all', 'control', 'mta', 'imap'].includes(role)) {
+        console.error(`svc start: unknown role ${JSON.stringify(role)} (all, control, mta or imap)`);
+        return 2;
+      }
+      const svc = await startService(config, { role });
+      await new Promise<void>((resolve) => {
+        const onSignal = (sig: string) => {
+          svc.ctx.log.info({ signal: sig }, 'draining');
+          resolve();
+        };
+        process.once('SIGTERM', onSignal);
+        process.once('SIGINT', onSignal);
+      });
+      await svc.stop();
+      svc.ctx.log.info('stopped');
+      return 0;
+    }
+    default:
+      console.error(`svc: unknown command ${JSON.stringify(command)}\n${usage}`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err) => {
+    if (err instanceof ConfigError) {
+      for (const line of err.problems) console.error(line);
+      process.exit(2);
+    }
+    console.error(`svc: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,26 @@
+// The Context built once at start (bin/start.ts) and passed down; nothing reads configuration or
+// the time from a global, so tests can hand in their own clock.
+import pino, { type Logger } from 'pino';
+import type { Config } from './schema.js';
+
+export interface Clock {
+  /** Milliseconds since the Unix epoch. */
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Date.now() };
+
+export interface Context {
+  config: Readonly<Config>;
+  clock: Clock;
+  log: Logger;
+}
+
+export function createLogger(level: Config['logLevel']): Logger {
+  return pino({
+    level,
+    base: { service: 'svc-mail' },
+    // Secrets never reach the log, whatever a caller passes in.
+    redact: ['req.headers.authorization', 'req.headers["x-svc-admin-key"]', '*.secret', '*.password'],
+  });
+}

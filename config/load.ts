@@ -1,0 +1,60 @@
+// Environment → validated, frozen Config. A bad value stops the start with one line naming the
+// variable and the problem; every bad variable is listed, not just the first.
+import { Ajv } from 'ajv';
+import addFormats from 'ajv-formats';
+import { fields, formats, type Config } from './schema.js';
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(problems.join('\n'));
+    this.name = 'ConfigError';
+  }
+}
+
+const ajv = new Ajv({ allErrors: true, coerceTypes: true });
+addFormats.default(ajv, ['email']);
+for (const [name, check] of Object.entries(formats)) ajv.addFormat(name, check);
+
+const validate = ajv.compile({
+  type: 'object',
+  properties: Object.fromEntries(fields.map((fl) => [fl.env, fl.schema])),
+});
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Config> {
+  // Empty strings count as unset, as systemd EnvironmentFile lines like `SVC_X=` mean.
+  const raw: Record<string, string> = {};
+  for (const fl of fields) {
+    const v = env[fl.env];
+    if (v !== undefined && v.trim() !== '') raw[fl.env] = v.trim();
+  }
+  const coerced: Record<string, unknown> = { ...raw };
+  if (!validate(coerced)) {
+    const bad = new Set((validate.errors ?? []).map((e) => e.instancePath.slice(1)));
+    const problems = fields
+      .filter((fl) => bad.has(fl.env))
+      .map((fl) => `invalid configuration: ${fl.env} ${fl.expect} (got ${JSON.stringify(raw[fl.env])})`);
+    throw new ConfigError(problems);
+  }
+  const out: Partial<Config> = {};
+  for (const fl of fields) {
+    const v = raw[fl.env];
+    (out as Record<string, unknown>)[fl.key] = v === undefined ? fl.fallback(out) : fl.parse(v);
+  }
+  return Object.freeze(out as Config);
+}
+
+/** The effective configuration for `svc config print`, secrets redacted. */
+export function describeConfig(config: Readonly<Config>): string {
+  const show = (v: unknown): string => {
+    if (v === null) return '(unset)';
+    if (Array.isArray(v)) return v.map((x) => (typeof x === 'object' ? `${x.host}:${x.port}` : String(x))).join(',');
+    return String(v);
+  };
+  return fields
+    .map((fl) => {
+      const v = config[fl.key];
+      const value = fl.secret && v !== null ? '(set, redacted)' : show(v);
+      return `${fl.env}=${value}\n    # ${fl.doc}`;
+    })
+    .join('\n');
+}

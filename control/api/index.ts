@@ -1,0 +1,14 @@
+// THE route table: every HTTP route of the service, keyed by its SDK method name
+// (spec §1 rule 5: client.<product>.<resource>.<action>() ↔ /<product>/v1/<resource>/<action>).
+// Adding a route is one entry here plus its handler under control/handlers/.
+import { authRoutes } from './auth.js';
+import { serviceRoutes } from './services.js';
+
+export const routeTable = {
+  ...serviceRoutes,
+  ...authRoutes,
+};
+
+export type RouteTable = typeof routeTable;
+export type RouteName = keyof RouteTable;
+export * from './types.js';

@@ -1,0 +1,60 @@
+// The shape of one route in THE route table. This folder holds only data and schemas (no server
+// code), so the server, the SDK and the OpenAPI document can all be derived from it.
+import { Type, type TObject, type TSchema, type Static } from '@sinclair/typebox';
+
+/** Credential kinds a route may accept. `staff` is an account token whose user is platform staff. */
+export type CredentialKind = 'account_token' | 'organization_token' | 'project_api_key' | 'platform_admin' | 'staff';
+export type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
+
+/** Spec §5.5 permission keys. */
+export type Permission =
+  | 'org:manage' | 'billing:manage' | 'members:manage' | 'tokens:manage'
+  | 'domains:manage' | 'projects:manage' | 'apikeys:manage';
+
+/** Spec §5.3 project key scopes. */
+export const SCOPES = ['messages:send', 'messages:read', 'suppressions:read', 'suppressions:write', 'project:admin'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+export interface RouteSpec {
+  method: Method;
+  /** Path in the spec's form, parameters as {name}. */
+  path: string;
+  summary: string;
+  /** 'public' routes are unsigned (spec §5); otherwise the credential kinds accepted. */
+  auth: 'public' | readonly CredentialKind[];
+  permission?: Permission;
+  scope?: Scope;
+  params?: TObject;
+  query?: TObject;
+  body?: TObject;
+  response: TSchema;
+  /** Success status; 200 unless the spec says otherwise. */
+  status?: 200 | 201;
+  /** Request body limit in bytes; 1 MB unless the route says otherwise. */
+  bodyLimit?: number;
+}
+
+export const MB = 1024 * 1024;
+export const DEFAULT_BODY_LIMIT = MB;
+
+/** Checks a group of routes against RouteSpec while keeping each route's literal type. */
+export const routes = <T extends Record<string, RouteSpec>>(r: T): T => r;
+
+type StaticOr<T, D> = T extends TSchema ? Static<T> : D;
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+export interface RouteInput<R extends RouteSpec> {
+  params: StaticOr<R['params'], Record<string, never>>;
+  query: StaticOr<R['query'], Record<string, never>>;
+  body: StaticOr<R['body'], undefined>;
+}
+export type RouteOutput<R extends RouteSpec> = Static<R['response']>;
+
+// Shared schema pieces. Request objects drop unknown fields (ajv removeAdditional) rather than
+// reject them, so an older server tolerates a newer client.
+export const Obj = <P extends Parameters<typeof Type.Object>[0]>(props: P) => Type.Object(props, { additionalProperties: false });
+export const Timestamp = Type.String({ format: 'date-time' });
+export const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
+export const Ok = Type.Object({ ok: Type.Literal(true) });
+export const Email = Type.String({ format: 'email', maxLength: 254 });
+/** gaps-filled.md #12: at least 10 characters. */
+export const NewPassword = Type.String({ minLength: 10, maxLength: 1024 });

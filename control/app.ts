@@ -1,0 +1,82 @@
+// Builds the Koa app from the route table: one pipeline for every route (body → authentication and
+// rate limit → JSON → validation → handler → response), so no route re-implements any step.
+// The app never listens; control/server.ts does.
+import { randomUUID } from 'node:crypto';
+import Koa from 'koa';
+import Router from '@koa/router';
+import { routeTable, DEFAULT_BODY_LIMIT, type RouteSpec } from './api/index.js';
+import { errorEnvelope } from './errors.js';
+import { readRawBody, parseJson } from './middleware/body.js';
+import { authenticate } from './middleware/authenticate.js';
+import { compileRequest, compileResponse } from './middleware/validate.js';
+import { handlers } from './handlers/index.js';
+import type { Deps, Handler, RequestCtx } from './deps.js';
+
+export interface AppOptions {
+  /** Check every response against its schema (tests); a mismatch is a 500 and a log line. */
+  checkResponses?: boolean;
+}
+
+/** {name} → :name, the router's parameter syntax. */
+export const koaPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1');
+
+export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
+  const app = new Koa();
+  // The source address comes from the socket; a proxy in front must be configured explicitly.
+  app.proxy = false;
+  app.silent = true;
+  const router = new Router();
+
+  const names = Object.keys(routeTable).sort();
+  const missing = names.filter((n) => !(n in handlers));
+  const extra = Object.keys(handlers).filter((n) => !(n in routeTable));
+  if (missing.length || extra.length) throw new Error(`route table and handlers disagree: missing ${missing} extra ${extra}`);
+
+  for (const name of names) {
+    const spec = routeTable[name as keyof typeof routeTable] as RouteSpec;
+    const handler = handlers[name as keyof typeof handlers] as unknown as Handler<RouteSpec>;
+    const check = {
+      params: spec.params ? compileRequest('params', spec.params) : null,
+      query: spec.query ? compileRequest('query', spec.query) : null,
+      body: spec.body ? compileRequest('body', spec.body) : null,
+      response: opts.checkResponses ? compileResponse(spec.response) : null,
+    };
+    const limit = spec.bodyLimit ?? DEFAULT_BODY_LIMIT;
+
+    router.register(koaPath(spec.path), [spec.method], async (ctx) => {
+      const rawBody = await readRawBody(ctx.req, limit);
+      const principal =
+        spec.auth === 'public'
+          ? null
+          : await authenticate({ method: ctx.method, target: ctx.originalUrl, headers: ctx.headers, rawBody }, spec.auth, deps);
+      // A body on a route that takes none is ignored (it was still covered by the signature).
+      const json = spec.body ? parseJson(rawBody) : undefined;
+      const input = {
+        params: check.params ? check.params({ ...ctx.params }) : {},
+        query: check.query ? check.query({ ...ctx.query }) : {},
+        body: check.body ? check.body(json) : undefined,
+      };
+      const rc: RequestCtx = {
+        principal,
+        requestId: ctx.state.requestId as string,
+        ip: ctx.ip,
+        now: new Date(deps.ctx.clock.now()),
+        deps,
+      };
+      const result = await handler(input as never, rc);
+      if (check.response) {
+        const problems = check.response(JSON.parse(JSON.stringify(result)));
+        if (problems) {
+          deps.ctx.log.error({ route: name, problems, requestId: rc.requestId }, 'response does not match its schema');
+          throw new Error(`response of ${name} does not match its schema`);
+        }
+      }
+      ctx.status = spec.status ?? 200;
+      ctx.body = result;
+    });
+  }
+
+  app.use(errorEnvelope(deps.ctx.log, randomUUID));
+  app.use(router.routes());
+  return app;
+}

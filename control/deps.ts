@@ -1,0 +1,23 @@
+// What a request handler may use: the context, storage and the derived public URL.
+import type { Context } from '../config/context.js';
+import type { Storage } from '../storage/index.js';
+import type { Principal } from './principal.js';
+import type { RouteInput, RouteOutput, RouteSpec } from './api/types.js';
+
+export interface Deps {
+  ctx: Context;
+  storage: Storage;
+  /** SVC_PUBLIC_URL, or http://<bind>:<bound port> when unset. */
+  publicUrl(): string;
+}
+
+export interface RequestCtx {
+  principal: Principal | null;
+  requestId: string;
+  ip: string;
+  now: Date;
+  deps: Deps;
+}
+
+export type Handler<R extends RouteSpec> = (input: RouteInput<R>, rc: RequestCtx) => Promise<RouteOutput<R>>;
+export type Handlers<T extends Record<string, RouteSpec>> = { [K in keyof T]: Handler<T[K]> };

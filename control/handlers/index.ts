@@ -1,0 +1,10 @@
+// Every route's handler, keyed like the route table; control/app.ts refuses to start if they differ.
+import type { RouteTable } from '../api/index.js';
+import type { Handlers } from '../deps.js';
+import { authHandlers } from './auth.js';
+import { serviceHandlers } from './services.js';
+
+export const handlers: Handlers<RouteTable> = {
+  ...serviceHandlers,
+  ...authHandlers,
+};

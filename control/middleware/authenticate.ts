@@ -1,0 +1,122 @@
+// Spec §5: who is calling. Checks the HMAC signature, the ±5 min timestamp window and the single-use
+// nonce, then takes a token from the credential's rate-limit bucket (gaps-filled.md #7). Every
+// failure is the same 401: the client is not told which part failed.
+import { randomUUID, timingSafeEqual, createHash } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import { ApiError, fail } from '../errors.js';
+import type { CredentialKind } from '../api/types.js';
+import { HEADER_ADMIN_KEY, HEADER_NONCE, HEADER_TIMESTAMP, sha256Hex, signature, stringToSign } from '../api/signing.js';
+import type { Principal } from '../principal.js';
+import type { Deps } from '../deps.js';
+import { findCredential, type StoredCredential } from '../../storage/pg/credentials.js';
+import { guardRequest, type Bucket } from '../../storage/pg/request-guard.js';
+
+/** Spec §5.1 rule 1 and §8. */
+export const SKEW_MS = 5 * 60_000;
+/** gaps-filled.md #7. */
+export const BUCKET: Bucket = { burst: 100, perSecond: 20 };
+
+const AUTH_RE = /^SVC-HMAC-SHA256\s+Credential=([^,\s]{1,200}),\s*Signature=([^,\s]{1,200})$/;
+const NONCE_RE = /^[A-Za-z0-9._~:+/=-]{8,128}$/;
+
+const unauthorized = () => fail('unauthorized', 'Request authentication failed.');
+
+export interface SignedRequest {
+  method: string;
+  /** The exact request target as sent, query string included. */
+  target: string;
+  headers: IncomingHttpHeaders;
+  rawBody: Buffer;
+}
+
+// Secrets are sealed at rest; opening one costs an AES-GCM decryption, so opened secrets are kept
+// (keyed by the immutable sealed value) for the life of the process.
+const opened = new Map<string, string>();
+const OPENED_MAX = 10_000;
+
+function openSecret(deps: Deps, cred: StoredCredential): string {
+  let secret = opened.get(cred.secretSealed);
+  if (secret === undefined) {
+    secret = deps.storage.sealer.open(cred.secretSealed, `${cred.kind}:${cred.keyId}`);
+    if (opened.size >= OPENED_MAX) opened.clear();
+    opened.set(cred.secretSealed, secret);
+  }
+  return secret;
+}
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
+const sameSecret = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
+
+function header(h: IncomingHttpHeaders, name: string): string | undefined {
+  const v = h[name];
+  return Array.isArray(v) ? undefined : v;
+}
+
+function toPrincipal(c: StoredCredential): Principal {
+  return { kind: 'account_token', credentialId: c.id, keyId: c.keyId, userId: c.userId, userRole: c.userRole, email: c.userEmail };
+}
+
+/** Whether a route that accepts `accepted` admits this principal: 'ok', or the error to answer. */
+function admit(accepted: readonly CredentialKind[], p: Principal): ApiError | null {
+  if (accepted.includes(p.kind)) return null;
+  if (p.kind === 'account_token' && accepted.includes('staff')) {
+    return p.userRole === 'staff' ? null : fail('forbidden', 'This route is for platform staff.');
+  }
+  return unauthorized();
+}
+
+export async function authenticate(req: SignedRequest, accepted: readonly CredentialKind[], deps: Deps): Promise<Principal> {
+  const { clock, config } = deps.ctx;
+  const m = AUTH_RE.exec(header(req.headers, 'authorization') ?? '');
+  if (!m) throw unauthorized();
+  const [, keyId = '', sig = ''] = m;
+  const nowMs = clock.now();
+  const now = new Date(nowMs);
+
+  let principal: Principal;
+  let bucketKey: string;
+  let nonce: string;
+  let nonceExpiresAt: Date;
+
+  if (keyId === 'admin' && sig === 'bootstrap') {
+    // Spec §5.3: the platform key, for bootstrap and break-glass use, on the routes that list it.
+    const given = header(req.headers, HEADER_ADMIN_KEY);
+    if (!config.platformAdminKey || given === undefined || !sameSecret(given, config.platformAdminKey)) throw unauthorized();
+    if (!accepted.includes('platform_admin')) throw unauthorized();
+    principal = { kind: 'platform_admin' };
+    bucketKey = 'platform_admin';
+    nonce = randomUUID();
+    nonceExpiresAt = new Date(nowMs + SKEW_MS);
+  } else {
+    const ts = header(req.headers, HEADER_TIMESTAMP) ?? '';
+    nonce = header(req.headers, HEADER_NONCE) ?? '';
+    if (!/^\d{1,16}$/.test(ts) || !NONCE_RE.test(nonce) || !/^[0-9a-f]{64}$/.test(sig)) throw unauthorized();
+    const tsMs = Number(ts);
+    if (Math.abs(nowMs - tsMs) > SKEW_MS) throw unauthorized();
+
+    const cred = await findCredential(deps.storage.db, keyId);
+    const expected = signature(
+      cred ? openSecret(deps, cred) : 'no-such-credential',
+      stringToSign(req.method, req.target, ts, nonce, sha256Hex(req.rawBody)),
+    );
+    const matches = timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(sig, 'hex'));
+    if (!cred || !matches) throw unauthorized();
+
+    principal = toPrincipal(cred);
+    const refused = admit(accepted, principal);
+    if (refused) throw refused;
+    bucketKey = keyId;
+    // The nonce must be remembered for as long as its timestamp would still be accepted.
+    nonceExpiresAt = new Date(tsMs + SKEW_MS);
+  }
+
+  const guard = await guardRequest(deps.storage.db, { keyId: bucketKey, nonce, nonceExpiresAt, now, bucket: BUCKET });
+  if (!guard.freshNonce) throw unauthorized();
+  if (!guard.allowed) {
+    const retryAfter = Math.max(1, Math.ceil((1 - guard.tokens) / BUCKET.perSecond));
+    throw new ApiError('rate_limited', 'Too many requests for this credential.', { retryAfterSeconds: retryAfter }, {
+      'Retry-After': String(retryAfter),
+    });
+  }
+  return principal;
+}

@@ -1,0 +1,49 @@
+// ajv validators compiled once per route at start-up, from the route table's schemas. A failure is
+// 400 `invalid_request` whose details name every failing field.
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import type { TSchema } from '@sinclair/typebox';
+import { fail } from '../errors.js';
+
+// Bodies: unknown fields are dropped, types are not coerced (a JSON string is not a number).
+const bodyAjv = addFormats.default(new Ajv({ allErrors: true, removeAdditional: true, strict: false }));
+// Query strings and path parameters arrive as text: coerce them to the declared types.
+const textAjv = addFormats.default(new Ajv({ allErrors: true, removeAdditional: true, coerceTypes: true, strict: false }));
+// Responses (checked when SVC_CHECK_RESPONSES is on, as in tests): exactly as declared.
+const responseAjv = addFormats.default(new Ajv({ allErrors: true, strict: false }));
+
+export type Part = 'params' | 'query' | 'body';
+
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+export function fieldErrors(part: string, errors: ErrorObject[] | null | undefined): FieldError[] {
+  const out: FieldError[] = [];
+  for (const e of errors ?? []) {
+    let field = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
+    if (e.keyword === 'required') field = [field, (e.params as { missingProperty: string }).missingProperty].filter(Boolean).join('.');
+    const message = e.keyword === 'required' ? 'is required' : (e.message ?? 'is invalid');
+    const key = `${part}${field ? '.' + field : ''}`;
+    if (!out.some((o) => o.field === key && o.message === message)) out.push({ field: key, message });
+  }
+  return out;
+}
+
+export function compileRequest(part: Part, schema: TSchema): (value: unknown) => unknown {
+  const v: ValidateFunction = (part === 'body' ? bodyAjv : textAjv).compile(schema);
+  return (value) => {
+    if (part === 'body' && value === undefined) value = {};
+    if (!v(value)) {
+      const details = fieldErrors(part, v.errors);
+      throw fail('invalid_request', `Invalid ${part}: ${details.map((d) => `${d.field} ${d.message}`).join('; ')}.`, details);
+    }
+    return value;
+  };
+}
+
+export function compileResponse(schema: TSchema): (value: unknown) => FieldError[] | null {
+  const v = responseAjv.compile(schema);
+  return (value) => (v(value) ? null : fieldErrors('response', v.errors));
+}

@@ -1,0 +1,32 @@
+// Password hashing (gaps-filled.md #12): scrypt, memory-hard, from node:crypto, so nothing native
+// needs installing. Parameters are stored with each hash, so they can be raised without a migration.
+import { randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+
+const scrypt = (pw: string, salt: Buffer, len: number, o: ScryptOptions) =>
+  new Promise<Buffer>((resolve, reject) => scryptCb(pw, salt, len, o, (e, k) => (e ? reject(e) : resolve(k))));
+
+// N=2^15, r=8: 32 MiB and tens of milliseconds per hash (RFC 7914 §2 for the parameters).
+const LOG_N = 15;
+const R = 8;
+const P = 1;
+const KEY_LEN = 32;
+const maxmem = (logN: number, r: number) => 256 * r * 2 ** logN + 1024 * 1024;
+
+export async function hashPassword(password: string): Promise<string> {
+  const salt = randomBytes(16);
+  const key = await scrypt(password.normalize('NFC'), salt, KEY_LEN, { N: 2 ** LOG_N, r: R, p: P, maxmem: maxmem(LOG_N, R) });
+  return `scrypt$${LOG_N}$${R}$${P}$${salt.toString('base64')}$${key.toString('base64')}`;
+}
+
+export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  const [scheme, logN, r, p, salt, hash] = stored.split('$');
+  if (scheme !== 'scrypt' || !salt || !hash) return false;
+  const expected = Buffer.from(hash, 'base64');
+  const key = await scrypt(password.normalize('NFC'), Buffer.from(salt, 'base64'), expected.length, {
+    N: 2 ** Number(logN), r: Number(r), p: Number(p), maxmem: maxmem(Number(logN), Number(r)),
+  });
+  return timingSafeEqual(key, expected);
+}
+
+/** A hash of nothing anyone knows: verified against when the account does not exist, to keep timing alike. */
+export const UNUSABLE_HASH = `scrypt$${LOG_N}$${R}$${P}$${Buffer.alloc(16).toString('base64')}$${Buffer.alloc(KEY_LEN).toString('base64')}`;

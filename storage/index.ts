@@ -1,0 +1,45 @@
+// Opens Postgres (real or embedded) and LMDB together; the Storage handle every role receives.
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { Config } from '../config/schema.js';
+import { openEmbedded, openPostgres, type Db } from './pg/client.js';
+import { migrate } from './pg/migrate.js';
+import { openLmdb, type LmdbEnv } from './lmdb/env.js';
+import { createSealer, loadMasterKey, type Sealer } from './secrets.js';
+
+export interface Storage {
+  db: Db;
+  lmdb: LmdbEnv;
+  sealer: Sealer;
+  close(): Promise<void>;
+}
+
+export async function openDb(config: Readonly<Config>, log: Logger): Promise<Db> {
+  if (config.databaseUrl) return openPostgres(config.databaseUrl);
+  // gaps-filled.md #15: say so at every start.
+  log.warn(
+    'embedded database (PGlite) in use: it survives a process crash but not a power loss; ' +
+      'for evaluation, tests and single-user setups only. Set SVC_DATABASE_URL in production.',
+  );
+  return openEmbedded(path.join(config.dataDir, 'pg'));
+}
+
+export async function openStorage(config: Readonly<Config>, log: Logger): Promise<Storage> {
+  const sealer = createSealer(await loadMasterKey(config.masterKey, config.dataDir));
+  const db = await openDb(config, log);
+  try {
+    const applied = await migrate(db);
+    if (applied.length) log.info({ applied }, 'migrations applied');
+    const lmdb = await openLmdb(config.dataDir);
+    return {
+      db, lmdb, sealer,
+      async close() {
+        await lmdb.close();
+        await db.close();
+      },
+    };
+  } catch (err) {
+    await db.close().catch(() => {});
+    throw err;
+  }
+}

@@ -1,0 +1,62 @@
+// The master key and the sealing of secrets the server must use again (HMAC secrets, DKIM keys,
+// mail carrying one-time links). AES-256-GCM; the associated data binds a sealed value to its row,
+// so a ciphertext copied into another row does not open.
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { open, readFile, mkdir, link, unlink } from 'node:fs/promises';
+import path from 'node:path';
+
+export interface Sealer {
+  seal(plaintext: string, aad: string): string;
+  open(sealed: string, aad: string): string;
+}
+
+const VERSION = 'v1';
+
+export function createSealer(key: Buffer): Sealer {
+  if (key.length !== 32) throw new Error('master key must be 32 bytes');
+  return {
+    seal(plaintext, aad) {
+      const iv = randomBytes(12);
+      const c = createCipheriv('aes-256-gcm', key, iv);
+      c.setAAD(Buffer.from(aad));
+      const ct = Buffer.concat([c.update(plaintext, 'utf8'), c.final()]);
+      return `${VERSION}.${Buffer.concat([iv, c.getAuthTag(), ct]).toString('base64')}`;
+    },
+    open(sealed, aad) {
+      const [version, body] = sealed.split('.');
+      if (version !== VERSION || !body) throw new Error('unknown sealed format');
+      const buf = Buffer.from(body, 'base64');
+      const d = createDecipheriv('aes-256-gcm', key, buf.subarray(0, 12));
+      d.setAAD(Buffer.from(aad));
+      d.setAuthTag(buf.subarray(12, 28));
+      return Buffer.concat([d.update(buf.subarray(28)), d.final()]).toString('utf8');
+    },
+  };
+}
+
+/**
+ * SVC_MASTER_KEY when set; otherwise the key file in the data directory, created on first start
+ * (mode 0600, exclusive create so two processes starting together agree on one key).
+ */
+export async function loadMasterKey(configured: Buffer | null, dataDir: string): Promise<Buffer> {
+  if (configured) return configured;
+  const file = path.join(dataDir, 'master.key');
+  await mkdir(dataDir, { recursive: true });
+  // Write a temporary file, sync it, then link it into place: link fails if another process won the
+  // race, and nobody ever reads a half-written key.
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  const fh = await open(tmp, 'wx', 0o600);
+  await fh.writeFile(randomBytes(32).toString('base64') + '\n');
+  await fh.sync();
+  await fh.close();
+  try {
+    await link(tmp, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    await unlink(tmp);
+  }
+  const key = Buffer.from((await readFile(file, 'utf8')).trim(), 'base64');
+  if (key.length !== 32) throw new Error(`${file} does not hold base64 of 32 bytes`);
+  return key;
+}
