@@ -4,6 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
 import { loadConfig } from '../../config/load.js';
 import { startService, type RunningService } from '../../bin/start.js';
 import { createClient, type Client, type Credential } from '../../sdk/src/index.js';
@@ -40,7 +41,14 @@ interface Teardown {
 
 export const uniqueEmail = (tag = 'user') => `${tag}-${randomBytes(6).toString('hex')}@example.test`;
 
-export async function startTestService(t: Teardown, opts: { env?: Record<string, string>; clock?: TestClock } = {}): Promise<TestService> {
+export interface TestServiceOptions {
+  env?: Record<string, string>;
+  clock?: TestClock;
+  /** A logger of the test's own, to read what the service logs. */
+  log?: Logger;
+}
+
+export async function startTestService(t: Teardown, opts: TestServiceOptions = {}): Promise<TestService> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'svc-test-'));
   const clock = opts.clock ?? testClock();
   const serverUrl = process.env.SVC_DATABASE_URL;
@@ -59,7 +67,7 @@ export async function startTestService(t: Teardown, opts: { env?: Record<string,
     ...(database ? { SVC_DATABASE_URL: database.url } : {}),
     ...opts.env,
   });
-  const boot = () => startService(config, { clock, checkResponses: true });
+  const boot = () => startService(config, { clock, checkResponses: true, log: opts.log });
   let running = await boot();
   let stopped = false;
 
