@@ -1,6 +1,7 @@
 // Binds the control plane on SVC_BIND_HOST:SVC_HTTP_PORT (port 0 in tests) and closes it gracefully.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo, Socket } from 'node:net';
 import type Koa from 'koa';
 
 export interface HttpListener {
@@ -15,6 +16,7 @@ export async function listenHttp(app: Koa, host: string, port: number): Promise<
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 70_000;
   server.requestTimeout = 120_000;
+  server.on('clientError', answerClientError);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
@@ -30,4 +32,23 @@ export async function listenHttp(app: Koa, host: string, port: number): Promise<
         server.closeIdleConnections();
       }),
   };
+}
+
+// Requests that Node's HTTP parser refuses (oversized headers, malformed request lines) never reach
+// Koa; they still get the error envelope of gaps-filled.md #1, then the connection closes.
+function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (!socket.writable || (err.code === 'ECONNRESET')) {
+    socket.destroy();
+    return;
+  }
+  const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+  const [status, reason, code, message] = tooLarge
+    ? [431, 'Request Header Fields Too Large', 'invalid_request', 'Request headers are too large.']
+    : [400, 'Bad Request', 'invalid_request', 'Malformed HTTP request.'];
+  const requestId = randomUUID();
+  const body = JSON.stringify({ error: { code, message, requestId } });
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }
