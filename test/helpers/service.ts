@@ -1,6 +1,6 @@
 // Starts the real service in-process on 127.0.0.1:0 with a temporary data directory, the platform
 // key set and a controllable clock; stops and cleans up in the test's teardown.
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -18,6 +18,8 @@ export interface TestService {
   clock: TestClock;
   dataDir: string;
   running: RunningService;
+  /** The real Postgres database in use, or null on the embedded one. */
+  databaseUrl: string | null;
   /** Stops and starts again on the same data directory and database (ports change). */
   restart(): Promise<void>;
   stop(): Promise<void>;
@@ -46,6 +48,8 @@ export interface TestServiceOptions {
   clock?: TestClock;
   /** A logger of the test's own, to read what the service logs. */
   log?: Logger;
+  /** Run as a second node of this service: same Postgres database and master key, own data dir. */
+  nodeOf?: TestService;
 }
 
 export async function startTestService(t: Teardown, opts: TestServiceOptions = {}): Promise<TestService> {
@@ -53,7 +57,12 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
   const clock = opts.clock ?? testClock();
   const serverUrl = process.env.SVC_DATABASE_URL;
   let database: TestDatabase | null = null;
-  if (serverUrl) database = await createTestDatabase(serverUrl);
+  let shared: Record<string, string> = {};
+  if (opts.nodeOf) {
+    if (!opts.nodeOf.databaseUrl) throw new Error('a second node needs a real Postgres (SVC_DATABASE_URL)');
+    const masterKey = (await readFile(path.join(opts.nodeOf.dataDir, 'master.key'), 'utf8')).trim();
+    shared = { SVC_DATABASE_URL: opts.nodeOf.databaseUrl, SVC_MASTER_KEY: masterKey };
+  } else if (serverUrl) database = await createTestDatabase(serverUrl);
   else await prepareEmbedded(dataDir);
 
   const config = loadConfig({
@@ -65,6 +74,7 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
     SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY,
     SVC_LOG_LEVEL: process.env.SVC_TEST_LOG_LEVEL ?? 'silent',
     ...(database ? { SVC_DATABASE_URL: database.url } : {}),
+    ...shared,
     ...opts.env,
   });
   const boot = () => startService(config, { clock, checkResponses: true, log: opts.log });
@@ -77,6 +87,7 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
     },
     clock,
     dataDir,
+    databaseUrl: database?.url ?? shared.SVC_DATABASE_URL ?? null,
     get running() {
       return running;
     },
