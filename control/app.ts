@@ -17,6 +17,22 @@ export interface AppOptions {
   checkResponses?: boolean;
 }
 
+/**
+ * Registration order: at the first segment where two paths differ, a literal segment comes before a
+ * parameter, so /organizations/roles is matched before /organizations/{id}.
+ */
+export function byPathSpecificity(a: string, b: string): number {
+  const sa = a.split('/');
+  const sb = b.split('/');
+  for (let i = 0; i < Math.min(sa.length, sb.length); i++) {
+    const pa = (sa[i] ?? '').startsWith('{');
+    const pb = (sb[i] ?? '').startsWith('{');
+    if (pa !== pb) return pa ? 1 : -1;
+    if (sa[i] !== sb[i]) return (sa[i] ?? '') < (sb[i] ?? '') ? -1 : 1;
+  }
+  return sa.length - sb.length;
+}
+
 /** {name} → :name, the router's parameter syntax. */
 export const koaPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1');
 
@@ -27,7 +43,8 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
   app.silent = true;
   const router = new Router();
 
-  const names = Object.keys(routeTable).sort();
+  const names = Object.keys(routeTable).sort((a, b) =>
+    byPathSpecificity(routeTable[a as keyof typeof routeTable].path, routeTable[b as keyof typeof routeTable].path));
   const missing = names.filter((n) => !(n in handlers));
   const extra = Object.keys(handlers).filter((n) => !(n in routeTable));
   if (missing.length || extra.length) throw new Error(`route table and handlers disagree: missing ${missing} extra ${extra}`);

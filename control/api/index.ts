@@ -3,12 +3,15 @@
 // Adding a route is one entry here plus its handler under control/handlers/.
 import { authRoutes } from './auth.js';
 import { serviceRoutes } from './services.js';
+import { organizationRoutes } from './organizations.js';
 
 export const routeTable = {
   ...serviceRoutes,
   ...authRoutes,
+  ...organizationRoutes,
 };
 
 export type RouteTable = typeof routeTable;
 export type RouteName = keyof RouteTable;
 export * from './types.js';
+export * from './permissions.js';

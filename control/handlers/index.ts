@@ -3,8 +3,10 @@ import type { RouteTable } from '../api/index.js';
 import type { Handlers } from '../deps.js';
 import { authHandlers } from './auth.js';
 import { serviceHandlers } from './services.js';
+import { organizationHandlers } from './organizations.js';
 
 export const handlers: Handlers<RouteTable> = {
   ...serviceHandlers,
   ...authHandlers,
+  ...organizationHandlers,
 };
