@@ -9,7 +9,7 @@ import { queueNotification } from '../notify.js';
 import type { PrincipalOf } from '../principal.js';
 import { findUserWithHash, findUserWithHashByEmail, insertUser, setPasswordHash, type User } from '../../storage/pg/users.js';
 import { listAccountTokens, revokeAccountToken, revokeAllAccountTokens } from '../../storage/pg/account-tokens.js';
-import { consumePasswordReset, insertPasswordReset } from '../../storage/pg/password-resets.js';
+import { consumePasswordReset, insertPasswordReset, retirePasswordResets } from '../../storage/pg/password-resets.js';
 
 /** Spec §8: a reset link is valid for one hour. */
 export const RESET_TTL_MS = 60 * 60_000;
@@ -91,6 +91,7 @@ export const authHandlers: Handlers<typeof authRoutes> = {
       const userId = await consumePasswordReset(q, hashToken(body.token), now);
       if (!userId) throw fail('unauthorized', 'The reset link is invalid, expired or already used.');
       await setPasswordHash(q, userId, passwordHash, now);
+      await retirePasswordResets(q, userId, now);
       // gaps-filled.md #14: the user's sessions are its account tokens.
       await revokeAllAccountTokens(q, userId, now);
     });

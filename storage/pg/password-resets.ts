@@ -19,3 +19,8 @@ export async function consumePasswordReset(q: Queryable, tokenHash: string, now:
   );
   return rows[0]?.user_id ?? null;
 }
+
+/** Retires every outstanding reset link of the user (after a reset, older links must not work). */
+export async function retirePasswordResets(q: Queryable, userId: string, now: Date): Promise<void> {
+  await q.query('UPDATE password_resets SET used_at = $2 WHERE user_id = $1 AND used_at IS NULL', [userId, now]);
+}

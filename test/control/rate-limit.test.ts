@@ -1,0 +1,126 @@
+// gaps-filled.md #7: a token bucket per credential, burst 100, refilling 20 per second; over it,
+// 429 `rate_limited` with a Retry-After header. The clock is frozen so refill happens only when the
+// test advances it: the counts below are exact.
+import t, { type Test } from 'tap';
+import { signHeaders } from '../../sdk/src/index.js';
+import { startTestService, type TestService } from '../helpers/service.js';
+
+const WHOAMI = '/v1/services/whoami';
+
+interface Cred {
+  keyId: string;
+  secret: string;
+}
+
+interface Res {
+  status: number;
+  headers: Headers;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  body: any;
+}
+
+async function whoami(svc: TestService, c: Cred): Promise<Res> {
+  const headers = signHeaders({ method: 'GET', target: WHOAMI, body: '', keyId: c.keyId, secret: c.secret, timestamp: String(svc.clock.now()) });
+  const res = await fetch(svc.url + WHOAMI, { headers });
+  const text = await res.text();
+  let body: unknown;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    body = { unparsable: text };
+  }
+  return { status: res.status, headers: res.headers, body };
+}
+
+/** n requests in concurrent batches of `batch`; the statuses in completion-independent order. */
+async function burst(svc: TestService, c: Cred, n: number, batch = 25): Promise<Res[]> {
+  const out: Res[] = [];
+  for (let done = 0; done < n; done += batch) {
+    const size = Math.min(batch, n - done);
+    out.push(...(await Promise.all(Array.from({ length: size }, () => whoami(svc, c)))));
+  }
+  return out;
+}
+
+const count = (rs: Res[], status: number) => rs.filter((r) => r.status === status).length;
+
+function expect429(t: Test, res: Res, what: string): number {
+  t.equal(res.status, 429, `${what}: status 429`);
+  t.equal(res.body?.error?.code, 'rate_limited', `${what}: code rate_limited`);
+  t.type(res.body?.error?.message, 'string', `${what}: a message`);
+  t.type(res.body?.error?.requestId, 'string', `${what}: a requestId`);
+  t.equal(res.headers.get('x-request-id'), res.body?.error?.requestId, `${what}: X-Request-Id equals requestId`);
+  const ra = res.headers.get('retry-after');
+  t.match(ra, /^\d+$/, `${what}: Retry-After is an integer number of seconds (got ${ra})`);
+  t.ok(Number(ra) >= 1, `${what}: Retry-After >= 1`);
+  return Number(ra);
+}
+
+t.test('token bucket per credential: burst 100, 20/s sustained', async (t) => {
+  const svc = await startTestService(t);
+  const a = await svc.signup();
+  const b = await svc.signup();
+  // A second credential of the same user: the bucket is per credential, not per user.
+  const a2tok = await a.client.console.accountTokens.create({ label: 'second' });
+  const a2: Cred = { keyId: a2tok.tokenId, secret: a2tok.secret };
+  const A: Cred = { keyId: a.tokenId, secret: a.secret };
+  const B: Cred = { keyId: b.tokenId, secret: b.secret };
+
+  // Freeze well past the requests above, so A's bucket (touched by the create) is full again.
+  svc.clock.freeze(svc.clock.now() + 60_000);
+
+  const first = await burst(svc, A, 100);
+  t.equal(count(first, 200), 100, 'the burst of 100 is accepted');
+  for (const r of first.filter((x) => x.status !== 200)) t.fail(`unexpected ${r.status} ${JSON.stringify(r.body)}`);
+
+  const over = await whoami(svc, A);
+  expect429(t, over, 'request 101');
+
+  const again = await whoami(svc, A);
+  expect429(t, again, 'request 102, still no time passed');
+
+  // Other credentials have their own buckets.
+  const bRes = await burst(svc, B, 10);
+  t.equal(count(bRes, 200), 10, 'another user is unaffected');
+  const a2Res = await burst(svc, a2, 10);
+  t.equal(count(a2Res, 200), 10, "the same user's other token is unaffected");
+
+  // One second refills 20 tokens; the rejected requests above took none.
+  svc.clock.advance(1000);
+  const refill = await burst(svc, A, 30, 10);
+  t.equal(count(refill, 200), 20, 'exactly 20 succeed after one second');
+  t.equal(count(refill, 429), 10, 'the rest are 429');
+  // Sequential, to pin the order: all 200s before any 429.
+  svc.clock.advance(1000);
+  const seq: number[] = [];
+  for (let i = 0; i < 21; i++) seq.push((await whoami(svc, A)).status);
+  t.same(seq, [...Array(20).fill(200), 429], 'sequentially: 20 accepted, then 429');
+
+  // Retry-After is honest: waiting that long lets a request through.
+  const last = await whoami(svc, A);
+  const wait = expect429(t, last, 'after the refill is spent');
+  svc.clock.advance(wait * 1000);
+  t.equal((await whoami(svc, A)).status, 200, `accepted after Retry-After (${wait} s)`);
+
+  // The bucket caps at the burst: a long idle period does not bank more than 100.
+  svc.clock.advance(3600_000);
+  const capped = await burst(svc, A, 110);
+  t.equal(count(capped, 200), 100, 'after an hour idle, still only 100');
+  t.equal(count(capped, 429), 10, 'the rest are 429');
+});
+
+t.test('a replayed request costs the credential owner no token', async (t) => {
+  const svc = await startTestService(t);
+  svc.clock.freeze();
+  const me = await svc.signup();
+  const c = { keyId: me.tokenId, secret: me.secret };
+  const headers = signHeaders({ method: 'GET', target: WHOAMI, body: '', keyId: c.keyId, secret: c.secret, timestamp: String(svc.clock.now()) });
+  const statuses: number[] = [];
+  for (let i = 0; i < 150; i++) statuses.push((await fetch(svc.url + WHOAMI, { headers })).status);
+  t.equal(statuses.filter((s) => s === 200).length, 1, 'the original is accepted once');
+  t.equal(statuses.filter((s) => s === 401).length, 149, 'every replay is refused as unauthorized, none as rate limited');
+  // The owner still has 99 of the 100 burst tokens.
+  const after = await burst(svc, c, 99);
+  t.equal(count(after, 200), 99, 'the owner keeps the rest of the burst');
+  expect429(t, await whoami(svc, c), 'request 101 of the owner');
+});
