@@ -32,7 +32,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     const bad = new Set((validate.errors ?? []).map((e) => e.instancePath.slice(1)));
     const problems = fields
       .filter((fl) => bad.has(fl.env))
-      .map((fl) => `invalid configuration: ${fl.env} ${fl.expect} (got ${JSON.stringify(raw[fl.env])})`);
+      // A secret's value is never echoed: the line goes to stderr and the journal.
+      .map((fl) => `invalid configuration: ${fl.env} ${fl.expect}` + (fl.secret ? '' : ` (got ${JSON.stringify(raw[fl.env])})`));
     throw new ConfigError(problems);
   }
   const out: Partial<Config> = {};
@@ -47,13 +48,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
 export function describeConfig(config: Readonly<Config>): string {
   const show = (v: unknown): string => {
     if (v === null) return '(unset)';
-    if (Array.isArray(v)) return v.map((x) => (typeof x === 'object' ? `${x.host}:${x.port}` : String(x))).join(',');
+    // host:port exactly as SVC_DNS_SERVERS takes it back, IPv6 in brackets.
+    if (Array.isArray(v)) return v.map((x) => (typeof x === 'object' ? `${x.host.includes(':') ? `[${x.host}]` : x.host}:${x.port}` : String(x))).join(',');
     return String(v);
   };
   return fields
     .map((fl) => {
       const v = config[fl.key];
-      const value = fl.secret && v !== null ? '(set, redacted)' : show(v);
+      let value = fl.secret && v !== null ? '(set, redacted)' : show(v);
+      if (fl.key === 'publicUrl' && v === null) value = `(unset: http://${config.bindHost}:<bound HTTP port>)`;
       return `${fl.env}=${value}\n    # ${fl.doc}`;
     })
     .join('\n');

@@ -1,0 +1,253 @@
+// The real `svc` command as operators run it: `node --import tsx bin/svc.ts <command>` in a child
+// process, with its own data directory. When SVC_DATABASE_URL is set for the test run, children that
+// touch the database get a fresh database on that server; otherwise they use the embedded default.
+import t, { type Test } from 'tap';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import os from 'node:os';
+import path from 'node:path';
+import { waitFor } from '../helpers/wait-for.js';
+import { createTestDatabase } from '../helpers/database.js';
+import { listMigrations } from '../../storage/pg/migrate.js';
+import { routeTable, type RouteSpec } from '../../control/api/index.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const SERVER_URL = process.env.SVC_DATABASE_URL;
+const ADMIN_KEY = 'cli-test-platform-admin-key-0123456789';
+const EMBEDDED_WARNING = /embedded database.*power loss/i;
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+interface Svc {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** stdout lines that are JSON (pino log lines). */
+  logs(): Record<string, unknown>[];
+  exited: Promise<Exit>;
+  /** Set once the child has exited. */
+  exit: Exit | null;
+}
+
+/** The environment of the test run without any SVC_* variable: each child gets exactly what it is given. */
+function baseEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SVC_')) env[k] = v;
+  return env;
+}
+
+function svc(t: Test, args: string[], env: Record<string, string>): Svc {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', ...args], {
+    cwd: ROOT,
+    env: { ...baseEnv(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => (out += d));
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const s: Svc = {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    logs: () =>
+      out.split('\n').flatMap((line) => {
+        if (!line.startsWith('{')) return [];
+        try {
+          return [JSON.parse(line) as Record<string, unknown>];
+        } catch {
+          return [];
+        }
+      }),
+    exit: null,
+    exited: new Promise<Exit>((resolve) => {
+      child.on('exit', (code, signal) => {
+        s.exit = { code, signal };
+        resolve(s.exit);
+      });
+    }),
+  };
+  t.teardown(async () => {
+    if (s.exit === null) {
+      child.kill('SIGKILL');
+      await s.exited;
+    }
+  });
+  return s;
+}
+
+async function tempDir(t: Test): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-cli-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** SVC_DATABASE_URL for a child: a fresh database when the run has a real Postgres, else none (embedded). */
+async function databaseEnv(t: Test): Promise<Record<string, string>> {
+  if (!SERVER_URL) return {};
+  const db = await createTestDatabase(SERVER_URL);
+  // Teardowns run in reverse order: the child is killed before its database is dropped.
+  t.teardown(() => db.drop());
+  return { SVC_DATABASE_URL: db.url };
+}
+
+const listenEnv = (dataDir: string) => ({
+  SVC_DATA_DIR: dataDir,
+  SVC_HTTP_PORT: '0',
+  SVC_SMTP_PORT: '0',
+  SVC_IMAP_PORT: '0',
+  SVC_HOSTNAME: 'mta.test',
+  SVC_LOG_LEVEL: 'info',
+});
+
+/** Waits for the 'control plane listening' line, failing early when the child exits instead. */
+async function listening(s: Svc): Promise<Record<string, unknown>> {
+  return waitFor(
+    () => {
+      const line = s.logs().find((l) => l.msg === 'control plane listening');
+      if (!line && s.exit) throw new Error(`svc exited ${JSON.stringify(s.exit)} before listening:\n${s.stdout()}\n${s.stderr()}`);
+      return line;
+    },
+    { timeoutMs: 60_000, what: "'control plane listening'" },
+  );
+}
+
+const stderrLines = (s: Svc) => s.stderr().split('\n').filter((l) => l.trim() !== '');
+
+t.test('start with SVC_HTTP_PORT=abc exits non-zero with one line naming it', async (t) => {
+  const dataDir = await tempDir(t);
+  const s = svc(t, ['start'], { ...listenEnv(dataDir), SVC_HTTP_PORT: 'abc' });
+  const exit = await s.exited;
+  t.not(exit.code, 0, 'non-zero exit');
+  t.equal(exit.code, 2, 'exit code 2: bad configuration');
+  const lines = stderrLines(s);
+  t.equal(lines.length, 1, `exactly one stderr line: ${JSON.stringify(s.stderr())}`);
+  t.match(lines[0], /\bSVC_HTTP_PORT\b/, 'names SVC_HTTP_PORT');
+  t.notMatch(s.stdout(), /control plane listening/, 'nothing started');
+});
+
+t.test('start with a malformed SVC_DNS_SERVERS exits non-zero with one line naming it', async (t) => {
+  const dataDir = await tempDir(t);
+  const s = svc(t, ['start'], { ...listenEnv(dataDir), SVC_DNS_SERVERS: 'not a server:xx' });
+  const exit = await s.exited;
+  t.not(exit.code, 0, 'non-zero exit');
+  const lines = stderrLines(s);
+  t.equal(lines.length, 1, `exactly one stderr line: ${JSON.stringify(s.stderr())}`);
+  t.match(lines[0], /\bSVC_DNS_SERVERS\b/, 'names SVC_DNS_SERVERS');
+  t.notOk(lines[0]?.includes('SVC_HTTP_PORT'), 'and no other variable');
+});
+
+t.test('start listens, answers /health, and drains on SIGTERM', async (t) => {
+  const dataDir = await tempDir(t);
+  const dbEnv = await databaseEnv(t);
+  const s = svc(t, ['start'], { ...listenEnv(dataDir), ...dbEnv });
+  const line = await listening(s);
+  const port = line.http;
+  t.type(port, 'number', 'the log line carries the bound http port');
+  t.ok(typeof port === 'number' && port > 0 && port < 65536, `a real port (${String(port)})`);
+  t.equal(line.role, 'all', 'every role by default');
+  t.equal(line.publicUrl, `http://127.0.0.1:${String(port)}`, 'SVC_PUBLIC_URL defaults to http://<bind>:<port>');
+
+  const res = await fetch(`http://127.0.0.1:${String(port)}/health`);
+  t.equal(res.status, 200, 'GET /health is 200');
+  const body = (await res.json()) as Record<string, unknown>;
+  t.equal(body.ok, true, 'ok: true');
+  t.type(body.service, 'string', 'service');
+  t.ok(typeof body.time === 'string' && Number.isFinite(Date.parse(body.time)), `time is a date (${String(body.time)})`);
+
+  const warned = s.logs().some((l) => typeof l.msg === 'string' && EMBEDDED_WARNING.test(l.msg));
+  if (SERVER_URL) t.notOk(warned, 'no embedded-database warning with SVC_DATABASE_URL');
+  else {
+    t.ok(warned, 'the start log warns that the embedded database is not power-loss safe');
+    const warning = s.logs().find((l) => typeof l.msg === 'string' && EMBEDDED_WARNING.test(l.msg));
+    t.equal(warning?.level, 40, 'at warn level');
+    t.ok((await stat(path.join(dataDir, 'pg'))).isDirectory(), 'the embedded database lives under SVC_DATA_DIR');
+  }
+  t.ok((await stat(path.join(dataDir, 'lmdb'))).isDirectory(), 'LMDB lives under SVC_DATA_DIR');
+  t.ok((await stat(path.join(dataDir, 'master.key'))).isFile(), 'a master key was generated into SVC_DATA_DIR');
+
+  s.child.kill('SIGTERM');
+  const exit = await s.exited;
+  t.same(exit, { code: 0, signal: null }, 'SIGTERM: exit 0');
+  t.ok(s.logs().some((l) => l.msg === 'stopped'), "logs 'stopped'");
+  await t.rejects(fetch(`http://127.0.0.1:${String(port)}/health`), 'the port is closed');
+});
+
+t.test('start --role control without SVC_DATABASE_URL names SVC_DATABASE_URL', async (t) => {
+  const dataDir = await tempDir(t);
+  const s = svc(t, ['start', '--role', 'control'], listenEnv(dataDir));
+  const exit = await s.exited;
+  t.not(exit.code, 0, 'non-zero exit');
+  t.match(s.stderr(), /SVC_DATABASE_URL/, 'the message names SVC_DATABASE_URL');
+  t.notMatch(s.stdout(), /control plane listening/, 'nothing started');
+});
+
+t.test('start --role control with SVC_DATABASE_URL listens', { skip: SERVER_URL ? false : 'needs SVC_DATABASE_URL' }, async (t) => {
+  const dataDir = await tempDir(t);
+  const s = svc(t, ['start', '--role', 'control'], { ...listenEnv(dataDir), ...(await databaseEnv(t)) });
+  const line = await listening(s);
+  t.equal(line.role, 'control');
+  const res = await fetch(`http://127.0.0.1:${String(line.http)}/health`);
+  t.equal(res.status, 200);
+  s.child.kill('SIGTERM');
+  t.same(await s.exited, { code: 0, signal: null });
+});
+
+t.test('start with an unknown role is bad usage', async (t) => {
+  const dataDir = await tempDir(t);
+  const s = svc(t, ['start', '--role', 'everything'], listenEnv(dataDir));
+  const exit = await s.exited;
+  t.equal(exit.code, 2);
+  t.match(s.stderr(), /everything/);
+});
+
+t.test('migrate applies every migration once, then is up to date', async (t) => {
+  const dataDir = await tempDir(t);
+  const env = { SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: 'info', ...(await databaseEnv(t)) };
+  const expected = (await listMigrations()).map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`);
+  t.ok(expected.length > 0, 'there are migrations');
+
+  const first = svc(t, ['migrate'], env);
+  t.same(await first.exited, { code: 0, signal: null }, `first migrate exits 0 ${first.stderr()}`);
+  const applied = first.stdout().split('\n').find((l) => l.startsWith('applied: '));
+  t.ok(applied, `prints the applied migrations: ${first.stdout()}`);
+  t.same(applied?.slice('applied: '.length).split(', '), expected, 'every migration, in order');
+
+  const second = svc(t, ['migrate'], env);
+  t.same(await second.exited, { code: 0, signal: null }, 'second migrate exits 0');
+  t.ok(second.stdout().split('\n').includes('up to date'), `second run prints 'up to date': ${second.stdout()}`);
+  t.notMatch(second.stdout(), /^applied:/m, 'and applies nothing');
+});
+
+t.test('config prints the effective configuration, secrets redacted', async (t) => {
+  const dataDir = await tempDir(t);
+  const s = svc(t, ['config'], { SVC_DATA_DIR: dataDir, SVC_HTTP_PORT: '8123', SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY });
+  t.same(await s.exited, { code: 0, signal: null });
+  t.match(s.stdout(), /^SVC_HTTP_PORT=8123$/m, 'prints SVC_HTTP_PORT');
+  t.match(s.stdout(), /^SVC_PLATFORM_ADMIN_KEY=\(set, redacted\)$/m, 'SVC_PLATFORM_ADMIN_KEY is redacted');
+  t.notOk(s.stdout().includes(ADMIN_KEY), 'the key never appears');
+  t.notOk(s.stderr().includes(ADMIN_KEY), 'not on stderr either');
+});
+
+t.test('openapi prints a document covering the route table', async (t) => {
+  const s = svc(t, ['openapi'], {});
+  t.same(await s.exited, { code: 0, signal: null });
+  const doc = JSON.parse(s.stdout()) as { openapi?: string; paths?: Record<string, Record<string, { operationId?: string }>> };
+  t.match(doc.openapi, /^3\./, 'an OpenAPI 3 document');
+  const routes = Object.entries(routeTable) as [string, RouteSpec][];
+  t.ok(routes.length > 0);
+  for (const [name, r] of routes) {
+    t.ok(doc.paths && r.path in doc.paths, `paths has ${r.path}`);
+    t.equal(doc.paths?.[r.path]?.[r.method.toLowerCase()]?.operationId, name, `${r.method} ${r.path} is ${name}`);
+  }
+});
+
+t.test('an unknown command is bad usage', async (t) => {
+  const s = svc(t, ['frobnicate'], {});
+  t.equal((await s.exited).code, 2);
+  t.match(s.stderr(), /unknown command/);
+});

@@ -1,0 +1,212 @@
+// loadConfig(env) against the operator contract (shared/design/operator-contract.md): its defaults,
+// one problem line per bad variable, and describeConfig never printing a secret.
+import t, { type Test } from 'tap';
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { loadConfig, describeConfig, ConfigError } from '../../config/load.js';
+import { fields } from '../../config/schema.js';
+
+const MIN = 60_000;
+const HOUR = 60 * MIN;
+// 1m,5m,15m,30m,1h,2h,4h,8h,16h,24h,24h,24h,16h (operator contract, SVC_RETRY_DELAYS).
+const DEFAULT_RETRY_MS = [
+  1 * MIN, 5 * MIN, 15 * MIN, 30 * MIN,
+  1 * HOUR, 2 * HOUR, 4 * HOUR, 8 * HOUR, 16 * HOUR, 24 * HOUR, 24 * HOUR, 24 * HOUR, 16 * HOUR,
+];
+
+/** Calls loadConfig and returns the ConfigError it throws; fails the test when it does not throw one. */
+function configError(t: Test, env: Record<string, string>): ConfigError | null {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    t.type(err, ConfigError, 'throws a ConfigError');
+    return err instanceof ConfigError ? err : null;
+  }
+  t.fail(`loadConfig(${JSON.stringify(env)}) did not throw`);
+  return null;
+}
+
+t.test('defaults match the operator contract table', async (t) => {
+  const c = loadConfig({});
+  t.equal(c.dataDir, './data', 'SVC_DATA_DIR');
+  t.equal(c.databaseUrl, null, 'SVC_DATABASE_URL unset means the embedded database');
+  t.equal(c.bindHost, '127.0.0.1', 'SVC_BIND_HOST');
+  t.equal(c.httpPort, 8080, 'SVC_HTTP_PORT');
+  t.equal(c.smtpPort, 2525, 'SVC_SMTP_PORT');
+  t.equal(c.imapPort, 1143, 'SVC_IMAP_PORT');
+  t.equal(c.platformAdminKey, null, 'SVC_PLATFORM_ADMIN_KEY unset disables the platform key');
+  t.same(c.dnsServers, [], 'SVC_DNS_SERVERS unset: system resolvers');
+  t.equal(c.outboundPort, 25, 'SVC_OUTBOUND_PORT');
+  const host = os.hostname().toLowerCase();
+  t.equal(c.hostname, host, 'SVC_HOSTNAME defaults to the os hostname');
+  t.equal(c.mxHost, `mx.${host}`, 'SVC_MX_HOST');
+  t.equal(c.webmailHost, `webmail.${host}`, 'SVC_WEBMAIL_HOST');
+  t.same(c.webmailAddresses, [], 'SVC_WEBMAIL_ADDRESSES');
+  t.equal(c.notifyFrom, `no-reply@${host}`, 'SVC_NOTIFY_FROM');
+  t.equal(c.publicUrl, null, 'SVC_PUBLIC_URL: derived from the bound listener later');
+  t.same(c.retryDelaysMs, DEFAULT_RETRY_MS, 'SVC_RETRY_DELAYS parses to the 13 default delays in ms');
+  t.equal(c.retryDelaysMs.length, 13);
+  const total = c.retryDelaysMs.reduce((a, b) => a + b, 0);
+  t.ok(total > 4.5 * 24 * HOUR && total < 5.5 * 24 * HOUR, `retries span about 5 days (${total / HOUR} h)`);
+  t.equal(c.masterKey, null, 'SVC_MASTER_KEY unset: generated into the data dir');
+  t.ok(Object.isFrozen(c), 'the config object is frozen');
+});
+
+t.test('host names and the notification sender derive from SVC_HOSTNAME', async (t) => {
+  const c = loadConfig({ SVC_HOSTNAME: 'MTA.Example.Test.' });
+  t.equal(c.hostname, 'mta.example.test', 'lower-cased, trailing dot removed');
+  t.equal(c.mxHost, 'mx.mta.example.test');
+  t.equal(c.webmailHost, 'webmail.mta.example.test');
+  t.equal(c.notifyFrom, 'no-reply@mta.example.test');
+
+  const own = loadConfig({
+    SVC_HOSTNAME: 'mta.example.test', SVC_MX_HOST: 'in.example.net', SVC_WEBMAIL_HOST: 'mail.example.net',
+    SVC_NOTIFY_FROM: 'robot@example.net',
+  });
+  t.equal(own.mxHost, 'in.example.net', 'an explicit SVC_MX_HOST wins');
+  t.equal(own.webmailHost, 'mail.example.net', 'an explicit SVC_WEBMAIL_HOST wins');
+  t.equal(own.notifyFrom, 'robot@example.net', 'an explicit SVC_NOTIFY_FROM wins');
+});
+
+t.test('empty values count as unset', async (t) => {
+  const c = loadConfig({ SVC_HTTP_PORT: '', SVC_DATABASE_URL: '  ', SVC_PLATFORM_ADMIN_KEY: '' });
+  t.equal(c.httpPort, 8080);
+  t.equal(c.databaseUrl, null);
+  t.equal(c.platformAdminKey, null);
+});
+
+const bad: [string, string][] = [
+  ['SVC_HTTP_PORT', 'abc'],
+  ['SVC_HTTP_PORT', '70000'],
+  ['SVC_SMTP_PORT', '-1'],
+  ['SVC_DNS_SERVERS', 'not a server:xx'],
+  ['SVC_DNS_SERVERS', '127.0.0.1:99999'],
+  ['SVC_RETRY_DELAYS', '1m,soon'],
+  ['SVC_MASTER_KEY', 'short'],
+  ['SVC_DATABASE_URL', 'mysql://x'],
+  ['SVC_PUBLIC_URL', 'ftp://x'],
+  ['SVC_WEBMAIL_ADDRESSES', '1.2.3.4,nope'],
+];
+
+t.test('each bad value gives exactly one problem line naming its variable', async (t) => {
+  for (const [name, value] of bad) {
+    t.test(`${name}=${value}`, async (t) => {
+      const err = configError(t, { [name]: value });
+      if (!err) return;
+      t.equal(err.problems.length, 1, 'one line');
+      const line = err.problems[0] ?? '';
+      t.notMatch(line, /\n/, 'the problem is a single line');
+      t.match(line, new RegExp(`\\b${name}\\b`), 'the line names the variable');
+      const others = fields.map((f) => f.env).filter((env) => env !== name && line.includes(env));
+      t.same(others, [], 'the line names no other variable');
+      t.equal(err.message, err.problems.join('\n'), 'the message is the problem lines');
+    });
+  }
+});
+
+t.test('two bad variables give two lines, one per variable', async (t) => {
+  const err = configError(t, { SVC_HTTP_PORT: 'abc', SVC_DNS_SERVERS: 'not a server:xx' });
+  if (!err) return;
+  t.equal(err.problems.length, 2);
+  t.ok(err.problems.some((l) => /\bSVC_HTTP_PORT\b/.test(l) && !l.includes('SVC_DNS_SERVERS')), 'a line for SVC_HTTP_PORT');
+  t.ok(err.problems.some((l) => /\bSVC_DNS_SERVERS\b/.test(l) && !l.includes('SVC_HTTP_PORT')), 'a line for SVC_DNS_SERVERS');
+  // Good variables next to bad ones are not reported.
+  const mixed = configError(t, { SVC_HTTP_PORT: '8081', SVC_SMTP_PORT: '99999', SVC_IMAP_PORT: 'x' });
+  if (!mixed) return;
+  t.equal(mixed.problems.length, 2);
+  t.notOk(mixed.problems.some((l) => l.includes('SVC_HTTP_PORT')), 'the good port is not reported');
+});
+
+t.test('good values parse', async (t) => {
+  const key = randomBytes(32);
+  const c = loadConfig({
+    SVC_DATA_DIR: '/var/lib/svc',
+    SVC_DATABASE_URL: 'postgresql://svc@db.example.test/svc',
+    SVC_BIND_HOST: '0.0.0.0',
+    SVC_HTTP_PORT: '0',
+    SVC_SMTP_PORT: '25',
+    SVC_IMAP_PORT: '65535',
+    SVC_DNS_SERVERS: '127.0.0.1:5353,[::1]:53,8.8.8.8',
+    SVC_OUTBOUND_PORT: '2526',
+    SVC_WEBMAIL_ADDRESSES: '192.0.2.10, 2001:db8::1',
+    SVC_PUBLIC_URL: 'https://mail.example.test/',
+    SVC_RETRY_DELAYS: '30s,2m,1h,1d,250ms',
+    SVC_MASTER_KEY: key.toString('base64'),
+    SVC_PLATFORM_ADMIN_KEY: 'a-platform-key-of-enough-length',
+  });
+  t.equal(c.dataDir, '/var/lib/svc');
+  t.equal(c.databaseUrl, 'postgresql://svc@db.example.test/svc');
+  t.equal(c.bindHost, '0.0.0.0');
+  t.equal(c.httpPort, 0, 'port 0 is allowed (tests bind an ephemeral port)');
+  t.equal(c.smtpPort, 25);
+  t.equal(c.imapPort, 65535);
+  t.same(c.dnsServers, [
+    { host: '127.0.0.1', port: 5353 },
+    { host: '::1', port: 53 },
+    { host: '8.8.8.8', port: 53 },
+  ], 'host/port list, default port 53');
+  t.equal(c.outboundPort, 2526);
+  t.same(c.webmailAddresses, ['192.0.2.10', '2001:db8::1']);
+  t.equal(c.publicUrl, 'https://mail.example.test', 'trailing slash removed');
+  t.same(c.retryDelaysMs, [30_000, 120_000, HOUR, 24 * HOUR, 250]);
+  t.ok(c.masterKey && key.equals(c.masterKey), 'the master key is the decoded 32 bytes');
+  t.equal(c.platformAdminKey, 'a-platform-key-of-enough-length');
+  t.equal(typeof c.httpPort, 'number', 'ports are numbers, not strings');
+
+  t.equal(loadConfig({ SVC_PUBLIC_URL: 'http://127.0.0.1:8080///' }).publicUrl, 'http://127.0.0.1:8080', 'every trailing slash');
+  t.equal(loadConfig({ SVC_PUBLIC_URL: 'https://x.test/base/' }).publicUrl, 'https://x.test/base', 'a path is kept');
+});
+
+t.test('describeConfig redacts every secret', async (t) => {
+  const adminKey = 'platform-admin-key-' + randomBytes(8).toString('hex');
+  const masterKey = randomBytes(32).toString('base64');
+  const dbPassword = 'pw' + randomBytes(8).toString('hex');
+  const databaseUrl = `postgres://svc:${dbPassword}@db.example.test:5432/svc`;
+  const text = describeConfig(loadConfig({
+    SVC_PLATFORM_ADMIN_KEY: adminKey,
+    SVC_MASTER_KEY: masterKey,
+    SVC_DATABASE_URL: databaseUrl,
+    SVC_HTTP_PORT: '8181',
+  }));
+  t.notOk(text.includes(adminKey), 'no SVC_PLATFORM_ADMIN_KEY value');
+  t.notOk(text.includes(masterKey), 'no SVC_MASTER_KEY value (base64)');
+  t.notOk(text.includes(Buffer.from(masterKey, 'base64').toString('hex')), 'no SVC_MASTER_KEY value (hex)');
+  t.notOk(text.includes(dbPassword), 'no database password');
+  t.notOk(text.includes('db.example.test'), 'no part of SVC_DATABASE_URL');
+  t.match(text, /^SVC_PLATFORM_ADMIN_KEY=\(set, redacted\)$/m);
+  t.match(text, /^SVC_MASTER_KEY=\(set, redacted\)$/m);
+  t.match(text, /^SVC_DATABASE_URL=\(set, redacted\)$/m);
+  t.match(text, /^SVC_HTTP_PORT=8181$/m, 'non-secret values are printed');
+  for (const f of fields) t.match(text, new RegExp(`^${f.env}=`, 'm'), `${f.env} is listed`);
+
+  const unset = describeConfig(loadConfig({}));
+  t.match(unset, /^SVC_PLATFORM_ADMIN_KEY=\(unset\)$/m, 'an unset secret says so');
+});
+
+t.test('a rejected secret is not echoed in the problem line', async (t) => {
+  // A master key one byte short, or a database URL in the wrong scheme, is still a real secret: the
+  // problem line goes to stderr and the journal.
+  const nearKey = randomBytes(31).toString('base64');
+  const dbPassword = 'pw' + randomBytes(8).toString('hex');
+  const cases: [string, string, string][] = [
+    ['SVC_MASTER_KEY', nearKey, nearKey],
+    ['SVC_DATABASE_URL', `mysql://svc:${dbPassword}@db.example.test/svc`, dbPassword],
+    ['SVC_PLATFORM_ADMIN_KEY', 'short-secret', 'short-secret'],
+  ];
+  for (const [name, value, secret] of cases) {
+    const err = configError(t, { [name]: value });
+    if (!err) continue;
+    t.equal(err.problems.length, 1);
+    t.match(err.problems[0], new RegExp(`\\b${name}\\b`), `${name} is named`);
+    t.notOk(err.message.includes(secret), `${name}: the value is not printed`);
+  }
+});
+
+t.test('describeConfig prints DNS servers in a form SVC_DNS_SERVERS reads back', async (t) => {
+  const servers = '127.0.0.1:5353,[::1]:5353';
+  const text = describeConfig(loadConfig({ SVC_DNS_SERVERS: servers }));
+  const printed = /^SVC_DNS_SERVERS=(.*)$/m.exec(text)?.[1] ?? '';
+  t.match(printed, /^127\.0\.0\.1:5353,/, 'IPv4 as host:port');
+  t.same(loadConfig({ SVC_DNS_SERVERS: printed }).dnsServers, loadConfig({ SVC_DNS_SERVERS: servers }).dnsServers,
+    'the printed value parses to the same servers');
+});
