@@ -11,6 +11,9 @@ import { authenticate } from './middleware/authenticate.js';
 import { compileRequest, compileResponse } from './middleware/validate.js';
 import { handlers } from './handlers/index.js';
 import type { Deps, Handler, RequestCtx } from './deps.js';
+import { authorizeRoute } from './authorize.js';
+import { actorOf } from './principal.js';
+import { insertAudit } from '../storage/pg/audit.js';
 
 export interface AppOptions {
   /** Check every response against its schema (tests); a mismatch is a 500 and a log line. */
@@ -65,7 +68,7 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
       const principal =
         spec.auth === 'public'
           ? null
-          : await authenticate({ method: ctx.method, target: ctx.originalUrl, headers: ctx.headers, rawBody }, spec.auth, deps);
+          : await authenticate({ method: ctx.method, target: ctx.originalUrl, headers: ctx.headers, rawBody, ip: ctx.ip }, spec.auth, deps);
       // A body on a route that takes none is ignored (it was still covered by the signature).
       const json = spec.body ? parseJson(rawBody) : undefined;
       const input = {
@@ -79,8 +82,11 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
         ip: ctx.ip,
         now: new Date(deps.ctx.clock.now()),
         deps,
+        access: await authorizeRoute(deps.storage.db, spec, principal, input),
+        audit: {},
       };
       const result = await handler(input as never, rc);
+      if (spec.method !== 'GET') await recordAudit(deps, name, spec, ctx.path, input.params as Record<string, unknown>, rc);
       if (check.response) {
         const problems = check.response(JSON.parse(JSON.stringify(result)));
         if (problems) {
@@ -96,4 +102,29 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
   app.use(errorEnvelope(deps.ctx.log, randomUUID));
   app.use(router.routes());
   return app;
+}
+
+/**
+ * Every mutating request that succeeded leaves one audit row: who, which route, on what. Written
+ * here, once, so no handler can forget it.
+ */
+async function recordAudit(deps: Deps, action: string, spec: RouteSpec, path: string, params: Record<string, unknown>, rc: RequestCtx) {
+  const actor = actorOf(rc.principal);
+  // The innermost path parameter names what was acted on (…/tokens/{tokenId} → the token).
+  const innermost = Object.values(params).filter((v): v is string => typeof v === 'string').pop();
+  await insertAudit(deps.storage.db, {
+    id: randomUUID(),
+    createdAt: rc.now,
+    actorKind: actor.kind,
+    actorId: rc.audit.actorId ?? actor.id,
+    action,
+    method: spec.method,
+    path,
+    status: spec.status ?? 200,
+    organizationId: rc.audit.organizationId ?? rc.access?.organizationId ?? null,
+    projectId: rc.audit.projectId ?? rc.access?.projectId ?? null,
+    targetId: rc.audit.targetId ?? innermost ?? null,
+    requestId: rc.requestId,
+    ip: rc.ip,
+  });
 }

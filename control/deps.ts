@@ -2,6 +2,7 @@
 import type { Context } from '../config/context.js';
 import type { Storage } from '../storage/index.js';
 import type { Principal } from './principal.js';
+import type { Access } from './authorize.js';
 import type { RouteInput, RouteOutput, RouteSpec } from './api/types.js';
 
 export interface Deps {
@@ -17,6 +18,10 @@ export interface RequestCtx {
   ip: string;
   now: Date;
   deps: Deps;
+  /** What the route's declared target check granted (null for routes without a target). */
+  access: Access | null;
+  /** Filled in by handlers whose target the app could not know beforehand (created rows). */
+  audit: { organizationId?: string | null; projectId?: string | null; targetId?: string | null; actorId?: string | null };
 }
 
 export type Handler<R extends RouteSpec> = (input: RouteInput<R>, rc: RequestCtx) => Promise<RouteOutput<R>>;

@@ -4,11 +4,13 @@
 import { authRoutes } from './auth.js';
 import { serviceRoutes } from './services.js';
 import { organizationRoutes } from './organizations.js';
+import { projectRoutes } from './projects.js';
 
 export const routeTable = {
   ...serviceRoutes,
   ...authRoutes,
   ...organizationRoutes,
+  ...projectRoutes,
 };
 
 export type RouteTable = typeof routeTable;

@@ -22,8 +22,16 @@ export interface RouteSpec {
   summary: string;
   /** 'public' routes are unsigned (spec §5); otherwise the credential kinds accepted. */
   auth: 'public' | readonly CredentialKind[];
+  /** Role permission a member needs (spec §5.5); reads declare none and need membership only. */
   permission?: Permission;
+  /** Scope a project key needs (spec §5.3). */
   scope?: Scope;
+  /**
+   * The organization or project the route acts on, and where its id is in the request. The app
+   * loads it and checks access before the handler runs: a non-member gets 404, a member whose role
+   * lacks `permission` 403, a project key without `scope` 403.
+   */
+  target?: { kind: 'organization' | 'project'; in: 'params' | 'query' | 'body'; field: string };
   params?: TObject;
   query?: TObject;
   body?: TObject;

@@ -4,9 +4,11 @@ import type { Handlers } from '../deps.js';
 import { authHandlers } from './auth.js';
 import { serviceHandlers } from './services.js';
 import { organizationHandlers } from './organizations.js';
+import { projectHandlers } from './projects.js';
 
 export const handlers: Handlers<RouteTable> = {
   ...serviceHandlers,
   ...authHandlers,
   ...organizationHandlers,
+  ...projectHandlers,
 };

@@ -4,10 +4,12 @@
 import { randomUUID, timingSafeEqual, createHash } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ApiError, fail } from '../errors.js';
-import type { CredentialKind } from '../api/types.js';
+import type { CredentialKind, Scope } from '../api/types.js';
+import { BlockList, isIP } from 'node:net';
 import { HEADER_ADMIN_KEY, HEADER_NONCE, HEADER_TIMESTAMP, sha256Hex, signature, stringToSign } from '../api/signing.js';
 import type { Principal } from '../principal.js';
 import type { Deps } from '../deps.js';
+import { credentialAad } from '../tokens.js';
 import { findCredential, type StoredCredential } from '../../storage/pg/credentials.js';
 import { guardRequest, type Bucket } from '../../storage/pg/request-guard.js';
 
@@ -27,6 +29,8 @@ export interface SignedRequest {
   target: string;
   headers: IncomingHttpHeaders;
   rawBody: Buffer;
+  /** The source address, for allowedCidrs. */
+  ip: string;
 }
 
 // Secrets are sealed at rest; opening one costs an AES-GCM decryption, so opened secrets are kept
@@ -37,7 +41,7 @@ const OPENED_MAX = 10_000;
 function openSecret(deps: Deps, cred: StoredCredential): string {
   let secret = opened.get(cred.secretSealed);
   if (secret === undefined) {
-    secret = deps.storage.sealer.open(cred.secretSealed, `${cred.kind}:${cred.keyId}`);
+    secret = deps.storage.sealer.open(cred.secretSealed, credentialAad(cred.kind, cred.keyId));
     if (opened.size >= OPENED_MAX) opened.clear();
     opened.set(cred.secretSealed, secret);
   }
@@ -53,7 +57,34 @@ function header(h: IncomingHttpHeaders, name: string): string | undefined {
 }
 
 function toPrincipal(c: StoredCredential): Principal {
-  return { kind: 'account_token', credentialId: c.id, keyId: c.keyId, userId: c.userId, userRole: c.userRole, email: c.userEmail };
+  switch (c.kind) {
+    case 'account_token':
+      return { kind: c.kind, credentialId: c.id, keyId: c.keyId, userId: c.userId, userRole: c.userRole, email: c.userEmail };
+    case 'organization_token':
+      return { kind: c.kind, credentialId: c.id, keyId: c.keyId, organizationId: c.organizationId };
+    case 'project_api_key':
+      return { kind: c.kind, credentialId: c.id, keyId: c.keyId, projectId: c.projectId, organizationId: c.organizationId, scopes: c.scopes as Scope[] };
+  }
+}
+
+// Spec §4.7: allowedCidrs restricts the source addresses of a platform-managed key.
+const cidrLists = new Map<string, BlockList>();
+function sourceAllowed(cidrs: string[], ip: string): boolean {
+  if (cidrs.length === 0) return true;
+  const key = cidrs.join(',');
+  let list = cidrLists.get(key);
+  if (!list) {
+    list = new BlockList();
+    for (const c of cidrs) {
+      const [net = '', bits = ''] = c.split('/');
+      const type = isIP(net) === 6 ? 'ipv6' : 'ipv4';
+      list.addSubnet(net, Number(bits || (type === 'ipv6' ? 128 : 32)), type);
+    }
+    if (cidrLists.size > 10_000) cidrLists.clear();
+    cidrLists.set(key, list);
+  }
+  const addr = ip.startsWith('::ffff:') && isIP(ip.slice(7)) === 4 ? ip.slice(7) : ip;
+  return list.check(addr, isIP(addr) === 6 ? 'ipv6' : 'ipv4');
 }
 
 /** Whether a route that accepts `accepted` admits this principal: 'ok', or the error to answer. */
@@ -94,13 +125,14 @@ export async function authenticate(req: SignedRequest, accepted: readonly Creden
     const tsMs = Number(ts);
     if (Math.abs(nowMs - tsMs) > SKEW_MS) throw unauthorized();
 
-    const cred = await findCredential(deps.storage.db, keyId);
+    const cred = await findCredential(deps.storage.db, keyId, now);
     const expected = signature(
       cred ? openSecret(deps, cred) : 'no-such-credential',
       stringToSign(req.method, req.target, ts, nonce, sha256Hex(req.rawBody)),
     );
     const matches = timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(sig, 'hex'));
     if (!cred || !matches) throw unauthorized();
+    if (cred.kind === 'project_api_key' && cred.managed === 'platform' && !sourceAllowed(cred.allowedCidrs, req.ip)) throw unauthorized();
 
     principal = toPrincipal(cred);
     const refused = admit(accepted, principal);

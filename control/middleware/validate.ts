@@ -3,6 +3,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { TSchema } from '@sinclair/typebox';
+import { isIP } from 'node:net';
 import { fail } from '../errors.js';
 
 // Bodies: unknown fields are dropped, types are not coerced (a JSON string is not a number).
@@ -11,6 +12,16 @@ const bodyAjv = addFormats.default(new Ajv({ allErrors: true, removeAdditional: 
 const textAjv = addFormats.default(new Ajv({ allErrors: true, removeAdditional: true, coerceTypes: true, strict: false }));
 // Responses (checked when SVC_CHECK_RESPONSES is on, as in tests): exactly as declared.
 const responseAjv = addFormats.default(new Ajv({ allErrors: true, strict: false }));
+
+// A CIDR block: an IPv4 or IPv6 address, optionally with /bits in range.
+function isCidr(s: string): boolean {
+  const [addr = '', bits, extra] = s.split('/');
+  const v = isIP(addr);
+  if (v === 0 || extra !== undefined) return false;
+  if (bits === undefined) return true;
+  return /^\d{1,3}$/.test(bits) && Number(bits) <= (v === 4 ? 32 : 128);
+}
+for (const a of [bodyAjv, textAjv, responseAjv]) a.addFormat('cidr', isCidr);
 
 export type Part = 'params' | 'query' | 'body';
 

@@ -1,0 +1,160 @@
+// Spec §4.6 projects and §4.7 project API keys.
+import { randomUUID } from 'node:crypto';
+import type { projectRoutes } from '../api/projects.js';
+import type { Scope } from '../api/types.js';
+import type { Handlers, RequestCtx } from '../deps.js';
+import { fail } from '../errors.js';
+import { authorizeOrganization, type Access } from '../authorize.js';
+import { newCredentialSecret, randomId, SECRET_WARNING } from '../tokens.js';
+import type { Queryable } from '../../storage/pg/client.js';
+import type { Sealer } from '../../storage/secrets.js';
+import { getProject, insertProject, listProjects, listProjectsOfUser, renameProject, softDeleteProject, type Project } from '../../storage/pg/projects.js';
+import { expireApiKey, findApiKey, insertApiKey, listApiKeys, renameApiKey, revokeApiKey, type ApiKey, type Managed } from '../../storage/pg/api-keys.js';
+
+/** Spec §3 and §8: a rotated key works 24 h more. */
+export const ROTATION_GRACE_MS = 24 * 3_600_000;
+/** Scopes of a key minted without a `scopes` list: everything but project administration. */
+export const DEFAULT_SCOPES: Scope[] = ['messages:send', 'messages:read', 'suppressions:read', 'suppressions:write'];
+
+const iso = (d: Date) => d.toISOString();
+export const projectJson = (p: Project) => ({
+  id: p.id, organization_id: p.organization_id, name: p.name, status: p.status, plan: p.plan,
+  created_at: iso(p.created_at), updated_at: iso(p.updated_at),
+});
+export const keyJson = (k: ApiKey) => ({
+  id: k.id, keyId: k.keyId, label: k.label, scopes: k.scopes as Scope[], managed: k.managed,
+  allowedCidrs: k.allowedCidrs, allowed_cidrs: k.allowedCidrs, rotatedFrom: k.rotatedFrom,
+  createdAt: iso(k.createdAt), expiresAt: k.expiresAt ? iso(k.expiresAt) : null,
+});
+
+/**
+ * Mints a project key. New keys are platform-managed (tk_); local (svc_) keys are the older kind,
+ * kept working and minted only by migrations and tests.
+ */
+export async function mintProjectKey(
+  q: Queryable,
+  sealer: Sealer,
+  k: { projectId: string; label: string | null; scopes: Scope[]; allowedCidrs?: string[]; managed?: Managed; rotatedFrom?: string; now: Date },
+) {
+  const managed = k.managed ?? 'platform';
+  const keyId = randomId(managed === 'platform' ? 'tk_' : 'svc_');
+  const { secret, sealed } = newCredentialSecret(sealer, 'project_api_key', keyId);
+  const key = await insertApiKey(q, {
+    id: randomUUID(), keyId, projectId: k.projectId, secretSealed: sealed, label: k.label, scopes: k.scopes, managed,
+    allowedCidrs: k.allowedCidrs ?? [], rotatedFrom: k.rotatedFrom ?? null, now: k.now,
+  });
+  return { ...keyJson(key), secret, warning: SECRET_WARNING };
+}
+
+function granted(rc: RequestCtx): Access & { projectId: string } {
+  if (!rc.access?.projectId) throw new Error('route without a project target reached a project handler');
+  return rc.access as Access & { projectId: string };
+}
+
+async function loadProject(q: Queryable, id: string): Promise<Project> {
+  const p = await getProject(q, id);
+  if (!p) throw fail('not_found', 'No such project.');
+  return p;
+}
+
+async function keyOf(rc: RequestCtx, keyId: string): Promise<ApiKey> {
+  const key = await findApiKey(rc.deps.storage.db, granted(rc).projectId, keyId, rc.now);
+  if (!key) throw fail('not_found', 'No such key in this project.');
+  return key;
+}
+
+export const projectHandlers: Handlers<typeof projectRoutes> = {
+  async 'console.projects.create'({ body }, rc) {
+    const { organizationId } = rc.access as Access;
+    const { db, sealer } = rc.deps.storage;
+    return db.tx(async (q) => {
+      const project = await insertProject(q, {
+        id: randomUUID(), organizationId, name: body.name, now: rc.now,
+        createdBy: rc.principal?.kind === 'account_token' ? rc.principal.userId : null,
+      });
+      rc.audit.projectId = project.id;
+      rc.audit.targetId = project.id;
+      const apiKey = await mintProjectKey(q, sealer, { projectId: project.id, label: 'default', scopes: ['project:admin'], now: rc.now });
+      return { project: projectJson(project), apiKey };
+    });
+  },
+
+  async 'console.projects.list'({ query }, rc) {
+    const { db } = rc.deps.storage;
+    const p = rc.principal;
+    if (!p) throw fail('unauthorized', 'Request authentication failed.');
+    let projects: Project[];
+    if (query.organizationId) {
+      // Filtering by an organization the caller cannot see is a 404, like every other route.
+      const access = await authorizeOrganization(db, p, query.organizationId);
+      projects = await listProjects(db, [access.organizationId]);
+    } else if (p.kind === 'organization_token') projects = await listProjects(db, [p.organizationId]);
+    else if (p.kind === 'account_token' && p.userRole !== 'staff') projects = await listProjectsOfUser(db, p.userId);
+    else projects = await listProjects(db, null);
+    return { projects: projects.map(projectJson) };
+  },
+
+  async 'console.projects.me'(_in, rc) {
+    if (rc.principal?.kind !== 'project_api_key') throw fail('unauthorized', 'Request authentication failed.');
+    return { project: projectJson(await loadProject(rc.deps.storage.db, rc.principal.projectId)) };
+  },
+
+  async 'console.projects.get'(_in, rc) {
+    const { projectId } = granted(rc);
+    const { db } = rc.deps.storage;
+    const [project, keys] = await Promise.all([loadProject(db, projectId), listApiKeys(db, projectId, rc.now)]);
+    // Sender domains, webhooks, suppressions and messages join this view as their issues land.
+    return { project: projectJson(project), apiKeys: keys.map(keyJson), domains: [], webhooks: [], suppressions: [], messages: [] };
+  },
+
+  async 'console.projects.update'({ body }, rc) {
+    const project = await renameProject(rc.deps.storage.db, granted(rc).projectId, body.name, rc.now);
+    if (!project) throw fail('not_found', 'No such project.');
+    return { project: projectJson(project) };
+  },
+
+  async 'console.projects.delete'(_in, rc) {
+    if (!(await softDeleteProject(rc.deps.storage.db, granted(rc).projectId, rc.now))) throw fail('not_found', 'No such project.');
+    return { ok: true as const };
+  },
+
+  async 'console.projects.apiKeys.create'({ body }, rc) {
+    const key = await mintProjectKey(rc.deps.storage.db, rc.deps.storage.sealer, {
+      projectId: granted(rc).projectId, label: body.label ?? null, scopes: body.scopes ?? DEFAULT_SCOPES,
+      allowedCidrs: body.allowedCidrs ?? [], now: rc.now,
+    });
+    rc.audit.targetId = key.keyId;
+    return key;
+  },
+
+  async 'console.projects.apiKeys.list'(_in, rc) {
+    return { apiKeys: (await listApiKeys(rc.deps.storage.db, granted(rc).projectId, rc.now)).map(keyJson) };
+  },
+
+  async 'console.projects.apiKeys.update'({ params, body }, rc) {
+    const key = await keyOf(rc, params.keyId);
+    if (key.managed === 'platform') throw fail('invalid_request', 'Platform-managed (tk_) keys cannot be renamed; rotate or revoke them.');
+    await renameApiKey(rc.deps.storage.db, key.id, body.label);
+    return { key: keyJson({ ...key, label: body.label }) };
+  },
+
+  async 'console.projects.apiKeys.rotate'({ params }, rc) {
+    const old = await keyOf(rc, params.keyId);
+    if (old.managed !== 'platform') throw fail('invalid_request', 'Only platform-managed (tk_) keys rotate; mint a new local key instead.');
+    const { db, sealer } = rc.deps.storage;
+    return db.tx(async (q) => {
+      await expireApiKey(q, old.id, new Date(rc.now.getTime() + ROTATION_GRACE_MS));
+      const key = await mintProjectKey(q, sealer, {
+        projectId: old.projectId, label: old.label, scopes: old.scopes as Scope[], allowedCidrs: old.allowedCidrs, rotatedFrom: old.keyId, now: rc.now,
+      });
+      rc.audit.targetId = old.keyId;
+      return key;
+    });
+  },
+
+  async 'console.projects.apiKeys.delete'({ params }, rc) {
+    const key = await keyOf(rc, params.keyId);
+    await revokeApiKey(rc.deps.storage.db, key.id, rc.now);
+    return { ok: true as const };
+  },
+};

@@ -1,0 +1,25 @@
+// Organization usage (spec §2.2): the sending allowance of the UTC day and inbox billing.
+import type { Organization } from '../storage/pg/organizations.js';
+import type { Deps } from './deps.js';
+
+/** Spec §8: a free organization may send 500 messages per UTC day; payg is unlimited, with 500 free. */
+export const FREE_DAILY_LIMIT = 500;
+
+export async function orgUsage(_deps: Deps, org: Organization, _now: Date) {
+  // Nothing is sent until the MTA (issue 5) lands and counts its daily quota rows here.
+  const usedToday = 0;
+  const free = org.plan === 'free';
+  return {
+    tier: org.plan,
+    dailyLimit: free ? FREE_DAILY_LIMIT : null,
+    usedToday,
+    remaining: free ? Math.max(0, FREE_DAILY_LIMIT - usedToday) : null,
+    overageToday: free ? 0 : Math.max(0, usedToday - FREE_DAILY_LIMIT),
+  };
+}
+
+export async function inboxUsage(_deps: Deps, _org: Organization, now: Date) {
+  // Inboxes arrive with receiving; until then there is nothing to bill.
+  const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString().slice(0, 10);
+  return { activeInboxes: 0, billedCents: 0, storageOverageGb: 0, storageBilledCents: 0, totalBilledCents: 0, monthStart };
+}
