@@ -5,12 +5,16 @@ import { authRoutes } from './auth.js';
 import { serviceRoutes } from './services.js';
 import { organizationRoutes } from './organizations.js';
 import { projectRoutes } from './projects.js';
+import { dataLayerRoutes } from './data-layer.js';
+import { adminRoutes } from './admin.js';
 
 export const routeTable = {
   ...serviceRoutes,
   ...authRoutes,
   ...organizationRoutes,
   ...projectRoutes,
+  ...dataLayerRoutes,
+  ...adminRoutes,
 };
 
 export type RouteTable = typeof routeTable;

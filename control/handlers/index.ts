@@ -5,10 +5,14 @@ import { authHandlers } from './auth.js';
 import { serviceHandlers } from './services.js';
 import { organizationHandlers } from './organizations.js';
 import { projectHandlers } from './projects.js';
+import { dataLayerHandlers } from './data-layer.js';
+import { adminHandlers } from './admin.js';
 
 export const handlers: Handlers<RouteTable> = {
   ...serviceHandlers,
   ...authHandlers,
   ...organizationHandlers,
   ...projectHandlers,
+  ...dataLayerHandlers,
+  ...adminHandlers,
 };
