@@ -1,0 +1,139 @@
+// The isolation matrix, generated from the route table: every route that takes an id (a path
+// parameter, or an `id`, `organizationId`, `project_id` or `organization_id` field), called by the
+// credentials of another organization with the ids of a victim organization, answers 404 where the
+// credential kind is accepted (401 where it is not, 403 for staff-only routes) and never leaks data.
+// A new route is covered without anyone adding it here; if the test cannot build a request for it,
+// it fails and says which id it is missing.
+import t from 'tap';
+import { routeTable, type RouteSpec } from '../../control/api/index.js';
+import type { Client } from '../../sdk/src/index.js';
+import { startTestService } from '../helpers/service.js';
+import { sample } from '../helpers/sample.js';
+
+const ID_FIELDS = ['id', 'organizationId', 'project_id', 'organization_id'];
+
+function takesAnId(r: RouteSpec): boolean {
+  if (/\{\w+\}/.test(r.path)) return true;
+  const fields = [...Object.keys(r.query?.properties ?? {}), ...Object.keys(r.body?.properties ?? {})];
+  return fields.some((f) => ID_FIELDS.includes(f));
+}
+
+t.test('another organization gets 404 and no data on every id-taking route', async (t) => {
+  const svc = await startTestService(t);
+  svc.clock.freeze();
+  // Requests are spread over simulated time so no credential's rate-limit bucket runs dry.
+  const tick = () => svc.clock.advance(10_000);
+
+  // The victim: an organization with a project, keys, tokens, an invitation, a join code and a second member.
+  const owner = await svc.signup();
+  const { organization: org, organizationToken: orgToken } = await owner.client.console.organizations.create({ name: 'Victim Org' });
+  const { project, apiKey } = await owner.client.console.projects.create({ name: 'Victim Project', organizationId: org.id });
+  const extraKey = await owner.client.console.projects.apiKeys.create({ id: project.id, label: 'victim-send' });
+  const { invitation } = await owner.client.console.organizations.invitations.create({ id: org.id, email: 'invitee@example.test' });
+  const { joinCode } = await owner.client.console.organizations.joinCodes.create({ id: org.id });
+  const member = await svc.signup();
+  const { code } = await owner.client.console.organizations.joinCodes.create({ id: org.id, role: 'member' });
+  await member.client.console.organizations.join({ code });
+  const victimTokens = (await owner.client.console.accountTokens.list()).tokens;
+  const victimAudit = await svc.running.storage.db.query<{ id: string }>('SELECT id FROM audit_log WHERE organization_id = $1 LIMIT 1', [org.id]);
+
+  // Ids a data-layer route of each table would act on, by table.
+  const rowIds: Record<string, string> = {
+    projects: project.id,
+    api_keys: extraKey.id,
+    users: owner.userId,
+    account_tokens: victimTokens[0]!.id,
+    organizations: org.id,
+    organization_members: member.userId,
+    organization_tokens: orgToken.id,
+    audit_log: victimAudit[0]!.id,
+    rate_limits: owner.tokenId,
+  };
+  const paramValues: Record<string, string> = {
+    tokenId: orgToken.tokenId,
+    invitationId: invitation.id,
+    codeId: joinCode.id,
+    userId: member.userId,
+    keyId: extraKey.keyId,
+  };
+  function idFor(name: string, r: RouteSpec): string {
+    const hasId = r.path.includes('{id}') || 'id' in (r.query?.properties ?? {}) || 'id' in (r.body?.properties ?? {});
+    if (!hasId || r.target?.kind === 'organization') return org.id;
+    if (r.target?.kind === 'project') return project.id;
+    const table = /^v1\.(\w+)\.\w+$/.exec(name)?.[1];
+    if (table && table !== 'services') {
+      const id = rowIds[table];
+      if (!id) throw new Error(`isolation matrix: no victim row id for data-layer table "${table}"; add one to rowIds`);
+      return id;
+    }
+    if (name.startsWith('console.accountTokens.') || name.startsWith('admin.accountTokens.')) return owner.tokenId;
+    if (name.startsWith('admin.users.')) return owner.userId;
+    throw new Error(`isolation matrix: cannot tell which victim id route ${name} (${r.method} ${r.path}) takes; teach idFor`);
+  }
+
+  // The attackers: another organization's owner, its organization token and its project key.
+  const attacker = await svc.signup();
+  const a = await attacker.client.console.organizations.create({ name: 'Attacker Org' });
+  const ap = await attacker.client.console.projects.create({ name: 'Attacker Project', organizationId: a.organization.id });
+  const attackers: { kind: 'account_token' | 'organization_token' | 'project_api_key'; client: Client }[] = [
+    { kind: 'account_token', client: attacker.client },
+    { kind: 'organization_token', client: svc.client({ keyId: a.organizationToken.tokenId, secret: a.organizationToken.secret }) },
+    { kind: 'project_api_key', client: svc.client({ keyId: ap.apiKey.keyId, secret: ap.apiKey.secret }) },
+  ];
+
+  const secrets = [org.id, project.id, org.name, project.name, owner.email, member.email, apiKey.keyId, extraKey.keyId, orgToken.tokenId, 'invitee@example.test'];
+  const covered: string[] = [];
+
+  for (const [name, r] of Object.entries(routeTable) as [string, RouteSpec][]) {
+    if (r.auth === 'public' || !takesAnId(r)) continue;
+    covered.push(name);
+    const id = idFor(name, r);
+    const known = { ...paramValues, id, organizationId: org.id, organization_id: org.id, project_id: project.id, name: 'renamed-by-attacker' };
+    const target = r.path.replace(/\{(\w+)\}/g, (_, p: string) => encodeURIComponent(String(p === 'id' ? id : (paramValues[p] ?? id))));
+    const query = r.query ? (sample(r.query, known) as Record<string, unknown>) : {};
+    const qs = new URLSearchParams(Object.entries(query).map(([k, v]): [string, string] => [k, String(v)])).toString();
+    const body = r.body ? sample(r.body, known) : undefined;
+
+    for (const { kind, client } of attackers) {
+      tick();
+      const accepted = r.auth.includes(kind);
+      const staffOnly = !accepted && kind === 'account_token' && r.auth.includes('staff');
+      const expected = accepted ? 404 : staffOnly ? 403 : 401;
+      let status = 200;
+      let text = '';
+      try {
+        text = JSON.stringify(await client.request(r.method, qs ? `${target}?${qs}` : target, body));
+      } catch (e) {
+        const err = e as { status?: number; code?: string; details?: unknown; message?: string };
+        status = err.status ?? 0;
+        text = JSON.stringify({ code: err.code, message: err.message, details: err.details });
+      }
+      t.equal(status, expected, `${name} as another org's ${kind}: ${expected}`);
+      const leaked = secrets.filter((s) => text.includes(s));
+      t.same(leaked, [], `${name} as ${kind}: nothing of the victim in the answer`);
+    }
+  }
+
+  t.ok(covered.length >= 20, `the matrix covered ${covered.length} routes`);
+  t.ok(covered.includes('console.projects.create') && covered.includes('console.organizations.get'), 'organizationId-in-body and {id} routes are both covered');
+
+  // Nothing of the victim changed.
+  tick();
+  const after = await owner.client.console.organizations.get({ id: org.id });
+  t.equal(after.organization.name, 'Victim Org', 'organization not renamed');
+  t.equal(after.organization.plan, 'free', 'plan not changed');
+  t.same(after.members.map((m) => m.userId).sort(), [owner.userId, member.userId].sort(), 'members unchanged');
+  t.ok(after.tokens.some((x) => x.tokenId === orgToken.tokenId), 'organization token not revoked');
+  t.ok(after.invitations.some((i) => i.id === invitation.id), 'invitation still pending');
+  tick();
+  const codes = (await owner.client.console.organizations.joinCodes.list({ id: org.id })).joinCodes;
+  t.equal(codes.find((c) => c.id === joinCode.id)?.status, 'active', 'join code still active');
+  tick();
+  const p = await owner.client.console.projects.get({ id: project.id });
+  t.equal(p.project.name, 'Victim Project', 'project not renamed or deleted');
+  t.ok(p.apiKeys.some((k) => k.keyId === extraKey.keyId), 'project key not revoked');
+  tick();
+  t.match(await svc.client({ keyId: extraKey.keyId, secret: extraKey.secret }).v1.services.whoami(), { projectId: project.id }, 'victim key still works');
+  tick();
+  t.match(await owner.client.v1.services.whoami(), { userId: owner.userId }, "victim's account token still works");
+});
