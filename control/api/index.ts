@@ -7,6 +7,7 @@ import { organizationRoutes } from './organizations.js';
 import { projectRoutes } from './projects.js';
 import { dataLayerRoutes } from './data-layer.js';
 import { adminRoutes } from './admin.js';
+import { auditRoutes } from './audit.js';
 
 export const routeTable = {
   ...serviceRoutes,
@@ -15,6 +16,7 @@ export const routeTable = {
   ...projectRoutes,
   ...dataLayerRoutes,
   ...adminRoutes,
+  ...auditRoutes,
 };
 
 export type RouteTable = typeof routeTable;

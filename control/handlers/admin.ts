@@ -1,5 +1,60 @@
-// Handlers of the admin route group.
-import type { adminRoutes } from '../api/admin.js';
+// Handlers of the admin route group (spec §4.14, gaps-filled.md #8): users and their account tokens.
+import { randomUUID } from 'node:crypto';
+import { clampLimit, type adminRoutes } from '../api/admin.js';
 import type { Handlers } from '../deps.js';
+import { fail } from '../errors.js';
+import { hashPassword } from '../passwords.js';
+import { mintAccountToken, SECRET_WARNING } from '../tokens.js';
+import { userJson } from './auth.js';
+import { projectJson } from './projects.js';
+import type { Queryable } from '../../storage/pg/client.js';
+import { getUser, insertUser, listUsers, type User } from '../../storage/pg/users.js';
+import { listAccountTokens, revokeAnyAccountToken } from '../../storage/pg/account-tokens.js';
+import { listProjectsOfUser } from '../../storage/pg/projects.js';
 
-export const adminHandlers: Handlers<typeof adminRoutes> = {};
+async function loadUser(q: Queryable, id: string): Promise<User> {
+  const user = await getUser(q, id);
+  if (!user) throw fail('not_found', 'No such user.');
+  return user;
+}
+
+export const adminHandlers: Handlers<typeof adminRoutes> = {
+  async 'admin.users.list'({ query }, rc) {
+    const users = await listUsers(rc.deps.storage.db, { email: query.email?.trim() || null, limit: clampLimit(query.limit) });
+    return { users: users.map(userJson) };
+  },
+
+  async 'admin.users.create'({ body }, rc) {
+    const passwordHash = await hashPassword(body.password);
+    const user = await insertUser(rc.deps.storage.db, { id: randomUUID(), email: body.email.trim(), passwordHash, role: body.role, now: rc.now });
+    if (!user) throw fail('conflict', 'An account with this email already exists.');
+    rc.audit.targetId = user.id;
+    return { user: userJson(user) };
+  },
+
+  async 'admin.users.projects.list'({ params }, rc) {
+    const { db } = rc.deps.storage;
+    const user = await loadUser(db, params.id);
+    return { projects: (await listProjectsOfUser(db, user.id)).map(projectJson) };
+  },
+
+  async 'admin.users.accountTokens.create'({ params, body }, rc) {
+    const { db, sealer } = rc.deps.storage;
+    const user = await loadUser(db, params.id);
+    const t = await mintAccountToken(db, sealer, { userId: user.id, label: body.label ?? null, now: rc.now });
+    rc.audit.targetId = t.tokenId;
+    return { id: t.id, tokenId: t.tokenId, secret: t.secret, label: t.label, createdAt: t.createdAt.toISOString(), warning: SECRET_WARNING };
+  },
+
+  async 'admin.users.accountTokens.list'({ params }, rc) {
+    const { db } = rc.deps.storage;
+    const user = await loadUser(db, params.id);
+    const rows = await listAccountTokens(db, user.id);
+    return { tokens: rows.map((t) => ({ id: t.id, tokenId: t.tokenId, label: t.label, createdAt: t.createdAt.toISOString() })) };
+  },
+
+  async 'admin.accountTokens.delete'({ params }, rc) {
+    if (!(await revokeAnyAccountToken(rc.deps.storage.db, params.id, rc.now))) throw fail('not_found', 'No such account token.');
+    return { ok: true as const };
+  },
+};

@@ -7,6 +7,7 @@ import { organizationHandlers } from './organizations.js';
 import { projectHandlers } from './projects.js';
 import { dataLayerHandlers } from './data-layer.js';
 import { adminHandlers } from './admin.js';
+import { auditHandlers } from './audit.js';
 
 export const handlers: Handlers<RouteTable> = {
   ...serviceHandlers,
@@ -15,4 +16,5 @@ export const handlers: Handlers<RouteTable> = {
   ...projectHandlers,
   ...dataLayerHandlers,
   ...adminHandlers,
+  ...auditHandlers,
 };

@@ -42,3 +42,14 @@ export async function revokeAllAccountTokens(q: Queryable, userId: string, now: 
   const rows = await q.query('UPDATE account_tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL RETURNING id', [userId, now]);
   return rows.length;
 }
+
+/** Revokes any user's live token, named by its tokenId or its database id (staff and platform use). */
+export async function revokeAnyAccountToken(q: Queryable, idOrTokenId: string, now: Date): Promise<boolean> {
+  const byId = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(idOrTokenId);
+  const rows = await q.query(
+    `UPDATE account_tokens SET revoked_at = $2 WHERE ${byId ? 'id = $1::uuid' : 'token_id = $1'}
+     AND revoked_at IS NULL RETURNING id`,
+    [idOrTokenId, now],
+  );
+  return rows.length > 0;
+}

@@ -33,7 +33,7 @@ export async function listAudit(
     `SELECT id, created_at AS "createdAt", actor_kind AS "actorKind", actor_id AS "actorId", action, method, path, status,
        organization_id AS "organizationId", project_id AS "projectId", target_id AS "targetId", request_id AS "requestId", ip
      FROM audit_log WHERE ($1::uuid IS NULL OR project_id = $1::uuid) AND ($2::text IS NULL OR action = $2)
-     ORDER BY created_at DESC, id LIMIT $3`,
+     ORDER BY seq DESC LIMIT $3`,
     [f.projectId ?? null, f.action ?? null, f.limit],
   );
 }

@@ -44,3 +44,19 @@ export async function findUserWithHash(q: Queryable, id: string): Promise<(User 
 export async function setPasswordHash(q: Queryable, id: string, passwordHash: string, now: Date): Promise<void> {
   await q.query('UPDATE users SET password_hash = $2, updated_at = $3 WHERE id = $1', [id, passwordHash, now]);
 }
+
+/** One user without its password hash; null when there is none (or the id is not a uuid). */
+export async function getUser(q: Queryable, id: string): Promise<User | null> {
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) return null;
+  const rows = await q.query<User>(`SELECT ${PUBLIC} FROM users WHERE id = $1`, [id]);
+  return rows[0] ?? null;
+}
+
+/** Users, newest first; `email` narrows to that address (case-insensitive, exact). */
+export async function listUsers(q: Queryable, f: { email?: string | null; limit: number }): Promise<User[]> {
+  return q.query<User>(
+    `SELECT ${PUBLIC} FROM users WHERE ($1::text IS NULL OR lower(email) = lower($1))
+     ORDER BY created_at DESC, id DESC LIMIT $2`,
+    [f.email ?? null, f.limit],
+  );
+}

@@ -92,8 +92,10 @@ CREATE TABLE api_keys (
 );
 CREATE INDEX api_keys_project_idx ON api_keys (project_id);
 
+-- seq orders entries written in the same millisecond, on every node (one sequence in Postgres).
 CREATE TABLE audit_log (
   id uuid PRIMARY KEY,
+  seq bigserial NOT NULL UNIQUE,
   created_at timestamptz NOT NULL,
   actor_kind text NOT NULL,
   actor_id text,
@@ -107,6 +109,5 @@ CREATE TABLE audit_log (
   request_id text NOT NULL,
   ip text
 );
-CREATE INDEX audit_log_project_idx ON audit_log (project_id, created_at DESC);
-CREATE INDEX audit_log_org_idx ON audit_log (organization_id, created_at DESC);
-CREATE INDEX audit_log_created_idx ON audit_log (created_at DESC);
+CREATE INDEX audit_log_project_idx ON audit_log (project_id, seq DESC);
+CREATE INDEX audit_log_org_idx ON audit_log (organization_id, seq DESC);
