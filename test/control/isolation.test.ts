@@ -10,7 +10,7 @@ import type { Client } from '../../sdk/src/index.js';
 import { startTestService } from '../helpers/service.js';
 import { sample } from '../helpers/sample.js';
 
-const ID_FIELDS = ['id', 'organizationId', 'project_id', 'organization_id'];
+const ID_FIELDS = ['id', 'organizationId', 'projectId', 'project_id', 'organization_id'];
 
 function takesAnId(r: RouteSpec): boolean {
   if (/\{\w+\}/.test(r.path)) return true;
@@ -88,7 +88,7 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     if (r.auth === 'public' || !takesAnId(r)) continue;
     covered.push(name);
     const id = idFor(name, r);
-    const known = { ...paramValues, id, organizationId: org.id, organization_id: org.id, project_id: project.id, name: 'renamed-by-attacker' };
+    const known = { ...paramValues, id, organizationId: org.id, organization_id: org.id, projectId: project.id, project_id: project.id, name: 'renamed-by-attacker' };
     const target = r.path.replace(/\{(\w+)\}/g, (_, p: string) => encodeURIComponent(String(p === 'id' ? id : (paramValues[p] ?? id))));
     const query = r.query ? (sample(r.query, known) as Record<string, unknown>) : {};
     const qs = new URLSearchParams(Object.entries(query).map(([k, v]): [string, string] => [k, String(v)])).toString();
