@@ -69,7 +69,8 @@ async function loadOrg(q: Queryable, id: string): Promise<Organization> {
 }
 
 // Granting or taking away `owner` is an owner's act: an admin (members:manage) must not be able to
-// make itself owner and gain billing:manage.
+// make itself (or a second account of its own) owner and gain billing:manage, whether by a role
+// change, an invitation or a join code.
 function mayTouchOwner(access: Access): boolean {
   return access.via !== 'member' || access.role === 'owner';
 }
@@ -151,11 +152,13 @@ export const organizationHandlers: Handlers<typeof organizationRoutes> = {
   },
 
   async 'console.organizations.invitations.create'({ body }, rc) {
-    const { organizationId } = granted(rc);
+    const access = granted(rc);
+    const { organizationId } = access;
     const { db } = rc.deps.storage;
+    const role: OrgRole = body.role ?? 'member';
+    if (role === 'owner' && !mayTouchOwner(access)) throw fail('forbidden', 'Only an owner can invite an owner.');
     const token = randomBytes(32).toString('base64url');
     const acceptUrl = `${rc.deps.publicUrl()}/invitations/accept?token=${token}`;
-    const role: OrgRole = body.role ?? 'member';
     const invitation = await db.tx(async (q) => {
       const org = await loadOrg(q, organizationId);
       const inv = await insertInvitation(q, {
@@ -207,9 +210,11 @@ export const organizationHandlers: Handlers<typeof organizationRoutes> = {
   },
 
   async 'console.organizations.joinCodes.create'({ body }, rc) {
-    const { organizationId } = granted(rc);
-    const code = newJoinCode();
+    const access = granted(rc);
+    const { organizationId } = access;
     const role: OrgRole = (ROLES as readonly string[]).includes(body.role ?? '') ? (body.role as OrgRole) : 'member';
+    if (role === 'owner' && !mayTouchOwner(access)) throw fail('forbidden', 'Only an owner can make an owner join code.');
+    const code = newJoinCode();
     const joinCode = await insertJoinCode(rc.deps.storage.db, {
       id: randomUUID(), organizationId, codeHash: sha256(code), role,
       createdBy: rc.principal?.kind === 'account_token' ? rc.principal.userId : null,
