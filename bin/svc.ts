@@ -66,8 +66,11 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+// Exit only once stdout has drained: a piped `svc openapi` is far larger than one pipe buffer.
+const exit = (code: number) => process.stdout.write('', () => process.exit(code));
+
 main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
+  (code) => exit(code),
   (err) => {
     if (err instanceof ConfigError) {
       for (const line of err.problems) console.error(line);

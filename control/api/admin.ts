@@ -1,18 +1,13 @@
 // Spec §4.14 admin: platform and staff operations (users and their account tokens). Every route
 // takes the platform key or a staff account token (a customer's account token gets 403).
 import { Type } from '@sinclair/typebox';
-import { Email, NewPassword, Nullable, Obj, Ok, Timestamp, routes, type CredentialKind } from './types.js';
+import { Email, Limit, NewPassword, Nullable, Obj, Ok, Timestamp, routes, type CredentialKind } from './types.js';
 import { User } from './auth.js';
 import { Project } from './projects.js';
 
 /** Spec §4.14: the platform key or a staff account token. */
 export const ADMIN_AUTH: readonly CredentialKind[] = ['platform_admin', 'staff'];
 
-/** gaps-filled.md #6: `limit` defaults to 50; values above 200 are clamped (the handler clamps). */
-export const LIMIT_DEFAULT = 50;
-export const LIMIT_MAX = 200;
-export const Limit = Type.Integer({ minimum: 1 });
-export const clampLimit = (limit: number | undefined) => Math.min(limit ?? LIMIT_DEFAULT, LIMIT_MAX);
 
 const UserId = Type.Object({ id: Type.String({ maxLength: 64 }) });
 

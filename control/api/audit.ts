@@ -2,7 +2,8 @@
 // Rows are written by the app for every successful non-GET request (control/app.ts).
 import { Type } from '@sinclair/typebox';
 import { Nullable, Obj, Timestamp, routes } from './types.js';
-import { ADMIN_AUTH, Limit } from './admin.js';
+import { ADMIN_AUTH } from './admin.js';
+import { Limit } from './types.js';
 import { PROJECT_AUTH } from './projects.js';
 
 export const AuditEntry = Type.Object({

@@ -1,4 +1,264 @@
-// Route group: data-layer (filled in by its issue work).
-import { routes } from './types.js';
+// Spec §4.1: the data layer, /v1/<table>/<verb>, generated from ONE registry of tables (`dataTables`
+// below). Every table gets `list` and `get`; a write verb exists only where its table enables it, so
+// an unknown table, an unknown verb and a write that is not enabled are all simply absent from the
+// route table, which the router answers with 404 `not_found` (spec §4.1 rules 2 and 6).
+//
+// Adding a table is one entry in `dataTables`: its column allowlist (`row`), whose rows it holds
+// (`owner`, turned into the WHERE clause by storage/pg/data-layer.ts) and, if a project key needs a
+// scope to read it, `readScope`. A read-only table needs nothing else: no handler, no SQL. Only a
+// column not stored as it is returned (or a key other than a uuid `id`) needs a line in that file's
+// TABLE_SQL. Still to come with their issues, each one entry: sender_domains, webhook_endpoints,
+// suppressions, idempotency_keys and messages (owner { project: 'project_id' }), and the read-only
+// engine tables webhook_deliveries and message_events.
+//
+// A write is one entry in its table's `writes` (body, response, permission, scope) plus its
+// handler in control/handlers/data-layer.ts, which the compiler then requires.
+import { Type, type TArray, type TObject, type TProperties } from '@sinclair/typebox';
+import type { Owner } from '../../storage/pg/data-layer.js';
+import { Email, Nullable, Obj, Ok, Timestamp, type CredentialKind, type Permission, type RouteSpec, type Scope } from './types.js';
+import { Project, Scope as ScopeSchema } from './projects.js';
+import { User } from './auth.js';
+import { Organization, Role } from './organizations.js';
+import { Limit } from './types.js';
 
-export const dataLayerRoutes = routes({});
+export type WriteVerb = 'create' | 'update' | 'upsert' | 'delete';
+
+export interface WriteSpec {
+  summary: string;
+  body: TObject;
+  response: TObject;
+  /** Credentials accepted; the table's readers unless narrower. */
+  auth?: readonly CredentialKind[];
+  /** Role permission (spec §5.5). With `target` the app checks it; without, the handler does once it has found the row. */
+  permission?: Permission;
+  /** Scope a project key needs (spec §5.3). */
+  scope?: Scope;
+  target?: RouteSpec['target'];
+  status?: 200 | 201;
+}
+
+export interface TableSpec {
+  /** The column allowlist, snake_case: a read returns exactly these (the schema admits no other). */
+  row: TObject;
+  /** Whose rows these are, which decides who sees them (spec §4.1 rule 1). */
+  owner: Owner;
+  /** Scope a project key needs to read the table (spec §5.3); other credentials need membership only. */
+  readScope?: Scope;
+  writes?: { [V in WriteVerb]?: WriteSpec };
+}
+
+/** Every credential may read the data layer; what it sees is its own rows (spec §4.1 rule 1). */
+export const DATA_AUTH: readonly CredentialKind[] = ['account_token', 'organization_token', 'project_api_key', 'platform_admin'];
+/** Rows of one's own user (users, account_tokens) are written with one's own account token only. */
+const SELF: readonly CredentialKind[] = ['account_token'];
+
+const Id = Type.String({ minLength: 1, maxLength: 200 });
+const Label = Type.String({ maxLength: 200 });
+const ById = Obj({ id: Id });
+const rowOf = <R extends TObject>(row: R) => Type.Object({ row });
+/** A minted credential's row carries its secret, this once (spec §4.1: "return the secret once"). */
+const withSecret = <P extends TProperties>(row: TObject<P>) => Obj({ ...row.properties, secret: Type.String() });
+
+// The allowlists. Secrets (secret_sealed), password hashes and token or code hashes are never listed.
+const ProjectRow = Obj(Project.properties);
+const ApiKeyRow = Obj({
+  id: Type.String(),
+  key_id: Type.String(),
+  project_id: Type.String(),
+  label: Nullable(Type.String()),
+  scopes: Type.Array(ScopeSchema),
+  managed: Type.Union([Type.Literal('platform'), Type.Literal('local')]),
+  allowed_cidrs: Type.Array(Type.String()),
+  rotated_from: Nullable(Type.String()),
+  created_at: Timestamp,
+  expires_at: Nullable(Timestamp),
+  revoked_at: Nullable(Timestamp),
+});
+const UserRow = Obj(User.properties);
+const AccountTokenRow = Obj({
+  id: Type.String(),
+  token_id: Type.String(),
+  user_id: Type.String(),
+  label: Nullable(Type.String()),
+  created_at: Timestamp,
+  revoked_at: Nullable(Timestamp),
+});
+const OrganizationRow = Obj(Organization.properties);
+const OrganizationMemberRow = Obj({
+  /** `<organization_id>:<user_id>`: a membership has no id of its own. */
+  id: Type.String(),
+  organization_id: Type.String(),
+  user_id: Type.String(),
+  role: Role,
+  created_at: Timestamp,
+});
+const OrganizationTokenRow = Obj({
+  id: Type.String(),
+  token_id: Type.String(),
+  organization_id: Type.String(),
+  label: Nullable(Type.String()),
+  created_at: Timestamp,
+  revoked_at: Nullable(Timestamp),
+});
+const AuditLogRow = Obj({
+  id: Type.String(),
+  created_at: Timestamp,
+  actor_kind: Type.String(),
+  actor_id: Nullable(Type.String()),
+  action: Type.String(),
+  method: Type.String(),
+  path: Type.String(),
+  status: Type.Integer(),
+  organization_id: Nullable(Type.String()),
+  project_id: Nullable(Type.String()),
+  target_id: Nullable(Type.String()),
+  request_id: Type.String(),
+  ip: Nullable(Type.String()),
+});
+const RateLimitRow = Obj({ key: Type.String(), tokens: Type.Number(), allowed: Type.Boolean(), updated_at: Timestamp });
+
+const onProject = { kind: 'project', in: 'body', field: 'id' } as const;
+
+/** THE registry: table name → columns, owner, and the writes spec §4.1 rule 3 enables. */
+export const dataTables = {
+  projects: {
+    row: ProjectRow,
+    owner: { project: 'id' },
+    writes: {
+      update: {
+        summary: 'Rename a project (spec §4.1 rule 7: body id, name).',
+        body: Obj({ id: Id, name: Type.String({ minLength: 1, maxLength: 200 }) }),
+        response: rowOf(ProjectRow),
+        permission: 'projects:manage', scope: 'project:admin', target: onProject,
+      },
+      delete: {
+        summary: 'Soft-delete a project, as the console does: it leaves every list and its keys stop working.',
+        body: ById, response: Ok,
+        permission: 'projects:manage', scope: 'project:admin', target: onProject,
+      },
+    },
+  },
+  api_keys: {
+    row: ApiKeyRow,
+    owner: { project: 'project_id' },
+    // Spec §5.3: managing the project's keys is project:admin's, as on the console's key list.
+    readScope: 'project:admin',
+    // No upsert: a key has no natural key a client could name (key_id is minted by the server).
+    writes: {
+      create: {
+        summary: 'Mint a platform-managed key (tk_) for project_id; the row carries its secret, this once.',
+        body: Obj({
+          project_id: Id,
+          label: Type.Optional(Label),
+          scopes: Type.Optional(Type.Array(ScopeSchema, { minItems: 1, uniqueItems: true })),
+          allowed_cidrs: Type.Optional(Type.Array(Type.String({ format: 'cidr', maxLength: 64 }), { maxItems: 100 })),
+        }),
+        response: rowOf(withSecret(ApiKeyRow)), status: 201,
+        permission: 'apikeys:manage', scope: 'project:admin', target: { kind: 'project', in: 'body', field: 'project_id' },
+      },
+      update: {
+        summary: 'Change the label of a live local (svc_) key; the secret and scopes are immutable, and platform-managed (tk_) keys are not renamed (400), as in spec §4.7.',
+        body: Obj({ id: Id, label: Nullable(Label) }),
+        response: rowOf(ApiKeyRow),
+        permission: 'apikeys:manage', scope: 'project:admin',
+      },
+      delete: {
+        summary: 'Revoke a live key: the row stays, with revoked_at set, and the key stops working.',
+        body: ById, response: Ok,
+        permission: 'apikeys:manage', scope: 'project:admin',
+      },
+    },
+  },
+  users: {
+    row: UserRow,
+    owner: { user: 'id' },
+    writes: {
+      update: {
+        summary: "Change one's own email (spec §4.1 rule 4): email_verified_at is reset; 409 when the address is taken.",
+        body: Obj({ id: Id, email: Type.Optional(Email) }),
+        response: rowOf(UserRow), auth: SELF,
+      },
+      delete: {
+        summary:
+          "Delete oneself, irreversibly (spec §4.1 rule 5): one's account tokens and memberships go, and every organization " +
+          'in which one is the only member with all it holds. 409 when one is the only owner of an organization with other ' +
+          'members, or when a project to be deleted has sent mail.',
+        body: ById, response: Ok, auth: SELF,
+      },
+    },
+  },
+  account_tokens: {
+    row: AccountTokenRow,
+    owner: { user: 'user_id' },
+    writes: {
+      create: {
+        summary: 'Mint an account token for oneself; the row carries its secret, this once.',
+        body: Obj({ label: Type.Optional(Label) }),
+        response: rowOf(withSecret(AccountTokenRow)), status: 201, auth: SELF,
+      },
+      delete: {
+        summary: "Revoke one of one's own account tokens (by id or token_id).",
+        body: ById, response: Ok, auth: SELF,
+      },
+    },
+  },
+  organizations: { row: OrganizationRow, owner: { organization: 'id' } },
+  organization_members: { row: OrganizationMemberRow, owner: { organization: 'organization_id' } },
+  organization_tokens: { row: OrganizationTokenRow, owner: { organization: 'organization_id' } },
+  // A row names its organization, its project, or both; spec §4.10 opens the project's log to project:admin keys.
+  audit_log: { row: AuditLogRow, owner: [{ organization: 'organization_id' }, { project: 'project_id' }], readScope: 'project:admin' },
+  rate_limits: { row: RateLimitRow, owner: { credential: 'key' } },
+} as const satisfies Record<string, TableSpec>;
+
+export type DataTables = typeof dataTables;
+export type DataTable = keyof DataTables;
+
+/** gaps-filled.md #6: `limit` has no maximum in the schema; the handler clamps it to 200. */
+export const ListQuery = Obj({ limit: Type.Optional(Limit) });
+export const GetQuery = Obj({ id: Id });
+
+// The route types, derived from the registry so the SDK knows every method and its row shape.
+interface ReadRoute {
+  method: 'GET';
+  path: string;
+  summary: string;
+  auth: readonly CredentialKind[];
+  scope?: Scope;
+}
+type ListRoute<T extends TableSpec> = ReadRoute & { query: typeof ListQuery; response: TObject<{ rows: TArray<T['row']> }> };
+type GetRoute<T extends TableSpec> = ReadRoute & { query: typeof GetQuery; response: TObject<{ row: T['row'] }> };
+type WriteRoute<W extends WriteSpec> = W & { method: 'POST'; path: string; auth: readonly CredentialKind[] };
+type WritesOf<T> = T extends { writes: infer W } ? W : Record<never, never>;
+
+type RoutesOfTable<N extends string, T extends TableSpec> = { [K in `v1.${N}.list`]: ListRoute<T> } & { [K in `v1.${N}.get`]: GetRoute<T> } & {
+  [V in keyof WritesOf<T> & WriteVerb as `v1.${N}.${V}`]: WritesOf<T>[V] extends WriteSpec ? WriteRoute<WritesOf<T>[V]> : never;
+};
+type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
+type Flatten<T> = { [K in keyof T]: T[K] };
+export type DataRoutes<R extends Record<string, TableSpec>> = Flatten<
+  UnionToIntersection<{ [N in keyof R & string]: RoutesOfTable<N, R[N]> }[keyof R & string]>
+>;
+
+/** The route entries of every table: `v1.<table>.<verb>` ↔ /v1/<table>/<verb> (spec §1 rule 5). */
+export function tableRoutes<R extends Record<string, TableSpec>>(tables: R): DataRoutes<R> {
+  const out: Record<string, RouteSpec> = {};
+  for (const [name, t] of Object.entries(tables)) {
+    const read = { auth: DATA_AUTH, ...(t.readScope ? { scope: t.readScope } : {}) };
+    out[`v1.${name}.list`] = {
+      method: 'GET', path: `/v1/${name}/list`, ...read, query: ListQuery,
+      summary: `Rows of ${name} the caller may see (limit: default 50, at most 200).`,
+      response: Type.Object({ rows: Type.Array(t.row) }),
+    };
+    out[`v1.${name}.get`] = {
+      method: 'GET', path: `/v1/${name}/get`, ...read, query: GetQuery,
+      summary: `One row of ${name} by id; 404 when the caller may not see it.`,
+      response: rowOf(t.row),
+    };
+    for (const [verb, w] of Object.entries(t.writes ?? {})) {
+      out[`v1.${name}.${verb}`] = { method: 'POST', path: `/v1/${name}/${verb}`, auth: DATA_AUTH, ...w };
+    }
+  }
+  return out as unknown as DataRoutes<R>;
+}
+
+export const dataLayerRoutes = tableRoutes(dataTables);

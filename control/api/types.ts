@@ -66,3 +66,9 @@ export const Ok = Type.Object({ ok: Type.Literal(true) });
 export const Email = Type.String({ format: 'email', maxLength: 254 });
 /** gaps-filled.md #12: at least 10 characters. */
 export const NewPassword = Type.String({ minLength: 10, maxLength: 1024 });
+
+/** gaps-filled.md #6: `limit` defaults to 50; values above 200 are clamped (the handler clamps). */
+export const LIMIT_DEFAULT = 50;
+export const LIMIT_MAX = 200;
+export const Limit = Type.Integer({ minimum: 1 });
+export const clampLimit = (limit: number | undefined) => Math.min(limit ?? LIMIT_DEFAULT, LIMIT_MAX);

@@ -1,6 +1,7 @@
 // Handlers of the admin route group (spec §4.14, gaps-filled.md #8): users and their account tokens.
 import { randomUUID } from 'node:crypto';
-import { clampLimit, type adminRoutes } from '../api/admin.js';
+import type { adminRoutes } from '../api/admin.js';
+import { clampLimit } from '../api/types.js';
 import type { Handlers } from '../deps.js';
 import { fail } from '../errors.js';
 import { hashPassword } from '../passwords.js';

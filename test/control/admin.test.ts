@@ -3,21 +3,12 @@
 import t from 'tap';
 import { createClient, SvcError, type Client } from '../../sdk/src/index.js';
 import { startTestService, uniqueEmail, type TestService } from '../helpers/service.js';
+import { errorOf } from '../helpers/errors.js';
 
 const ISO_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const UNKNOWN_UUID = '00000000-0000-4000-8000-000000000000';
 const PASSWORD = 'a long enough password';
-
-async function errorOf(p: Promise<unknown>): Promise<SvcError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof SvcError) return err;
-    throw err;
-  }
-  throw new Error('expected the call to fail, it succeeded');
-}
 
 /** A staff user made through POST /admin/v1/users, logged in with its password. */
 async function staffOf(svc: TestService): Promise<{ client: Client; userId: string; email: string }> {

@@ -7,6 +7,7 @@ import { SvcError, createClient, type Client } from '../../sdk/src/index.js';
 import { DEFAULT_SCOPES, ROTATION_GRACE_MS, mintProjectKey } from '../../control/handlers/projects.js';
 import type { Scope } from '../../control/api/types.js';
 import { startTestService, uniqueEmail } from '../helpers/service.js';
+import { errorOf } from '../helpers/errors.js';
 
 const svc = await startTestService(t);
 
@@ -14,16 +15,6 @@ const MINUTE = 60_000;
 const ISO_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const KEY_FIELDS = ['allowedCidrs', 'allowed_cidrs', 'createdAt', 'expiresAt', 'id', 'keyId', 'label', 'managed', 'rotatedFrom', 'scopes'];
-
-async function errorOf(p: Promise<unknown>): Promise<SvcError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof SvcError) return err;
-    throw err;
-  }
-  throw new Error('expected the call to fail, it succeeded');
-}
 
 const keyClient = (k: { keyId: string; secret: string }) => svc.client({ keyId: k.keyId, secret: k.secret });
 

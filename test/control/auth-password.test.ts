@@ -4,19 +4,10 @@ import t from 'tap';
 import { SvcError, type Client } from '../../sdk/src/index.js';
 import { listNotifications, type OutboxRow } from '../../storage/pg/notification-outbox.js';
 import { startTestService, uniqueEmail } from '../helpers/service.js';
+import { errorOf } from '../helpers/errors.js';
 
 const svc = await startTestService(t);
 const HOUR = 60 * 60 * 1000;
-
-async function errorOf(p: Promise<unknown>): Promise<SvcError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof SvcError) return err;
-    throw err;
-  }
-  throw new Error('expected the call to fail, it succeeded');
-}
 
 const fields = (e: SvcError) => ((e.details ?? []) as { field?: string }[]).map((d) => d.field);
 const outbox = (recipient: string) => listNotifications(svc.running.storage.db, { recipient });

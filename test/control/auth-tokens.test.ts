@@ -2,21 +2,12 @@
 import t from 'tap';
 import { SvcError, type Client } from '../../sdk/src/index.js';
 import { startTestService } from '../helpers/service.js';
+import { errorOf } from '../helpers/errors.js';
 
 const svc = await startTestService(t);
 
 const ISO_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-async function errorOf(p: Promise<unknown>): Promise<SvcError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof SvcError) return err;
-    throw err;
-  }
-  throw new Error('expected the call to fail, it succeeded');
-}
 
 const tokenClient = (tokenId: string, secret: string): Client => svc.client({ keyId: tokenId, secret });
 

@@ -3,6 +3,7 @@
 import t from 'tap';
 import { SvcError } from '../../sdk/src/index.js';
 import { startTestService, uniqueEmail } from '../helpers/service.js';
+import { errorOf } from '../helpers/errors.js';
 
 const svc = await startTestService(t);
 
@@ -10,16 +11,6 @@ const ISO_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** The SvcError a call fails with; a call that succeeds fails the test. */
-async function errorOf(p: Promise<unknown>): Promise<SvcError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof SvcError) return err;
-    throw err;
-  }
-  throw new Error('expected the call to fail, it succeeded');
-}
-
 const fields = (e: SvcError) => ((e.details ?? []) as { field?: string }[]).map((d) => d.field);
 
 t.test('signup returns the user and a working account token', async (t) => {

@@ -7,6 +7,7 @@ import { SvcError, type Client } from '../../sdk/src/index.js';
 import { listNotifications, type OutboxRow } from '../../storage/pg/notification-outbox.js';
 import { INVITATION_TTL_MS, JOIN_CODE_TTL_MS } from '../../control/handlers/organizations.js';
 import { startTestService, uniqueEmail, type SignedUp } from '../helpers/service.js';
+import { errorOf } from '../helpers/errors.js';
 
 const svc = await startTestService(t);
 
@@ -16,16 +17,6 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const CODE_SYMBOL = '[23456789ABCDEFGHJKLMNPQRSTUVWXYZ]';
 const CODE_RE = new RegExp(`^SVC-${CODE_SYMBOL}{4}-${CODE_SYMBOL}{4}$`);
 const NO_ORG = '00000000-0000-4000-8000-000000000000';
-
-async function errorOf(p: Promise<unknown>): Promise<SvcError> {
-  try {
-    await p;
-  } catch (err) {
-    if (err instanceof SvcError) return err;
-    throw err;
-  }
-  throw new Error('expected the call to fail, it succeeded');
-}
 
 /** The status a call ended with: 200 or the SvcError status. */
 async function statusOf(p: Promise<unknown>): Promise<number> {

@@ -36,7 +36,10 @@ function splitPath(p: string): { product: string; literals: string[] } | null {
     rest = segs.slice(2);
   } else return null;
   if (rest.some((s) => s === '')) return null;
-  return { product, literals: rest.filter((s) => !isParam(s)).map(camel) };
+  // Spec §1 rule 5: client.v1.<table>.<verb>() keeps the data layer's table name as it is
+  // (api_keys); every other literal segment is camelCased (account-tokens → accountTokens).
+  const literals = rest.filter((s) => !isParam(s));
+  return { product, literals: product === 'v1' && literals[0] !== 'services' ? literals : literals.map(camel) };
 }
 
 /** True when `needles` appear in `hay` in the same order (not necessarily adjacent). */
@@ -81,7 +84,8 @@ t.test('every name follows spec §1 rule 5', async (t) => {
     t.ok(PRODUCTS.includes(split.product));
     t.equal(parts[0], split.product, `${name}: first segment is the product of ${r.path}`);
     t.ok(inOrder(split.literals, parts.slice(1)), `${name}: ${JSON.stringify(split.literals)} appear in order`);
-    t.ok(parts.every((p) => /^[a-z][A-Za-z0-9]*$/.test(p)), `${name}: camelCase segments`);
+    const table = split.product === 'v1' && parts[1] !== 'services' ? 1 : -1;
+    t.ok(parts.every((p, i) => (i === table ? /^[a-z][a-z0-9_]*$/ : /^[a-z][A-Za-z0-9]*$/).test(p)), `${name}: camelCase segments (a data-layer table keeps its snake_case name)`);
   }
 });
 

@@ -1,0 +1,444 @@
+// Spec §4.1 data layer /v1/<table>/<verb> through the SDK against the live service: the routes the
+// registry generates, row scoping per credential (§4.1 rule 1, §5.3), the writable tables (rule 3),
+// the users self update and self delete (rules 4 and 5), limit (gaps-filled.md #6), roles (§5.5)
+// and that no response ever carries a secret column.
+import t from 'tap';
+import { routeTable } from '../../control/api/index.js';
+import { mintProjectKey } from '../../control/handlers/projects.js';
+import { createClient, SvcError, type Client, type Credential } from '../../sdk/src/index.js';
+import { startTestService, uniqueEmail } from '../helpers/service.js';
+
+const svc = await startTestService(t);
+const db = svc.running.storage.db;
+
+// Every answer of this file, to scan for secret columns at the end. Each request also moves the
+// service clock a second on, so no credential's rate-limit bucket (gaps-filled.md #7) runs dry.
+const answers: { method: string; path: string; status: number; text: string }[] = [];
+const recording = (async (url: string | URL | Request, init?: RequestInit) => {
+  svc.clock.advance(1000);
+  const res = await fetch(url, init);
+  const text = await res.text();
+  answers.push({ method: init?.method ?? 'GET', path: new URL(String(url)).pathname, status: res.status, text });
+  return new Response(text, { status: res.status, headers: res.headers });
+}) as typeof fetch;
+const clientOf = (credential?: Credential): Client => createClient({ baseUrl: svc.url, credential, now: svc.clock.now, fetch: recording });
+const admin = clientOf({ adminKey: 'test-platform-admin-key-0123456789' });
+const lastStatus = () => answers[answers.length - 1]?.status;
+
+const FORBIDDEN_COLUMNS = ['secret_sealed', 'password_hash', 'token_hash', 'code_hash'];
+const leaks = (text: string) => FORBIDDEN_COLUMNS.filter((c) => text.includes(c));
+
+async function errorOf(p: Promise<unknown>): Promise<{ status: number; code: string; details?: unknown }> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof SvcError) return { status: err.status, code: err.code, details: err.details };
+    throw err;
+  }
+  throw new Error('expected the call to fail, it succeeded');
+}
+
+async function user(email = uniqueEmail('dl')) {
+  const u = await svc.signup(email);
+  return { ...u, client: clientOf({ keyId: u.tokenId, secret: u.secret }) };
+}
+
+/** A customer with an organization, a project, its first key (project:admin) and the organization token. */
+async function tenant(name: string) {
+  const owner = await user();
+  const { organization: org, organizationToken } = await owner.client.console.organizations.create({ name: `${name} Org` });
+  const { project, apiKey } = await owner.client.console.projects.create({ name: `${name} Project`, organizationId: org.id });
+  return {
+    owner, org, project, apiKey, organizationToken,
+    keyClient: clientOf({ keyId: apiKey.keyId, secret: apiKey.secret }),
+    orgClient: clientOf({ keyId: organizationToken.tokenId, secret: organizationToken.secret }),
+  };
+}
+
+async function joinAs(owner: Client, orgId: string, role: 'owner' | 'admin' | 'member' | 'auditor' | 'billing') {
+  const { code } = await owner.console.organizations.joinCodes.create({ id: orgId, role });
+  const u = await user();
+  await u.client.console.organizations.join({ code });
+  return u;
+}
+
+const auditOf = (action: string, targetId: string) =>
+  db.query<{ organization_id: string | null; project_id: string | null; target_id: string | null; actor_id: string | null }>(
+    'SELECT organization_id, project_id, target_id, actor_id FROM audit_log WHERE action = $1 AND target_id = $2',
+    [action, targetId],
+  );
+
+t.test('the route table holds exactly the registered tables and their enabled verbs', async (t) => {
+  const found: Record<string, string[]> = {};
+  for (const [name, r] of Object.entries(routeTable)) {
+    const m = /^v1\.(\w+)\.(\w+)$/.exec(name);
+    if (!m || m[1] === 'services') continue;
+    const [, table = '', verb = ''] = m;
+    (found[table] ??= []).push(verb);
+    t.equal(r.path, `/v1/${table}/${verb}`, `${name} is at /v1/${table}/${verb}`);
+    t.equal(r.method, verb === 'list' || verb === 'get' ? 'GET' : 'POST', `${name} method`);
+  }
+  t.strictSame(found, {
+    projects: ['list', 'get', 'update', 'delete'],
+    api_keys: ['list', 'get', 'create', 'update', 'delete'],
+    users: ['list', 'get', 'update', 'delete'],
+    account_tokens: ['list', 'get', 'create', 'delete'],
+    organizations: ['list', 'get'],
+    organization_members: ['list', 'get'],
+    organization_tokens: ['list', 'get'],
+    audit_log: ['list', 'get'],
+    rate_limits: ['list', 'get'],
+  });
+});
+
+t.test('404 not_found for an unknown table, an unknown verb and a write that is not enabled', async (t) => {
+  const u = await user();
+  t.same((await u.client.v1.projects.list()).rows, [], 'the credential works on an enabled route');
+  const calls: [string, string][] = [
+    ['GET', '/v1/no_such_table/list'],
+    ['GET', '/v1/no_such_table/get?id=x'],
+    ['POST', '/v1/no_such_table/create'],
+    ['GET', '/v1/projects/frobnicate'],
+    ['POST', '/v1/projects/frobnicate'],
+    ['GET', '/v1/projects/update'],
+    ['POST', '/v1/projects/create'],
+    ['POST', '/v1/projects/upsert'],
+    ['POST', '/v1/api_keys/upsert'],
+    ['POST', '/v1/organizations/create'],
+    ['POST', '/v1/organizations/update'],
+    ['POST', '/v1/organization_members/delete'],
+    ['POST', '/v1/organization_tokens/create'],
+    ['POST', '/v1/audit_log/create'],
+    ['POST', '/v1/audit_log/delete'],
+    ['POST', '/v1/rate_limits/update'],
+    ['POST', '/v1/rate_limits/delete'],
+    ['POST', '/v1/users/create'],
+    ['POST', '/v1/account_tokens/update'],
+  ];
+  for (const [method, target] of calls) {
+    const body = method === 'POST' ? { id: u.userId, name: 'x' } : undefined;
+    t.match(await errorOf(u.client.request(method, target, body)), { status: 404, code: 'not_found' }, `${method} ${target} as a user`);
+    t.match(await errorOf(admin.request(method, target, body)), { status: 404, code: 'not_found' }, `${method} ${target} as the platform key`);
+  }
+});
+
+t.test('projects: list, get, update, delete (soft, like the console)', async (t) => {
+  const a = await tenant('Projects');
+  const { rows } = await a.owner.client.v1.projects.list();
+  t.equal(rows.length, 1, 'the owner sees its one project');
+  t.strictSame(Object.keys(rows[0] ?? {}).sort(), ['created_at', 'id', 'name', 'organization_id', 'plan', 'status', 'updated_at']);
+  t.match(rows[0], { id: a.project.id, organization_id: a.org.id, name: 'Projects Project', status: 'active', plan: 'free' });
+  t.strictSame((await a.owner.client.v1.projects.get({ id: a.project.id })).row, rows[0], 'get returns the listed row');
+
+  const { row } = await a.owner.client.v1.projects.update({ id: a.project.id, name: 'Renamed' });
+  t.equal(row.name, 'Renamed');
+  t.equal((await a.owner.client.console.projects.get({ id: a.project.id })).project.name, 'Renamed', 'the console sees the new name');
+  t.match(await auditOf('v1.projects.update', a.project.id), [{ organization_id: a.org.id, project_id: a.project.id, actor_id: a.owner.userId }],
+    'one audit row names the organization, the project and the actor');
+  t.match(await errorOf(a.owner.client.v1.projects.update({ id: a.project.id, name: '' })), { status: 400, code: 'invalid_request' });
+
+  t.strictSame(await a.owner.client.v1.projects.delete({ id: a.project.id }), { ok: true });
+  t.match(await errorOf(a.owner.client.v1.projects.get({ id: a.project.id })), { status: 404, code: 'not_found' }, 'gone from get');
+  t.same((await a.owner.client.v1.projects.list()).rows, [], 'gone from list');
+  t.match(await errorOf(a.owner.client.v1.projects.update({ id: a.project.id, name: 'again' })), { status: 404 }, 'update after delete');
+  t.match(await errorOf(a.owner.client.v1.projects.delete({ id: a.project.id })), { status: 404 }, 'delete after delete');
+  t.match(await errorOf(a.keyClient.v1.services.whoami()), { status: 401 }, "the deleted project's key stops working");
+  const kept = await db.query<{ deleted_at: Date | null }>('SELECT deleted_at FROM projects WHERE id = $1', [a.project.id]);
+  t.ok(kept[0]?.deleted_at, 'the row stays, soft-deleted');
+});
+
+t.test('api_keys: create returns the secret once; update renames local keys only; delete revokes', async (t) => {
+  const a = await tenant('Keys');
+  const created = await a.owner.client.v1.api_keys.create({
+    project_id: a.project.id, label: 'sender', scopes: ['messages:send'], allowed_cidrs: ['127.0.0.1/32'],
+  });
+  t.equal(lastStatus(), 201, 'create answers 201');
+  const key = created.row;
+  t.strictSame(Object.keys(key).sort(), [
+    'allowed_cidrs', 'created_at', 'expires_at', 'id', 'key_id', 'label', 'managed', 'project_id', 'revoked_at', 'rotated_from', 'scopes', 'secret',
+  ]);
+  t.match(key, { project_id: a.project.id, label: 'sender', scopes: ['messages:send'], managed: 'platform', allowed_cidrs: ['127.0.0.1/32'], revoked_at: null });
+  t.match(key.key_id, /^tk_/);
+  t.ok(key.secret.length >= 32, 'the secret is returned');
+  const keyClient = clientOf({ keyId: key.key_id, secret: key.secret });
+  t.match(await keyClient.v1.services.whoami(), { principal: 'project_api_key', projectId: a.project.id, scopes: ['messages:send'] }, 'the key works');
+  t.match(await auditOf('v1.api_keys.create', key.key_id), [{ organization_id: a.org.id, project_id: a.project.id }]);
+
+  const got = (await a.owner.client.v1.api_keys.get({ id: key.id })).row;
+  t.notOk('secret' in got, 'get never shows the secret again');
+  const { rows } = await a.owner.client.v1.api_keys.list();
+  t.same(rows.map((r) => r.key_id).sort(), [a.apiKey.keyId, key.key_id].sort(), "list: the project's two keys");
+  t.ok(rows.every((r) => !('secret' in r)), 'list never shows secrets');
+
+  // Spec §4.7: the label of a platform-managed key is not renamed; a local key's is.
+  t.match(await errorOf(a.owner.client.v1.api_keys.update({ id: key.id, label: 'x' })), { status: 400, code: 'invalid_request' });
+  const local = await mintProjectKey(db, svc.running.storage.sealer, {
+    projectId: a.project.id, label: 'old', scopes: ['messages:send'], managed: 'local', now: new Date(svc.clock.now()),
+  });
+  const renamed = await a.owner.client.v1.api_keys.update({ id: local.id, label: 'new' });
+  t.match(renamed.row, { id: local.id, key_id: local.keyId, label: 'new', managed: 'local' });
+  t.equal((await a.owner.client.v1.api_keys.get({ id: local.id })).row.label, 'new');
+  t.match(await auditOf('v1.api_keys.update', local.keyId), [{ organization_id: a.org.id, project_id: a.project.id }]);
+
+  t.strictSame(await a.owner.client.v1.api_keys.delete({ id: key.id }), { ok: true });
+  t.match(await errorOf(keyClient.v1.services.whoami()), { status: 401 }, 'the revoked key stops working');
+  t.not((await a.owner.client.v1.api_keys.get({ id: key.id })).row.revoked_at, null, 'the row stays with revoked_at set');
+  t.match(await errorOf(a.owner.client.v1.api_keys.delete({ id: key.id })), { status: 404 }, 'a revoked key is not revoked again');
+  t.match(await errorOf(a.owner.client.v1.api_keys.update({ id: key.id, label: 'x' })), { status: 404 }, 'nor renamed');
+  t.match(await auditOf('v1.api_keys.delete', key.key_id), [{ organization_id: a.org.id, project_id: a.project.id }]);
+
+  // A project key: with project:admin it manages its project's keys; without, it gets 403.
+  const byKey = await a.keyClient.v1.api_keys.create({ project_id: a.project.id });
+  t.match(byKey.row, { project_id: a.project.id, scopes: ['messages:send', 'messages:read', 'suppressions:read', 'suppressions:write'] }, 'default scopes');
+  t.ok((await a.keyClient.v1.api_keys.list()).rows.every((r) => r.project_id === a.project.id));
+  const weak = await a.owner.client.v1.api_keys.create({ project_id: a.project.id, scopes: ['messages:send'] });
+  const weakClient = clientOf({ keyId: weak.row.key_id, secret: weak.row.secret });
+  t.match(await errorOf(weakClient.v1.api_keys.list()), { status: 403, code: 'forbidden' }, 'reading keys needs project:admin');
+  t.match(await errorOf(weakClient.v1.api_keys.create({ project_id: a.project.id })), { status: 403, code: 'forbidden' });
+  t.match(await errorOf(weakClient.v1.api_keys.delete({ id: byKey.row.id })), { status: 403, code: 'forbidden' });
+  t.same((await weakClient.v1.projects.list()).rows.map((r) => r.id), [a.project.id], 'its own project row needs no scope');
+  t.match(await errorOf(a.owner.client.v1.api_keys.create({ project_id: a.project.id, scopes: ['nope' as 'messages:send'] })), { status: 400 });
+});
+
+t.test('account_tokens: own only; create returns the secret once; delete revokes', async (t) => {
+  const me = await user();
+  const other = await user();
+  const { row } = await me.client.v1.account_tokens.create({ label: 'ci' });
+  t.equal(lastStatus(), 201);
+  t.strictSame(Object.keys(row).sort(), ['created_at', 'id', 'label', 'revoked_at', 'secret', 'token_id', 'user_id']);
+  t.match(row, { user_id: me.userId, label: 'ci', revoked_at: null });
+  t.match(row.token_id, /^svca_/);
+  const tokenClient = clientOf({ keyId: row.token_id, secret: row.secret });
+  t.match(await tokenClient.v1.services.whoami(), { userId: me.userId }, 'the token works');
+
+  const { rows } = await me.client.v1.account_tokens.list();
+  t.same(rows.map((r) => r.token_id).sort(), [me.tokenId, row.token_id].sort(), 'own tokens, both');
+  t.ok(rows.every((r) => r.user_id === me.userId && !('secret' in r)));
+  t.match(await errorOf(other.client.v1.account_tokens.get({ id: row.id })), { status: 404 }, "another user cannot get it");
+  t.match(await errorOf(other.client.v1.account_tokens.delete({ id: row.id })), { status: 404 }, 'nor delete it');
+  t.notOk((await other.client.v1.account_tokens.list()).rows.some((r) => r.user_id === me.userId), "nor list it");
+
+  t.strictSame(await me.client.v1.account_tokens.delete({ id: row.id }), { ok: true });
+  t.match(await errorOf(tokenClient.v1.services.whoami()), { status: 401 }, 'the revoked token stops working');
+  t.not((await me.client.v1.account_tokens.get({ id: row.id })).row.revoked_at, null, 'the row stays with revoked_at set');
+  t.match(await errorOf(me.client.v1.account_tokens.delete({ id: row.id })), { status: 404 });
+  t.match(await auditOf('v1.account_tokens.delete', row.id), [{ actor_id: me.userId }]);
+
+  // Only an account token writes account tokens: the others are refused as credentials.
+  const a = await tenant('Tokens');
+  t.match(await errorOf(a.orgClient.v1.account_tokens.create({})), { status: 401 });
+  t.match(await errorOf(a.keyClient.v1.account_tokens.create({})), { status: 401 });
+  t.match(await errorOf(admin.v1.account_tokens.delete({ id: me.tokenId })), { status: 401 });
+  t.same((await a.keyClient.v1.account_tokens.list()).rows, [], 'a project key sees no account tokens');
+});
+
+t.test('users: self only; an email change resets email_verified_at; 409 for a taken email', async (t) => {
+  const me = await user();
+  const other = await user();
+  const { rows } = await me.client.v1.users.list();
+  t.equal(rows.length, 1, 'a user sees only itself');
+  t.strictSame(Object.keys(rows[0] ?? {}).sort(), ['created_at', 'email', 'email_verified_at', 'id', 'role', 'updated_at']);
+  t.match(rows[0], { id: me.userId, email: me.email, role: 'customer' });
+  t.match(await errorOf(me.client.v1.users.get({ id: other.userId })), { status: 404 });
+  t.match(await errorOf(me.client.v1.users.update({ id: other.userId, email: uniqueEmail() })), { status: 404 });
+  t.match(await errorOf(me.client.v1.users.delete({ id: other.userId })), { status: 404 });
+  t.match(await errorOf(me.client.v1.users.get({ id: 'not-a-uuid' })), { status: 404 });
+
+  await db.query('UPDATE users SET email_verified_at = $2 WHERE id = $1', [me.userId, new Date(svc.clock.now())]);
+  t.not((await me.client.v1.users.get({ id: me.userId })).row.email_verified_at, null, 'verified before the change');
+  const same = await me.client.v1.users.update({ id: me.userId, email: me.email });
+  t.not(same.row.email_verified_at, null, 'the same address stays verified');
+
+  const newEmail = uniqueEmail('moved');
+  const { row } = await me.client.v1.users.update({ id: me.userId, email: newEmail });
+  t.equal(row.email, newEmail);
+  t.equal(row.email_verified_at, null, 'the change resets email_verified_at');
+  t.match(await clientOf().auth.login({ email: newEmail, password: me.password }), { user: { id: me.userId } }, 'login with the new address');
+  t.match(await auditOf('v1.users.update', me.userId), [{ actor_id: me.userId, organization_id: null }]);
+
+  t.match(await errorOf(me.client.v1.users.update({ id: me.userId, email: other.email.toUpperCase() })), { status: 409, code: 'conflict' }, 'taken');
+  t.match(await errorOf(me.client.v1.users.update({ id: me.userId, email: 'not an email' })), { status: 400, code: 'invalid_request' });
+  t.equal((await me.client.v1.users.get({ id: me.userId })).row.email, newEmail, 'unchanged by the refused updates');
+
+  // Staff see every user but still write only themselves.
+  const staff = await user();
+  await db.query(`UPDATE users SET role = 'staff' WHERE id = $1`, [staff.userId]);
+  t.match((await staff.client.v1.users.get({ id: other.userId })).row, { id: other.userId });
+  t.match(await errorOf(staff.client.v1.users.update({ id: other.userId, email: uniqueEmail() })), { status: 404 });
+  t.match(await errorOf(staff.client.v1.users.delete({ id: other.userId })), { status: 404 });
+});
+
+t.test('users self delete cascades to tokens, memberships and sole-member organizations', async (t) => {
+  const a = await tenant('Doomed');
+  const extra = await a.owner.client.v1.api_keys.create({ project_id: a.project.id });
+  await a.owner.client.console.organizations.invitations.create({ id: a.org.id, email: uniqueEmail('inv') });
+  await a.owner.client.console.organizations.joinCodes.create({ id: a.org.id });
+  const second = await a.owner.client.v1.account_tokens.create({});
+
+  t.strictSame(await a.owner.client.v1.users.delete({ id: a.owner.userId }), { ok: true });
+  t.match(await errorOf(a.owner.client.v1.services.whoami()), { status: 401 }, "the user's token stops working");
+  t.match(await errorOf(clientOf({ keyId: second.row.token_id, secret: second.row.secret }).v1.services.whoami()), { status: 401 }, 'every one of them');
+  t.match(await errorOf(a.keyClient.v1.services.whoami()), { status: 401 }, "the project's key is gone");
+  t.match(await errorOf(clientOf({ keyId: extra.row.key_id, secret: extra.row.secret }).v1.services.whoami()), { status: 401 });
+  t.match(await errorOf(a.orgClient.v1.services.whoami()), { status: 401 }, "the organization's token is gone");
+  t.match(await errorOf(admin.v1.users.get({ id: a.owner.userId })), { status: 404 }, 'the user is gone');
+  t.match(await errorOf(admin.v1.organizations.get({ id: a.org.id })), { status: 404 }, 'the sole-member organization is gone');
+  t.match(await errorOf(admin.v1.projects.get({ id: a.project.id })), { status: 404 }, 'its project is gone');
+  const left = await db.query<{ n: number }>(
+    `SELECT (SELECT count(*) FROM organizations WHERE id = $1) + (SELECT count(*) FROM projects WHERE organization_id = $1)
+       + (SELECT count(*) FROM organization_tokens WHERE organization_id = $1) + (SELECT count(*) FROM invitations WHERE organization_id = $1)
+       + (SELECT count(*) FROM join_codes WHERE organization_id = $1) + (SELECT count(*) FROM api_keys WHERE project_id = $2)
+       + (SELECT count(*) FROM account_tokens WHERE user_id = $3) + (SELECT count(*) FROM organization_members WHERE user_id = $3)
+       + (SELECT count(*) FROM users WHERE id = $3) AS n`,
+    [a.org.id, a.project.id, a.owner.userId],
+  );
+  t.equal(Number(left[0]?.n), 0, 'no row of the user, its organization, projects, keys, tokens, invitations or join codes is left (hard delete)');
+  t.match(await auditOf('v1.users.delete', a.owner.userId), [{ actor_id: a.owner.userId }], 'the deletion is audited');
+});
+
+t.test('users self delete: 409 for the only owner of an organization with other members', async (t) => {
+  const b = await tenant('Shared');
+  const member = await joinAs(b.owner.client, b.org.id, 'member');
+  t.match(await errorOf(b.owner.client.v1.users.delete({ id: b.owner.userId })), { status: 409, code: 'conflict', details: { organizationId: b.org.id } });
+  t.match(await b.owner.client.v1.services.whoami(), { userId: b.owner.userId }, 'nothing was deleted');
+  t.equal((await admin.v1.organizations.get({ id: b.org.id })).row.id, b.org.id);
+
+  // A plain member leaves: the organization stays with its owner.
+  t.strictSame(await member.client.v1.users.delete({ id: member.userId }), { ok: true });
+  t.same((await b.owner.client.v1.organization_members.list()).rows.map((m) => m.user_id), [b.owner.userId], 'the membership went with the member');
+  t.equal((await b.owner.client.v1.projects.get({ id: b.project.id })).row.id, b.project.id, 'the project stays');
+
+  // An owner who is not the only one may go; the organization stays with the other owner.
+  const coOwner = await joinAs(b.owner.client, b.org.id, 'owner');
+  t.strictSame(await b.owner.client.v1.users.delete({ id: b.owner.userId }), { ok: true });
+  t.match((await coOwner.client.v1.organizations.get({ id: b.org.id })).row, { id: b.org.id });
+  t.same((await coOwner.client.v1.organization_members.list()).rows.map((m) => [m.user_id, m.role]), [[coOwner.userId, 'owner']]);
+  t.equal((await coOwner.client.v1.projects.list()).rows.length, 1, 'the project stays');
+});
+
+t.test('row scoping: another organization sees nothing of the first and gets 404 by id', async (t) => {
+  const a = await tenant('Alpha');
+  const b = await tenant('Beta');
+  const aMember = await joinAs(a.owner.client, a.org.id, 'member');
+  const aKey = await a.owner.client.v1.api_keys.create({ project_id: a.project.id, label: 'alpha-extra' });
+  const aToken = await a.owner.client.v1.account_tokens.create({ label: 'alpha-token' });
+  const aAudit = (await a.owner.client.v1.audit_log.list()).rows;
+  t.ok(aAudit.length > 0, 'the first organization has audit rows');
+  const aOrgToken = (await a.orgClient.v1.organization_tokens.list()).rows;
+  t.same(aOrgToken.map((r) => r.token_id), [a.organizationToken.tokenId], 'its token sees its organization tokens');
+
+  const alphaIds = [a.org.id, a.project.id, a.owner.userId, aMember.userId, a.apiKey.keyId, aKey.row.id, aKey.row.key_id, aToken.row.id,
+    a.owner.tokenId, a.organizationToken.tokenId, ...aAudit.map((r) => r.id)];
+  const tables = ['projects', 'api_keys', 'users', 'account_tokens', 'organizations', 'organization_members', 'organization_tokens', 'audit_log', 'rate_limits'] as const;
+  for (const [who, c] of [['owner', b.owner.client], ['organization token', b.orgClient], ['project key', b.keyClient]] as const) {
+    for (const table of tables) {
+      const text = JSON.stringify(await c.v1[table].list({ limit: 200 }));
+      t.same(alphaIds.filter((id) => text.includes(id)), [], `${table}.list as Beta's ${who}: nothing of Alpha`);
+    }
+  }
+
+  const byId: [typeof tables[number], string][] = [
+    ['projects', a.project.id], ['api_keys', aKey.row.id], ['users', a.owner.userId], ['account_tokens', aToken.row.id],
+    ['organizations', a.org.id], ['organization_members', `${a.org.id}:${aMember.userId}`], ['organization_tokens', (aOrgToken[0]?.id ?? '')],
+    ['audit_log', aAudit[0]?.id ?? ''], ['rate_limits', a.owner.tokenId],
+  ];
+  for (const [table, id] of byId) {
+    t.match(await errorOf(b.owner.client.v1[table].get({ id })), { status: 404, code: 'not_found' }, `${table}.get of Alpha's row as Beta`);
+    t.ok(await a.owner.client.v1[table].get({ id }), `${table}.get of the same row as Alpha works`);
+  }
+  t.match(await errorOf(b.owner.client.v1.projects.update({ id: a.project.id, name: 'pwned' })), { status: 404 });
+  t.match(await errorOf(b.owner.client.v1.projects.delete({ id: a.project.id })), { status: 404 });
+  t.match(await errorOf(b.owner.client.v1.api_keys.create({ project_id: a.project.id })), { status: 404 });
+  t.match(await errorOf(b.owner.client.v1.api_keys.update({ id: aKey.row.id, label: 'pwned' })), { status: 404 });
+  t.match(await errorOf(b.owner.client.v1.api_keys.delete({ id: aKey.row.id })), { status: 404 });
+  t.match(await errorOf(b.keyClient.v1.api_keys.delete({ id: aKey.row.id })), { status: 404 });
+  t.match(await errorOf(b.orgClient.v1.projects.update({ id: a.project.id, name: 'pwned' })), { status: 404 });
+  t.match(await errorOf(b.owner.client.v1.account_tokens.delete({ id: aToken.row.id })), { status: 404 });
+  t.match(await errorOf(b.owner.client.v1.users.update({ id: a.owner.userId, email: uniqueEmail() })), { status: 404 });
+  t.match(await errorOf(b.owner.client.v1.users.delete({ id: a.owner.userId })), { status: 404 });
+  t.match((await a.owner.client.v1.projects.get({ id: a.project.id })).row, { name: 'Alpha Project' }, "Alpha's project untouched");
+  t.equal((await a.owner.client.v1.api_keys.get({ id: aKey.row.id })).row.revoked_at, null, "Alpha's key untouched");
+  t.match(await clientOf({ keyId: aToken.row.token_id, secret: aToken.row.secret }).v1.services.whoami(), { userId: a.owner.userId });
+
+  // A project key: its project's rows only, and its own rate-limit bucket.
+  t.same((await a.keyClient.v1.projects.list()).rows.map((r) => r.id), [a.project.id]);
+  const keys = (await a.keyClient.v1.api_keys.list()).rows;
+  t.same(keys.map((k) => k.key_id).sort(), [a.apiKey.keyId, aKey.row.key_id].sort(), "its project's keys");
+  for (const table of ['organizations', 'organization_members', 'organization_tokens', 'users', 'account_tokens'] as const) {
+    t.same((await a.keyClient.v1[table].list()).rows, [], `a project key sees no ${table}`);
+  }
+  const keyAudit = (await a.keyClient.v1.audit_log.list()).rows;
+  t.ok(keyAudit.length > 0 && keyAudit.every((r) => r.project_id === a.project.id), 'audit rows of its project only');
+  t.same((await a.keyClient.v1.rate_limits.list()).rows.map((r) => r.key), [a.apiKey.keyId], 'its own bucket only');
+  t.match(await errorOf(a.keyClient.v1.organizations.get({ id: a.org.id })), { status: 404 });
+
+  // An organization token: its organization's rows, never users or account tokens.
+  t.same((await a.orgClient.v1.organizations.list()).rows.map((r) => r.id), [a.org.id]);
+  t.same((await a.orgClient.v1.projects.list()).rows.map((r) => r.id), [a.project.id]);
+  t.same((await a.orgClient.v1.organization_members.list()).rows.map((r) => r.user_id).sort(), [a.owner.userId, aMember.userId].sort());
+  t.same((await a.orgClient.v1.users.list()).rows, []);
+  t.same((await a.orgClient.v1.account_tokens.list()).rows, []);
+
+  // A member: its organizations' rows, its own user and tokens, its own bucket.
+  const members = (await aMember.client.v1.organization_members.list()).rows;
+  t.same(members.map((m) => m.id).sort(), [`${a.org.id}:${a.owner.userId}`, `${a.org.id}:${aMember.userId}`].sort());
+  t.match((await aMember.client.v1.organization_members.get({ id: `${a.org.id}:${a.owner.userId}` })).row, { role: 'owner' });
+  t.same((await aMember.client.v1.users.list()).rows.map((r) => r.id), [aMember.userId]);
+  t.same((await aMember.client.v1.rate_limits.list()).rows.map((r) => r.key), [aMember.tokenId]);
+  t.match(await errorOf(aMember.client.v1.account_tokens.get({ id: aToken.row.id })), { status: 404 }, "not the owner's tokens");
+
+  // The platform key and staff see every row.
+  const all = (await admin.v1.projects.list({ limit: 200 })).rows.map((r) => r.id);
+  t.ok(all.includes(a.project.id) && all.includes(b.project.id), 'the platform key lists both projects');
+  for (const [table, id] of byId) t.ok(await admin.v1[table].get({ id }), `the platform key gets ${table} ${id}`);
+  const staff = await user();
+  await db.query(`UPDATE users SET role = 'staff' WHERE id = $1`, [staff.userId]);
+  for (const [table, id] of byId) t.ok(await staff.client.v1[table].get({ id }), `staff get ${table} ${id}`);
+});
+
+t.test('limit: default 50, larger values accepted and clamped at 200', async (t) => {
+  const me = await user();
+  // 60 more account tokens for one user, in one statement (they are never used to sign).
+  await db.query(
+    `INSERT INTO account_tokens (id, token_id, user_id, secret_sealed, label, created_at)
+     SELECT gen_random_uuid(), 'svca_bulk_' || n, $1, 'unused', 'bulk', now() FROM generate_series(1, 60) AS n`,
+    [me.userId],
+  );
+  t.equal((await me.client.v1.account_tokens.list()).rows.length, 50, 'default 50');
+  t.equal((await me.client.v1.account_tokens.list({ limit: 60 })).rows.length, 60, 'limit=60');
+  t.equal((await me.client.v1.account_tokens.list({ limit: 100000 })).rows.length, 61, 'limit=100000 is accepted: all 61');
+  t.match(await errorOf(me.client.v1.account_tokens.list({ limit: 0 })), { status: 400, code: 'invalid_request' });
+  t.match(await errorOf(me.client.request('GET', '/v1/account_tokens/list?limit=many')), { status: 400, code: 'invalid_request' });
+
+  // 250 buckets: the platform key sees every one, yet gets at most 200.
+  await db.query(`INSERT INTO rate_limits (key, tokens, allowed, updated_at) SELECT 'bulk-' || n, 1, true, now() FROM generate_series(1, 250) AS n`);
+  t.equal((await admin.v1.rate_limits.list()).rows.length, 50, 'default 50');
+  t.equal((await admin.v1.rate_limits.list({ limit: 100000 })).rows.length, 200, 'clamped at 200');
+  t.equal((await admin.v1.rate_limits.list({ limit: 201 })).rows.length, 200, 'clamped at 200');
+  t.equal((await admin.v1.rate_limits.list({ limit: 7 })).rows.length, 7);
+});
+
+t.test('roles: an auditor reads but gets 403 on writes; an owner writes', async (t) => {
+  const a = await tenant('Roles');
+  const auditor = await joinAs(a.owner.client, a.org.id, 'auditor');
+  t.same((await auditor.client.v1.projects.list()).rows.map((r) => r.id), [a.project.id], 'reads need membership only');
+  t.ok((await auditor.client.v1.api_keys.list()).rows.length >= 1);
+  t.match(await errorOf(auditor.client.v1.projects.update({ id: a.project.id, name: 'nope' })), { status: 403, code: 'forbidden' });
+  t.match(await errorOf(auditor.client.v1.projects.delete({ id: a.project.id })), { status: 403, code: 'forbidden' });
+  t.match(await errorOf(auditor.client.v1.api_keys.create({ project_id: a.project.id })), { status: 403, code: 'forbidden' });
+  const keyRow = (await auditor.client.v1.api_keys.list()).rows[0];
+  t.match(await errorOf(auditor.client.v1.api_keys.delete({ id: keyRow?.id ?? '' })), { status: 403, code: 'forbidden' });
+  t.equal((await a.owner.client.v1.projects.get({ id: a.project.id })).row.name, 'Roles Project', 'unchanged');
+
+  t.match((await a.owner.client.v1.projects.update({ id: a.project.id, name: 'Owned' })).row, { name: 'Owned' });
+  await a.owner.client.v1.api_keys.create({ project_id: a.project.id });
+  t.equal(lastStatus(), 201, 'the owner mints a key');
+});
+
+t.test('no answer of this file carried a secret column', async (t) => {
+  t.same(leaks('{"secret_sealed":"x","rows":[]}'), ['secret_sealed'], 'the scan can say no');
+  t.ok(answers.length > 200, `${answers.length} answers scanned`);
+  t.ok(answers.some((a) => a.path.startsWith('/v1/') && a.status === 200), 'data-layer answers among them');
+  const bad = answers.filter((a) => leaks(a.text).length > 0).map((a) => `${a.method} ${a.path}: ${leaks(a.text)}`);
+  t.same(bad, [], 'none mentions secret_sealed, password_hash, token_hash or code_hash');
+});

@@ -1,0 +1,12 @@
+// The SvcError a call fails with; fails the test (by throwing) when the call succeeds instead.
+import { SvcError } from '../../sdk/src/index.js';
+
+export async function errorOf(p: Promise<unknown>): Promise<SvcError> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof SvcError) return err;
+    throw err;
+  }
+  throw new Error('expected the call to fail, it succeeded');
+}
