@@ -64,7 +64,7 @@ const TABLE_SQL: Record<string, TableSql> = {
   // A bucket is named by the key id of its credential (storage/pg/request-guard.ts).
   rate_limits: { key: { expr: 't.key', uuid: false }, order: 't.key' },
   // Newest first, like every view of a log.
-  audit_log: { order: 't.created_at DESC, t.id' },
+  audit_log: { order: 't.seq DESC' },
 };
 
 const IDENT = /^[a-z_][a-z0-9_]*$/;
