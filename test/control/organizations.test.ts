@@ -620,3 +620,20 @@ t.test('invitations and join codes expire after 7 days', async (t) => {
   t.match(await errorOf(j2.client.console.organizations.join({ code: codeLate.code })), { status: 401, code: 'unauthorized' }, 'redeem past 7 days is 401');
   t.notOk((await membersOf(org)).has(j2.userId));
 });
+
+t.test('the platform key acts on any organization', async (t) => {
+  const org = await newOrg('platform');
+  const admin = svc.admin();
+  const detail = await admin.console.organizations.get({ id: org.id });
+  t.equal(detail.organization.id, org.id, 'reads the detail');
+  t.equal((await admin.console.organizations.update({ id: org.id, name: 'Renamed by operator' })).organization.name, 'Renamed by operator', 'renames');
+  t.equal((await admin.console.organizations.plan({ id: org.id, plan: 'payg' })).organization.plan, 'payg', 'changes the plan');
+  const { project, apiKey } = await admin.console.projects.create({ name: 'operator project', organizationId: org.id });
+  t.equal(project.organization_id, org.id, 'creates a project in it');
+  t.match(apiKey.keyId, /^tk_/);
+  const minted = await admin.console.organizations.tokens.create({ id: org.id, label: 'break-glass' });
+  t.match(await svc.client({ keyId: minted.tokenId, secret: minted.secret }).v1.services.whoami(), { principal: 'organization_token', organizationId: org.id });
+  t.same(await admin.console.organizations.tokens.delete({ id: org.id, tokenId: minted.tokenId }), { ok: true }, 'revokes a token');
+  const e = await errorOf(admin.console.organizations.get({ id: '00000000-0000-4000-8000-000000000000' }));
+  t.equal(e.status, 404, 'an unknown organization is still 404');
+});
