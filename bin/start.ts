@@ -8,6 +8,7 @@ import { sweepExpired } from '../storage/pg/request-guard.js';
 import { createApp } from '../control/app.js';
 import { listenHttp } from '../control/server.js';
 import type { Deps } from '../control/deps.js';
+import { createResolver } from '../mta/dns.js';
 
 export type Role = 'all' | 'control' | 'mta' | 'imap';
 
@@ -35,7 +36,12 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
   if (role !== 'all' && !config.databaseUrl) {
     throw new Error(`--role ${role} needs SVC_DATABASE_URL: the embedded database lives inside one process`);
   }
-  const ctx: Context = { config, clock: opts.clock ?? systemClock, log: opts.log ?? createLogger(config.logLevel) };
+  const clock = opts.clock ?? systemClock;
+  const ctx: Context = {
+    config, clock,
+    log: opts.log ?? createLogger(config.logLevel),
+    resolver: createResolver({ servers: config.dnsServers, clock }),
+  };
   const storage = await openStorage(config, ctx.log);
   const stops: (() => Promise<void>)[] = [];
   const ports: RunningService['ports'] = {};

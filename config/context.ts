@@ -2,6 +2,7 @@
 // the time from a global, so tests can hand in their own clock.
 import pino, { type Logger } from 'pino';
 import type { Config } from './schema.js';
+import type { Resolver } from '../mta/resolver.js';
 
 export interface Clock {
   /** Milliseconds since the Unix epoch. */
@@ -14,6 +15,8 @@ export interface Context {
   config: Readonly<Config>;
   clock: Clock;
   log: Logger;
+  /** Every DNS lookup goes through this one resolver (SVC_DNS_SERVERS). */
+  resolver: Resolver;
 }
 
 export function createLogger(level: Config['logLevel']): Logger {

@@ -1,0 +1,47 @@
+// The DNS contract every lookup goes through (domain verification, MX resolution, mailauth):
+// one object built at start from SVC_DNS_SERVERS and passed down in the Context, so tests aim it at
+// a loopback DNS server and decisions stay testable (style.md #7).
+
+export type RecordType = 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA' | 'PTR';
+
+export interface MxRecord {
+  exchange: string;
+  priority: number;
+}
+
+/**
+ * Why a lookup found nothing: NXDOMAIN (the name does not exist), NODATA (it exists without records
+ * of that type), TIMEOUT (no server answered in time), SERVFAIL (a server answered with an error).
+ */
+export type DnsFailure = 'NXDOMAIN' | 'NODATA' | 'TIMEOUT' | 'SERVFAIL';
+
+export class DnsError extends Error {
+  constructor(
+    readonly failure: DnsFailure,
+    /** The name looked up. */
+    readonly host: string,
+    readonly type: RecordType,
+  ) {
+    super(`DNS ${type} ${host}: ${failure}`);
+    this.name = 'DnsError';
+  }
+  /** The name or the records are absent (as opposed to the lookup failing). */
+  get absent(): boolean {
+    return this.failure === 'NXDOMAIN' || this.failure === 'NODATA';
+  }
+}
+
+export interface LookupOptions {
+  /** Skip the cache (verification must see what is published now). */
+  fresh?: boolean;
+}
+
+export interface Resolver {
+  /** TXT records, each record's strings joined (RFC 7208 §3.3: split strings are one value). */
+  txt(name: string, o?: LookupOptions): Promise<string[]>;
+  mx(name: string, o?: LookupOptions): Promise<MxRecord[]>;
+  a(name: string, o?: LookupOptions): Promise<string[]>;
+  aaaa(name: string, o?: LookupOptions): Promise<string[]>;
+  /** The CNAME target of `name` (lower case, no trailing dot), or null when there is none. */
+  cname(name: string, o?: LookupOptions): Promise<string | null>;
+}

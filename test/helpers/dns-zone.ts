@@ -1,0 +1,301 @@
+// A real dns2 authoritative server on 127.0.0.1 (UDP and TCP on the same port, as a resolver expects
+// for the RFC 7766 fallback) answering from a mutable zone the test edits while it runs. It logs every
+// query it receives, and can be made silent, failing or truncating to drive the resolver's error paths.
+//
+//   const zone = await startDnsZone(t);          // stopped in t.teardown
+//   zone.txt('_svc-verify.example.test', token);
+//   svc = await startTestService(t, { env: { SVC_DNS_SERVERS: zone.hostPort } });
+import net from 'node:net';
+import type DNS from 'dns2';
+import { Packet, createTCPServer, createUDPServer, type TCPServer, type UDPServer } from 'dns2';
+
+export type ZoneType = 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA';
+
+/**
+ * normal: answer from the zone. silent: never answer (the client must time out). servfail / refused:
+ * answer every query with that rcode. truncate: over UDP answer with the TC bit and no records, so the
+ * client must ask again over TCP (RFC 1035 §4.2.1), where the answer is normal.
+ */
+export type ZoneBehaviour = 'normal' | 'silent' | 'servfail' | 'refused' | 'truncate';
+
+export interface ZoneQuery {
+  /** The name as it came over the wire (not normalized, so tests can check the client's). */
+  name: string;
+  type: string;
+  transport: 'udp' | 'tcp';
+}
+
+export interface SoaOptions {
+  /** RFC 2308 §4: the negative-caching TTL of the zone, in seconds. */
+  minimum?: number;
+  /** TTL of the SOA record itself; RFC 2308 §5 caches a negative answer for min(ttl, minimum). */
+  ttl?: number;
+}
+
+export interface DnsZone {
+  readonly host: string;
+  readonly port: number;
+  /** '127.0.0.1:<port>', ready for SVC_DNS_SERVERS. */
+  readonly hostPort: string;
+  behaviour: ZoneBehaviour;
+  /** TTL in seconds given to records published from now on (default 300). */
+  ttl: number;
+  /** Every query received, oldest first; tests may empty it (`zone.queries.length = 0`). */
+  readonly queries: ZoneQuery[];
+  /** Queries received for `name` (case-insensitive), optionally of one type. */
+  queriesFor(name: string, type?: string): ZoneQuery[];
+
+  a(name: string, address: string): DnsZone;
+  aaaa(name: string, address: string): DnsZone;
+  /** One MX record; `exchange` '.' (or '') publishes a null MX (RFC 7505). */
+  mx(name: string, priority: number, exchange: string): DnsZone;
+  /**
+   * One TXT record made of these strings. Each string longer than 255 bytes is split into several
+   * character-strings (RFC 1035 §3.3.14), as a zone file or a DNS provider does with a DKIM key.
+   */
+  txt(name: string, ...strings: string[]): DnsZone;
+  cname(name: string, target: string): DnsZone;
+  ns(name: string, host: string): DnsZone;
+  /** The SOA at `name`; negative answers carry the SOA of the closest enclosing name that has one. */
+  soa(name: string, o?: SoaOptions): DnsZone;
+  /** Removes every record of `name`, or only those of `type`. The root SOA is removed with remove('', 'SOA'). */
+  remove(name: string, type?: ZoneType): DnsZone;
+
+  stop(): Promise<void>;
+}
+
+interface Teardown {
+  teardown(fn: () => unknown): void;
+}
+
+type Rdata =
+  | { type: 'A' | 'AAAA'; address: string }
+  | { type: 'MX'; priority: number; exchange: string }
+  | { type: 'TXT'; data: Buffer[] }
+  | { type: 'CNAME'; domain: string }
+  | { type: 'NS'; ns: string }
+  | { type: 'SOA'; primary: string; admin: string; serial: number; refresh: number; retry: number; expiration: number; minimum: number };
+
+type ZoneRecord = Rdata & { ttl: number };
+
+const norm = (name: string) => name.toLowerCase().replace(/\.$/, '');
+
+/** RFC 1035 §3.3: a <character-string> is one length octet and at most 255 octets of data. */
+function characterStrings(value: string): Buffer[] {
+  const bytes = Buffer.from(value, 'utf8');
+  if (bytes.length === 0) return [bytes];
+  const out: Buffer[] = [];
+  for (let i = 0; i < bytes.length; i += 255) out.push(bytes.subarray(i, i + 255));
+  return out;
+}
+
+const DEFAULT_SOA = { primary: 'ns.zone.test', admin: 'hostmaster.zone.test', serial: 1, refresh: 3600, retry: 600, expiration: 86400 };
+
+export async function startDnsZone(t?: Teardown): Promise<DnsZone> {
+  const records = new Map<string, ZoneRecord[]>();
+  const queries: ZoneQuery[] = [];
+
+  const publish = (name: string, rdata: Rdata, ttl = zone.ttl): void => {
+    const key = norm(name);
+    const list = records.get(key) ?? [];
+    const record = { ...rdata, ttl } as ZoneRecord;
+    // RFC 2181 §5: an RRset holds no duplicate records; publishing the same record twice is one record.
+    if (!list.some((r) => sameRdata(r, record))) list.push(record);
+    records.set(key, list);
+  };
+
+  // RFC 8020: a name exists if it owns records or has a descendant that does (an empty non-terminal).
+  const exists = (name: string): boolean => {
+    if (records.get(name)?.length) return true;
+    const suffix = `.${name}`;
+    for (const [owner, list] of records) if (list.length && name !== '' && owner.endsWith(suffix)) return true;
+    return false;
+  };
+
+  const closestSoa = (name: string): { owner: string; record: ZoneRecord } | null => {
+    const labels = name === '' ? [] : name.split('.');
+    for (let i = 0; i <= labels.length; i++) {
+      const owner = labels.slice(i).join('.');
+      const soa = records.get(owner)?.find((r) => r.type === 'SOA');
+      if (soa) return { owner, record: soa };
+    }
+    return null;
+  };
+
+  function answer(request: Packet, transport: 'udp' | 'tcp'): Packet | null {
+    const response = Packet.createResponseFromRequest(request);
+    response.header.aa = 1;
+    const question = request.questions[0];
+    if (!question) {
+      response.header.rcode = RCODE.FORMERR;
+      return response;
+    }
+    const type = typeName(question.type);
+    queries.push({ name: question.name, type, transport });
+    switch (zone.behaviour) {
+      case 'silent':
+        return null;
+      case 'servfail':
+        response.header.rcode = RCODE.SERVFAIL;
+        return response;
+      case 'refused':
+        response.header.rcode = RCODE.REFUSED;
+        return response;
+      case 'truncate':
+        if (transport === 'udp') {
+          response.header.tc = 1;
+          return response;
+        }
+        break;
+      case 'normal':
+        break;
+    }
+    // RFC 1034 §4.3.2 step 3: follow CNAMEs inside the zone, putting each one in the answer, then the
+    // records of the asked type at the end of the chain. A query for the CNAME type itself stops at once.
+    let owner = norm(question.name);
+    let wire = question.name;
+    for (let hop = 0; hop < 8; hop++) {
+      const here = records.get(owner) ?? [];
+      const matching = here.filter((r) => r.type === type);
+      if (matching.length) {
+        for (const r of matching) response.answers.push(resource(wire, r));
+        return response;
+      }
+      const alias = type === 'CNAME' ? undefined : here.find((r) => r.type === 'CNAME');
+      if (!alias || alias.type !== 'CNAME') break;
+      response.answers.push(resource(wire, alias));
+      owner = norm(alias.domain);
+      wire = alias.domain;
+    }
+    // RFC 2308 §2.1 / §2.2 (and RFC 6604 for the rcode at the end of a chain): NXDOMAIN when the name
+    // does not exist, NODATA (NOERROR, no answer) when it does; both with the SOA in authority (§3).
+    if (!exists(owner)) response.header.rcode = RCODE.NXDOMAIN;
+    const soa = closestSoa(owner);
+    if (soa) response.authorities.push(resource(soa.owner, soa.record));
+    return response;
+  }
+
+  const tcp: TCPServer = createTCPServer();
+  const sockets = new Set<net.Socket>();
+  tcp.on('connection', (s: net.Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  tcp.on('request', (request, send) => {
+    const response = answer(request, 'tcp');
+    // dns2's TCP send is synchronous and returns nothing; Promise.resolve covers both shapes.
+    if (response) Promise.resolve(send(response)).catch(() => undefined);
+  });
+  // A malformed query is the client's problem; the server stays up.
+  tcp.on('requestError', () => undefined);
+  const makeUdp = (): UDPServer => {
+    const udp = createUDPServer();
+    udp.on('request', (request, send) => {
+      const response = answer(request, 'udp');
+      if (response) send(response).catch(() => undefined);
+    });
+    udp.on('requestError', () => undefined);
+    return udp;
+  };
+
+  const host = '127.0.0.1';
+  const { udp, port } = await bindBoth(tcp, makeUdp, host);
+
+  const zone: DnsZone = {
+    host,
+    port,
+    hostPort: `${host}:${port}`,
+    behaviour: 'normal',
+    ttl: 300,
+    queries,
+    queriesFor: (name, type) => queries.filter((q) => norm(q.name) === norm(name) && (type === undefined || q.type === type)),
+    a: (name, address) => (publish(name, { type: 'A', address }), zone),
+    aaaa: (name, address) => (publish(name, { type: 'AAAA', address }), zone),
+    mx: (name, priority, exchange) => (publish(name, { type: 'MX', priority, exchange: norm(exchange) }), zone),
+    // RFC 1035 §3.3.14: a TXT record holds at least one character-string, hence '' for txt(name).
+    txt: (name, ...strings) => (publish(name, { type: 'TXT', data: (strings.length ? strings : ['']).flatMap(characterStrings) }), zone),
+    cname: (name, target) => (publish(name, { type: 'CNAME', domain: norm(target) }), zone),
+    ns: (name, nsHost) => (publish(name, { type: 'NS', ns: norm(nsHost) }), zone),
+    soa(name, o = {}) {
+      zone.remove(name, 'SOA');
+      publish(name, { type: 'SOA', ...DEFAULT_SOA, minimum: o.minimum ?? 300 }, o.ttl ?? zone.ttl);
+      return zone;
+    },
+    remove(name, type) {
+      const key = norm(name);
+      const kept = type ? (records.get(key) ?? []).filter((r) => r.type !== type) : [];
+      if (kept.length) records.set(key, kept);
+      else records.delete(key);
+      return zone;
+    },
+    async stop() {
+      for (const s of sockets) s.destroy();
+      await Promise.all([
+        new Promise<void>((resolve) => udp.close(() => resolve())),
+        new Promise<void>((resolve) => tcp.close(() => resolve())),
+      ]);
+    },
+  };
+  // Negative answers carry an SOA from the start (minimum 300 s, longer than the resolver's 60 s cap);
+  // remove('', 'SOA') to test answers without one.
+  zone.soa('');
+  t?.teardown(() => zone.stop());
+  return zone;
+}
+
+const RCODE = { NOERROR: 0, FORMERR: 1, SERVFAIL: 2, NXDOMAIN: 3, REFUSED: 5 } as const;
+
+function typeName(code: number): string {
+  for (const [name, value] of Object.entries(Packet.TYPE)) if (value === code) return name;
+  return `TYPE${code}`;
+}
+
+function resource(name: string, r: ZoneRecord): DNS.Packet.Resource {
+  const base = { name, type: Packet.TYPE[r.type], class: Packet.CLASS.IN, ttl: r.ttl };
+  const rdata = r.type === 'TXT' ? { data: r.data } : stripType(r);
+  return { ...base, ...rdata } as unknown as DNS.Packet.Resource;
+}
+
+function stripType(r: ZoneRecord): Record<string, unknown> {
+  const { type: _type, ttl: _ttl, ...rest } = r;
+  return rest;
+}
+
+function sameRdata(a: ZoneRecord, b: ZoneRecord): boolean {
+  if (a.type !== b.type) return false;
+  if (a.type === 'TXT' && b.type === 'TXT') return Buffer.concat(a.data).equals(Buffer.concat(b.data)) && a.data.length === b.data.length;
+  return JSON.stringify(stripType(a)) === JSON.stringify(stripType(b));
+}
+
+/**
+ * UDP and TCP on one port number, since a client falls back to TCP on the port it used for UDP. The
+ * kernel picks a free TCP port; if that number is taken for UDP, try again with another.
+ */
+async function bindBoth(tcp: TCPServer, makeUdp: () => UDPServer, host: string): Promise<{ udp: UDPServer; port: number }> {
+  for (let tries = 1; ; tries++) {
+    await new Promise<void>((resolve, reject) => {
+      tcp.once('error', reject);
+      tcp.listen(0, host, () => {
+        tcp.off('error', reject);
+        resolve();
+      });
+    });
+    const port = (tcp.address() as net.AddressInfo).port;
+    const udp = makeUdp();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        udp.once('error', reject);
+        udp.bind(port, host, () => {
+          udp.off('error', reject);
+          resolve();
+        });
+      });
+      udp.on('error', () => undefined);
+      return { udp, port };
+    } catch (err) {
+      udp.removeAllListeners();
+      await new Promise<void>((resolve) => tcp.close(() => resolve()));
+      if (tries >= 20) throw err;
+    }
+  }
+}
