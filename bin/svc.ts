@@ -7,12 +7,14 @@ import { openDb } from '../storage/index.js';
 import { migrate } from '../storage/pg/migrate.js';
 import { startService, type Role } from './start.js';
 import { openApiDocument } from '../control/openapi.js';
+import { doctor } from './doctor.js';
 
 const usage = `usage: svc <command>
   start [--role all|control|mta|imap]   run the service (all roles by default)
   migrate                               apply pending database migrations and exit
   config                                print the effective configuration, secrets redacted
-  openapi                               print the OpenAPI document of the HTTP API`;
+  openapi                               print the OpenAPI document of the HTTP API
+  doctor <domain>                       check which DNS records of a claimed domain are published`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -40,6 +42,8 @@ async function main(argv: string[]): Promise<number> {
       }
       return 0;
     }
+    case 'doctor':
+      return doctor(rest, config);
     case 'start': {
       const { values } = parseArgs({ args: rest, options: { role: { type: 'string', default: 'all' } } });
       const role = values.role as Role;

@@ -7,7 +7,7 @@
 // (`owner`, turned into the WHERE clause by storage/pg/data-layer.ts) and, if a project key needs a
 // scope to read it, `readScope`. A read-only table needs nothing else: no handler, no SQL. Only a
 // column not stored as it is returned (or a key other than a uuid `id`) needs a line in that file's
-// TABLE_SQL. Still to come with their issues, each one entry: sender_domains, webhook_endpoints,
+// TABLE_SQL. Still to come with their issues, each one entry: webhook_endpoints,
 // suppressions, idempotency_keys and messages (owner { project: 'project_id' }), and the read-only
 // engine tables webhook_deliveries and message_events.
 //
@@ -115,6 +115,19 @@ const AuditLogRow = Obj({
   request_id: Type.String(),
   ip: Nullable(Type.String()),
 });
+const SenderDomainRow = Obj({
+  id: Type.String(),
+  project_id: Type.String(),
+  claim_id: Type.String(),
+  domain: Type.String(),
+  status: Type.String(),
+  verified_at: Nullable(Timestamp),
+  dkim_selector: Type.String(),
+  ed25519_selector: Nullable(Type.String()),
+  return_path_subdomain: Type.String(),
+  default_display_name: Nullable(Type.String()),
+  created_at: Timestamp,
+});
 const RateLimitRow = Obj({ key: Type.String(), tokens: Type.Number(), allowed: Type.Boolean(), updated_at: Timestamp });
 
 const onProject = { kind: 'project', in: 'body', field: 'id' } as const;
@@ -208,6 +221,9 @@ export const dataTables = {
   // A row names its organization, its project, or both; spec §4.10 opens the project's log to project:admin keys.
   audit_log: { row: AuditLogRow, owner: [{ organization: 'organization_id' }, { project: 'project_id' }], readScope: 'project:admin' },
   rate_limits: { row: RateLimitRow, owner: { credential: 'key' } },
+  // Read-only: sending is set up through the claim and capability routes of spec §4.5, which
+  // replace the earlier per-project sender-domain surface (spec §9 rule 3).
+  sender_domains: { row: SenderDomainRow, owner: { project: 'project_id' }, readScope: 'project:admin' },
 } as const satisfies Record<string, TableSpec>;
 
 export type DataTables = typeof dataTables;

@@ -8,6 +8,8 @@ import { projectRoutes } from './projects.js';
 import { dataLayerRoutes } from './data-layer.js';
 import { adminRoutes } from './admin.js';
 import { auditRoutes } from './audit.js';
+import { customDomainRoutes } from './custom-domains.js';
+import { domainRoutes } from './domains.js';
 
 export const routeTable = {
   ...serviceRoutes,
@@ -17,6 +19,8 @@ export const routeTable = {
   ...dataLayerRoutes,
   ...adminRoutes,
   ...auditRoutes,
+  ...customDomainRoutes,
+  ...domainRoutes,
 };
 
 export type RouteTable = typeof routeTable;

@@ -8,6 +8,8 @@ import { projectHandlers } from './projects.js';
 import { dataLayerHandlers } from './data-layer.js';
 import { adminHandlers } from './admin.js';
 import { auditHandlers } from './audit.js';
+import { customDomainHandlers } from './custom-domains.js';
+import { domainHandlers } from './domains.js';
 
 export const handlers: Handlers<RouteTable> = {
   ...serviceHandlers,
@@ -17,4 +19,6 @@ export const handlers: Handlers<RouteTable> = {
   ...dataLayerHandlers,
   ...adminHandlers,
   ...auditHandlers,
+  ...customDomainHandlers,
+  ...domainHandlers,
 };

@@ -88,7 +88,25 @@ t.test('the route table holds exactly the registered tables and their enabled ve
     organization_tokens: ['list', 'get'],
     audit_log: ['list', 'get'],
     rate_limits: ['list', 'get'],
+    sender_domains: ['list', 'get'],
   });
+});
+
+t.test('sender_domains lists the sending capabilities of visible projects, without key material', async (t) => {
+  const owner = await svc.signup();
+  const { organization } = await owner.client.console.organizations.create({ name: 'Senders' });
+  const { project } = await owner.client.console.projects.create({ name: 'sends', organizationId: organization.id });
+  const claim = await owner.client.console.projects.domains.create({ id: project.id, domain: `senders-${project.id.slice(0, 8)}.test` });
+  const withOut = await owner.client.console.projects.domains.outbound.create({ id: project.id, domainId: claim.id, ed25519: true });
+  const cap = withOut.outbound[0]!;
+  const rows = (await owner.client.v1.sender_domains.list()).rows;
+  t.same(rows.map((r) => r.id), [cap.id], 'the owner sees its capability');
+  t.match(rows[0], { project_id: project.id, domain: claim.domain, status: 'pending', dkim_selector: cap.selector });
+  const text = JSON.stringify(await owner.client.v1.sender_domains.get({ id: cap.id }));
+  t.notMatch(text, /PRIVATE KEY|sealed|dkim_private|v1\./, 'no private key, sealed or not');
+  const stranger = await svc.signup();
+  t.same((await stranger.client.v1.sender_domains.list()).rows, [], 'another user sees none');
+  t.equal((await errorOf(stranger.client.v1.sender_domains.get({ id: cap.id }))).status, 404, 'and cannot get it');
 });
 
 t.test('404 not_found for an unknown table, an unknown verb and a write that is not enabled', async (t) => {

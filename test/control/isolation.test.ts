@@ -34,6 +34,11 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   const member = await svc.signup();
   const { code } = await owner.client.console.organizations.joinCodes.create({ id: org.id, role: 'member' });
   await member.client.console.organizations.join({ code });
+  const claim = await owner.client.console.projects.domains.create({ id: project.id, domain: 'victim-domain.test' });
+  const withCaps = await owner.client.console.projects.domains.capabilities({ id: project.id, domainId: claim.id });
+  const outboundCap = withCaps.outbound[0]!;
+  const inboundCap = withCaps.inbound[0]!;
+  const { customDomain } = await owner.client.console.organizations.customDomains.create({ id: org.id, domain: 'webmail.victim-domain.test' });
   const victimTokens = (await owner.client.console.accountTokens.list()).tokens;
   const victimAudit = await svc.running.storage.db.query<{ id: string }>('SELECT id FROM audit_log WHERE organization_id = $1 LIMIT 1', [org.id]);
 
@@ -48,6 +53,7 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     organization_tokens: orgToken.id,
     audit_log: victimAudit[0]!.id,
     rate_limits: owner.tokenId,
+    sender_domains: outboundCap.id,
   };
   const paramValues: Record<string, string> = {
     tokenId: orgToken.tokenId,
@@ -56,6 +62,16 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     userId: member.userId,
     keyId: extraKey.keyId,
   };
+  // Parameters whose victim value depends on the route: {domainId} is a claim under projects and a
+  // custom webmail domain under organizations; {capId} an outbound or an inbound capability.
+  function paramFor(name: string, param: string, id: string): string {
+    if (param === 'id') return id;
+    if (param === 'domainId') return name.includes('customDomains') ? customDomain.id : claim.id;
+    if (param === 'capId') return name.includes('inbound') ? inboundCap.id : outboundCap.id;
+    const v = paramValues[param];
+    if (!v) throw new Error(`isolation matrix: no victim value for path parameter {${param}} of ${name}; add one`);
+    return v;
+  }
   function idFor(name: string, r: RouteSpec): string {
     const hasId = r.path.includes('{id}') || 'id' in (r.query?.properties ?? {}) || 'id' in (r.body?.properties ?? {});
     if (!hasId || r.target?.kind === 'organization') return org.id;
@@ -68,6 +84,7 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     }
     if (name.startsWith('console.accountTokens.') || name.startsWith('admin.accountTokens.')) return owner.tokenId;
     if (name.startsWith('admin.users.')) return owner.userId;
+    if (name.startsWith('admin.senderDomains.')) return outboundCap.id;
     throw new Error(`isolation matrix: cannot tell which victim id route ${name} (${r.method} ${r.path}) takes; teach idFor`);
   }
 
@@ -81,7 +98,8 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     { kind: 'project_api_key', client: svc.client({ keyId: ap.apiKey.keyId, secret: ap.apiKey.secret }) },
   ];
 
-  const secrets = [org.id, project.id, org.name, project.name, owner.email, member.email, apiKey.keyId, extraKey.keyId, orgToken.tokenId, 'invitee@example.test'];
+  const secrets = [org.id, project.id, org.name, project.name, owner.email, member.email, apiKey.keyId, extraKey.keyId, orgToken.tokenId,
+    'invitee@example.test', 'victim-domain.test', outboundCap.selector];
   const covered: string[] = [];
 
   for (const [name, r] of Object.entries(routeTable) as [string, RouteSpec][]) {
@@ -89,7 +107,7 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     covered.push(name);
     const id = idFor(name, r);
     const known = { ...paramValues, id, organizationId: org.id, organization_id: org.id, projectId: project.id, project_id: project.id, name: 'renamed-by-attacker' };
-    const target = r.path.replace(/\{(\w+)\}/g, (_, p: string) => encodeURIComponent(String(p === 'id' ? id : (paramValues[p] ?? id))));
+    const target = r.path.replace(/\{(\w+)\}/g, (_, p: string) => encodeURIComponent(paramFor(name, p, id)));
     const query = r.query ? (sample(r.query, known) as Record<string, unknown>) : {};
     const qs = new URLSearchParams(Object.entries(query).map(([k, v]): [string, string] => [k, String(v)])).toString();
     const body = r.body ? sample(r.body, known) : undefined;
@@ -132,6 +150,13 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   const p = await owner.client.console.projects.get({ id: project.id });
   t.equal(p.project.name, 'Victim Project', 'project not renamed or deleted');
   t.ok(p.apiKeys.some((k) => k.keyId === extraKey.keyId), 'project key not revoked');
+  tick();
+  const claimAfter = await owner.client.console.projects.domains.get({ id: project.id, domainId: claim.id });
+  t.equal(claimAfter.status, 'pending', 'claim not verified by anyone else');
+  t.same([claimAfter.outbound.length, claimAfter.inbound.length, claimAfter.outbound[0]?.status], [1, 1, 'pending'], 'capabilities untouched');
+  tick();
+  const customAfter = (await owner.client.console.organizations.customDomains.list({ id: org.id })).customDomains;
+  t.ok(customAfter.some((d) => d.id === customDomain.id), 'custom domain not deleted');
   tick();
   t.match(await svc.client({ keyId: extraKey.keyId, secret: extraKey.secret }).v1.services.whoami(), { projectId: project.id }, 'victim key still works');
   tick();

@@ -8,9 +8,12 @@ import { routeTable, ROLES, can, type OrgRole, type RouteSpec, type Permission }
 import { mintProjectKey } from '../../control/handlers/projects.js';
 import { startTestService, uniqueEmail, type SignedUp } from '../helpers/service.js';
 import { sample } from '../helpers/sample.js';
+import { startDnsZone } from '../helpers/dns-zone.js';
 
 t.test('five roles × every route that declares a permission', async (t) => {
-  const svc = await startTestService(t);
+  // Verify routes succeed only when their records are published: a loopback zone holds them.
+  const zone = await startDnsZone(t);
+  const svc = await startTestService(t, { env: { SVC_DNS_SERVERS: zone.hostPort, SVC_MX_HOST: 'mx.matrix.test' } });
   svc.clock.freeze();
   const tick = () => svc.clock.advance(10_000);
 
@@ -30,6 +33,7 @@ t.test('five roles × every route that declares a permission', async (t) => {
   async function fixtures(r: RouteSpec, name: string) {
     const needs = (s: string) => r.path.includes(`{${s}}`) || JSON.stringify(r.body ?? {}).includes(`"${s}"`);
     const v: Record<string, unknown> = { organizationId: org.id, organization_id: org.id, name: `n-${randomUUID().slice(0, 8)}`, email: uniqueEmail('invitee') };
+    v.domain = `d-${randomUUID().slice(0, 8)}.test`;
     const wantsProject = r.target?.kind === 'project' || needs('project_id') || name.startsWith('v1.projects.') || name.startsWith('v1.api_keys.');
     if (wantsProject) {
       tick();
@@ -57,6 +61,30 @@ t.test('five roles × every route that declares a permission', async (t) => {
     if (needs('codeId')) {
       tick();
       v.codeId = (await owner.client.console.organizations.joinCodes.create({ id: org.id })).joinCode.id;
+    }
+    if (needs('domainId') && name.includes('customDomains')) {
+      tick();
+      const domain = `web-${randomUUID().slice(0, 8)}.matrix.test`;
+      v.domainId = (await owner.client.console.organizations.customDomains.create({ id: org.id, domain })).customDomain.id;
+      zone.cname(domain, svc.running.ctx.config.webmailHost);
+    } else if (needs('domainId') || needs('capId')) {
+      // A claim of its own, its ownership TXT published; for capability routes, a verified claim
+      // with both capabilities and their records published.
+      tick();
+      const domain = `c-${randomUUID().slice(0, 8)}.test`;
+      const claim = await owner.client.console.projects.domains.create({ id: v.projectId as string, domain });
+      zone.txt(claim.dnsRecords.ownership.host, claim.dnsRecords.ownership.value);
+      v.domainId = claim.id;
+      if (needs('capId')) {
+        tick();
+        await owner.client.console.projects.domains.verify({ id: v.projectId as string, domainId: claim.id });
+        tick();
+        const c = await owner.client.console.projects.domains.capabilities({ id: v.projectId as string, domainId: claim.id });
+        const out = c.outbound[0]!;
+        zone.txt(out.dnsRecords.dkim.host, out.dnsRecords.dkim.value);
+        zone.mx(c.inbound[0]!.domain, 10, 'mx.matrix.test');
+        v.capId = name.includes('inbound') ? c.inbound[0]!.id : out.id;
+      }
     }
     if (needs('userId')) {
       tick();

@@ -1,0 +1,269 @@
+// `svc doctor <domain>`: which DNS records of a claimed domain are published, and which are missing or
+// wrong. For operators and customers alike: it reads the claim and its capabilities from the database
+// (no HTTP, so it works while the API is down) and asks the DNS of SVC_DNS_SERVERS, bypassing caches.
+//
+// The expected records come from the same builders the API answers with (control/handlers/domains.ts),
+// so what doctor checks is exactly what the console told the customer to publish.
+//
+// Exit codes: 0 every required record is right; 1 a required record is missing, wrong or could not
+// be looked up; 2 bad usage, an unknown domain, or no database to read.
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import pino from 'pino';
+import type { Config } from '../config/schema.js';
+import { systemClock } from '../config/context.js';
+import type { Deps } from '../control/deps.js';
+import { normalizeDomain } from '../control/domain-names.js';
+import { inboundJson, outboundJson, ownershipRecord } from '../control/handlers/domains.js';
+import { publishedKey } from '../mta/dkim-keys.js';
+import { createResolver } from '../mta/dns.js';
+import { DnsError, type Resolver } from '../mta/resolver.js';
+import { openDb } from '../storage/index.js';
+import { isPgError } from '../storage/pg/client.js';
+import { findClaimByDomain, listInbound, listOutbound, type Claim, type Inbound, type Outbound } from '../storage/pg/domains.js';
+
+export const DOCTOR_USAGE = 'usage: svc doctor <domain>   check the DNS records of a claimed domain';
+
+/** Postgres: relation does not exist (the database was never migrated). */
+const PG_UNDEFINED_TABLE = '42P01';
+
+/** One record as the API shows it (`DnsRecord` of control/api/domains.ts). */
+interface DnsRecordJson {
+  host: string;
+  type: 'TXT' | 'MX' | 'CNAME';
+  value: string;
+  priority?: number;
+}
+
+/**
+ * required: the domain does not work without it. recommended: deliverability (SPF, DMARC); missing
+ * ones are reported but do not fail the check. settled: needed once and done (the ownership TXT of a
+ * verified claim; a subdomain claim is verified from the start and never needed one).
+ */
+type Need = 'required' | 'recommended' | 'settled';
+
+/** How a published record is compared with the expected one. */
+type Match = 'exact' | 'dkim' | 'spf' | 'dmarc' | 'mx';
+
+interface Expected {
+  label: string;
+  record: DnsRecordJson;
+  need: Need;
+  match: Match;
+}
+
+type Verdict =
+  | { kind: 'ok' }
+  | { kind: 'missing' }
+  | { kind: 'wrong'; found: string[]; why?: string }
+  | { kind: 'unanswered'; failure: string };
+
+/** The records a claim and its capabilities ask for, in the order a customer would publish them. */
+export function expectedRecords(config: Readonly<Config>, claim: Claim, outbound: Outbound[], inbound: Inbound[]): { section: string; records: Expected[] }[] {
+  // outboundJson/inboundJson read only ctx.config (the MX host and SVC_HOSTNAME) from their Deps.
+  const deps = { ctx: { config } } as unknown as Deps;
+  const sections = [
+    {
+      section: `claim ${claim.domain} (${claim.status})`,
+      records: [{ label: 'ownership', record: ownershipRecord(claim), need: claim.status === 'verified' ? 'settled' : 'required', match: 'exact' } as Expected],
+    },
+  ];
+  for (const o of outbound) {
+    const r = outboundJson(o, deps).dnsRecords;
+    const records: Expected[] = [{ label: 'DKIM', record: r.dkim, need: 'required', match: 'dkim' }];
+    if (r.dkimEd25519) records.push({ label: 'DKIM Ed25519', record: r.dkimEd25519, need: 'required', match: 'dkim' });
+    records.push(
+      // Bounces come back through the return path's MX (gaps-filled.md #10); without it they are lost.
+      { label: 'return-path MX', record: r.returnPath.mx, need: 'required', match: 'mx' },
+      { label: 'return-path SPF', record: r.returnPath.spf, need: 'recommended', match: 'spf' },
+      { label: 'SPF', record: r.spf, need: 'recommended', match: 'spf' },
+      { label: 'DMARC', record: r.dmarc, need: 'recommended', match: 'dmarc' },
+    );
+    sections.push({ section: `sending from ${o.domain} (${o.status})`, records });
+  }
+  for (const i of inbound) {
+    sections.push({ section: `receiving at ${i.domain} (${i.status})`, records: [{ label: 'MX', record: inboundJson(i, deps).dnsRecords.mx, need: 'required', match: 'mx' }] });
+  }
+  return sections;
+}
+
+/** RFC 7208 §4.5: an SPF record is a TXT record starting with "v=spf1" followed by a space or its end. */
+const isSpf = (v: string) => /^v=spf1(\s|$)/i.test(v.trim());
+/** RFC 7489 §6.4: a DMARC record starts with the tag v=DMARC1. */
+const isDmarc = (v: string) => /^v\s*=\s*DMARC1\s*(;|$)/i.test(v.trim());
+/** The terms of an SPF record past its version, lower case (RFC 7208 §4.6.1: terms are space-separated). */
+const spfTerms = (v: string) => v.trim().toLowerCase().split(/\s+/).slice(1);
+
+/** Compares what is published with what is expected; `found` is every value at the host and type. */
+export function judge(e: Expected, found: string[]): Verdict {
+  const want = e.record.value;
+  switch (e.match) {
+    case 'exact':
+      return found.some((v) => v.trim() === want) ? { kind: 'ok' } : found.length ? { kind: 'wrong', found } : { kind: 'missing' };
+    case 'dkim': {
+      // RFC 6376 §3.6.1: what matters is the key (p=); tag order and spacing may differ.
+      const key = publishedKey(want);
+      return found.some((v) => publishedKey(v) === key) ? { kind: 'ok' } : found.length ? { kind: 'wrong', found } : { kind: 'missing' };
+    }
+    case 'spf': {
+      // Other TXT records at the name (site verifications) are none of SPF's business.
+      const spf = found.filter(isSpf);
+      if (!spf.length) return { kind: 'missing' };
+      if (spf.length > 1) return { kind: 'wrong', found: spf, why: 'RFC 7208 §4.5: more than one SPF record is an error' };
+      // Our mechanisms merged into the customer's own record (include:…, ip4:…) count as published.
+      const have = new Set(spfTerms(spf[0] as string));
+      const ours = spfTerms(want).filter((term) => !/^[-~?+]?all$/.test(term));
+      return ours.every((term) => have.has(term) || have.has(`+${term}`)) ? { kind: 'ok' } : { kind: 'wrong', found: spf };
+    }
+    case 'dmarc': {
+      // The customer's own policy (p=quarantine, rua=…) is as good as the one we suggest.
+      const dmarc = found.filter(isDmarc);
+      if (!dmarc.length) return { kind: 'missing' };
+      if (dmarc.length > 1) return { kind: 'wrong', found: dmarc, why: 'RFC 7489 §6.6.3: more than one DMARC record means none applies' };
+      return { kind: 'ok' };
+    }
+    case 'mx':
+      return found.includes(want.toLowerCase()) ? { kind: 'ok' } : found.length ? { kind: 'wrong', found } : { kind: 'missing' };
+  }
+}
+
+/** Looks (host, type) up once per run, fresh; absent records are an empty list, failures a DnsError. */
+function lookups(resolver: Resolver) {
+  const memo = new Map<string, Promise<string[]>>();
+  return (host: string, type: 'TXT' | 'MX' | 'CNAME'): Promise<string[]> => {
+    const key = `${type} ${host}`;
+    let p = memo.get(key);
+    if (!p) {
+      const q =
+        type === 'TXT'
+          ? resolver.txt(host, { fresh: true })
+          : type === 'MX'
+            ? resolver.mx(host, { fresh: true }).then((mxs) => mxs.map((m) => m.exchange))
+            : resolver.cname(host, { fresh: true }).then((c) => (c ? [c] : []));
+      p = q.catch((err: unknown) => {
+        if (err instanceof DnsError && err.absent) return [];
+        throw err;
+      });
+      memo.set(key, p);
+    }
+    return p;
+  };
+}
+
+const clip = (s: string, max = 80) => (s.length > max ? `${s.slice(0, max - 1)}…` : s);
+
+function statusText(v: Verdict, need: Need): string {
+  switch (v.kind) {
+    case 'ok':
+      return 'ok';
+    case 'missing':
+      return need === 'recommended' ? 'missing (recommended)' : need === 'settled' ? 'missing (no longer needed: verified)' : 'missing';
+    case 'wrong': {
+      const found = v.found.map((f) => JSON.stringify(clip(f))).join(', ');
+      const notes = [v.why, need === 'recommended' ? 'recommended' : need === 'settled' ? 'no longer needed: verified' : null].filter(Boolean).join('; ');
+      return `wrong (found ${found})${notes ? ` (${notes})` : ''}`;
+    }
+    case 'unanswered':
+      return `unknown (DNS ${v.failure}: no answer, try again)`;
+  }
+}
+
+const shown = (r: DnsRecordJson) => (r.type === 'MX' ? `${r.priority ?? 10} ${r.value}` : JSON.stringify(r.value));
+
+/** Runs the check; returns the exit code. `out` receives the report, `err` usage and errors. */
+export async function doctor(
+  args: string[],
+  config: Readonly<Config>,
+  out: (line: string) => void = (l) => console.log(l),
+  err: (line: string) => void = (l) => console.error(l),
+): Promise<number> {
+  let positionals: string[];
+  try {
+    ({ positionals } = parseArgs({ args, allowPositionals: true, options: {} }));
+  } catch (e) {
+    err(`svc doctor: ${(e as Error).message}\n${DOCTOR_USAGE}`);
+    return 2;
+  }
+  if (positionals.length !== 1) {
+    err(DOCTOR_USAGE);
+    return 2;
+  }
+  const raw = positionals[0] as string;
+  const domain = normalizeDomain(raw);
+  if (!domain) {
+    err(`svc doctor: ${JSON.stringify(raw)} is not a valid domain name`);
+    return 2;
+  }
+
+  if (!config.databaseUrl) {
+    const dir = path.join(config.dataDir, 'pg');
+    if (!(await stat(dir).then(() => true, () => false))) {
+      err(`svc doctor: no embedded database at ${dir} (set SVC_DATA_DIR, or SVC_DATABASE_URL)`);
+      return 2;
+    }
+  }
+  // The log (the embedded-database warning) goes to stderr: stdout is the report.
+  const log = pino({ level: config.logLevel, base: { service: 'svc-mail' } }, pino.destination({ fd: 2, sync: true }));
+  const db = await openDb(config, log);
+  let found: { claim: Claim; outbound: Outbound[]; inbound: Inbound[] } | null;
+  try {
+    const claim = await findClaimByDomain(db, domain);
+    found = claim ? { claim, outbound: await listOutbound(db, [claim.id]), inbound: await listInbound(db, [claim.id]) } : null;
+  } catch (e) {
+    if (!isPgError(e, PG_UNDEFINED_TABLE)) throw e;
+    err('svc doctor: the database has no domain tables yet; run `svc migrate` first');
+    return 2;
+  } finally {
+    // Closed before any DNS work: the embedded database is held by one process at a time.
+    await db.close();
+  }
+  if (!found) {
+    err(`svc doctor: ${domain} is not claimed on this platform (claim it first; doctor checks the exact name claimed)`);
+    return 2;
+  }
+
+  const { claim, outbound, inbound } = found;
+  const sections = expectedRecords(config, claim, outbound, inbound);
+  const lookup = lookups(createResolver({ servers: config.dnsServers, clock: systemClock }));
+  // Every lookup at once: the whole report takes one resolver timeout at worst, not one per record.
+  const judged = await Promise.all(
+    sections.map(async (s) => ({
+      section: s.section,
+      rows: await Promise.all(
+        s.records.map(async (e) => {
+          let verdict: Verdict;
+          try {
+            verdict = judge(e, await lookup(e.record.host, e.record.type));
+          } catch (x) {
+            if (!(x instanceof DnsError)) throw x;
+            verdict = { kind: 'unanswered', failure: x.failure };
+          }
+          return { e, verdict };
+        }),
+      ),
+    })),
+  );
+
+  out(`svc doctor ${domain}: claim ${claim.status}, project ${claim.projectId}`);
+  let required = 0;
+  let requiredOk = 0;
+  let advice = 0;
+  for (const s of judged) {
+    out(s.section);
+    for (const { e, verdict } of s.rows) {
+      if (e.need === 'required') {
+        required++;
+        if (verdict.kind === 'ok') requiredOk++;
+      } else if (e.need === 'recommended' && verdict.kind !== 'ok') advice++;
+      const status = statusText(verdict, e.need);
+      out(`  ${status.padEnd(21)}  ${e.label.padEnd(15)}  ${e.record.type} ${e.record.host}  ${shown(e.record)}`);
+    }
+  }
+  out(
+    `${requiredOk} of ${required} required records right` +
+      (advice ? `; ${advice} recommended record${advice === 1 ? '' : 's'} missing or different` : '') +
+      (requiredOk < required ? '. Publish the records marked missing or wrong, then verify in the console.' : '.'),
+  );
+  return requiredOk === required ? 0 : 1;
+}

@@ -1,0 +1,47 @@
+// Domain names as customers type them, turned into the one form we store, compare and look up:
+// lower case, no trailing dot, IDN labels in punycode (A-labels). Pure: no DNS, no storage.
+// Used by custom webmail domains (spec §4.4) and domain claims (spec §4.5).
+import { domainToASCII } from 'node:url';
+import { isIP } from 'node:net';
+
+/** RFC 1035 §2.3.4: 255 octets on the wire, so at most 253 characters written out without the root dot. */
+export const MAX_DOMAIN_LENGTH = 253;
+/** RFC 1035 §2.3.4: labels are 63 octets or less. */
+export const MAX_LABEL_LENGTH = 63;
+
+// Longer input is refused before any IDN processing: even a name of 253 A-label characters is far
+// shorter than this in its Unicode form, so nothing valid is lost.
+const MAX_RAW_LENGTH = 1024;
+
+// RFC 952 / RFC 1123 §2.1 host name labels: letters, digits and hyphens, not starting or ending with a
+// hyphen (a leading digit is allowed). Punycode A-labels (RFC 5890 `xn--`) fit the same pattern.
+const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+// ASCII that may appear in a name as typed: anything else ASCII (%, _, space, brackets, ':', '/', '@')
+// is refused rather than decoded or mapped away by the URL host parser. Non-ASCII is left to IDNA.
+const ASCII_OUTSIDE_HOSTNAME = /[\x00-\x2c\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]/;
+
+/**
+ * The normalized form of a host name, or null when it is not a valid one.
+ *
+ * Trims, lower-cases, removes one trailing dot (the DNS root), converts IDN labels to punycode
+ * (UTS #46 via the WHATWG URL host parser, as browsers do) and then requires a host name:
+ * at least two labels, each 1 to 63 characters of [a-z0-9-] not starting or ending with '-',
+ * at most 253 characters in all, and not an IP address (RFC 3696 §2: a top-level label is never
+ * all-numeric, which also rules out every IPv4 spelling).
+ */
+export function normalizeDomain(raw: string): string | null {
+  if (typeof raw !== 'string' || raw.length > MAX_RAW_LENGTH) return null;
+  let s = raw.trim().toLowerCase();
+  if (s.endsWith('.')) s = s.slice(0, -1);
+  if (!s || ASCII_OUTSIDE_HOSTNAME.test(s)) return null;
+  // domainToASCII returns '' for what the URL host parser refuses: invalid punycode (xn--zz),
+  // disallowed code points, an invalid IPv4 number. It also maps IDNA equivalents (ideographic
+  // full stop, full-width letters) to their ASCII form.
+  const ascii = domainToASCII(s);
+  if (!ascii || ascii.length > MAX_DOMAIN_LENGTH || isIP(ascii) !== 0) return null;
+  const labels = ascii.split('.');
+  if (labels.length < 2) return null;
+  if (!labels.every((l) => l.length <= MAX_LABEL_LENGTH && LABEL.test(l))) return null;
+  if (/^[0-9]+$/.test(labels[labels.length - 1] as string)) return null;
+  return ascii;
+}
