@@ -6,10 +6,13 @@ import { openEmbedded, openPostgres, type Db } from './pg/client.js';
 import { migrate } from './pg/migrate.js';
 import { openLmdb, type LmdbEnv } from './lmdb/env.js';
 import { createSealer, loadMasterKey, type Sealer } from './secrets.js';
+import { openSpool, type Spool } from './lmdb/spool.js';
 
 export interface Storage {
   db: Db;
   lmdb: LmdbEnv;
+  /** The outbound spool (queue and bodies) on LMDB. */
+  spool: Spool;
   sealer: Sealer;
   close(): Promise<void>;
 }
@@ -32,7 +35,7 @@ export async function openStorage(config: Readonly<Config>, log: Logger): Promis
     if (applied.length) log.info({ applied }, 'migrations applied');
     const lmdb = await openLmdb(config.dataDir);
     return {
-      db, lmdb, sealer,
+      db, lmdb, sealer, spool: openSpool(lmdb),
       async close() {
         await lmdb.close();
         await db.close();

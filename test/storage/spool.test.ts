@@ -1,0 +1,334 @@
+// The outbound spool on a real LMDB environment in a temp directory: the contract of storage/lmdb/spool.ts,
+// group commit, and the crash guarantee (issue 5, item 3): kill -9 loses no acknowledged message.
+import t, { type Test } from 'tap';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { openLmdb, type LmdbEnv } from '../../storage/lmdb/env.js';
+import { openSpool, type Spool, type SpoolEntry } from '../../storage/lmdb/spool.js';
+import { crashBody, crashSeq } from './spool-crash-child.js';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, '../..');
+const CHILD = path.join(HERE, 'spool-crash-child.ts');
+
+async function tempDir(t: Test): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-spool-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+async function open(t: Test, dir: string): Promise<{ env: LmdbEnv; spool: Spool }> {
+  const env = await openLmdb(dir);
+  let closed = false;
+  const close = env.close;
+  env.close = async () => {
+    if (closed) return;
+    closed = true;
+    await close();
+  };
+  t.teardown(() => env.close());
+  return { env, spool: openSpool(env) };
+}
+
+function entry(id: string, domain: string, nextAttemptMs: number, extra: Partial<SpoolEntry> = {}): SpoolEntry {
+  return {
+    id, projectId: 'p1', domain, mailFrom: `bounce+${id}@rp.sender.test`, rcptTo: `user@${domain}`,
+    outboundId: 'o1', nextAttemptMs, attempts: 0, createdMs: 1_000, ...extra,
+  };
+}
+
+const bodyOf = (id: string) => Buffer.from(`Subject: ${id}\r\n\r\nbody of ${id}\r\n`);
+const ids = (entries: SpoolEntry[]) => entries.map((e) => e.id);
+
+t.test('enqueue, then get and body by id', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  const e = entry('m1', 'example.test', 5_000, { attempts: 2 });
+  await spool.enqueue(e, bodyOf('m1'));
+  t.same(spool.get('m1'), e, 'get returns the entry as enqueued');
+  t.same(spool.body('m1'), bodyOf('m1'), 'body returns the bytes as enqueued');
+  t.ok(Buffer.isBuffer(spool.body('m1')), 'as a Buffer');
+  t.equal(spool.get('nope'), undefined, 'unknown id: no entry');
+  t.equal(spool.body('nope'), undefined, 'unknown id: no body');
+  t.equal(spool.count(), 1);
+
+  // A body larger than a page (overflow pages) comes back intact, and reading another key after it
+  // does not disturb the first buffer.
+  const big = Buffer.alloc(200_000);
+  for (let i = 0; i < big.length; i++) big[i] = (i * 7) & 0xff;
+  await spool.enqueue(entry('m2', 'example.test', 5_000), big);
+  const got = spool.body('m2');
+  spool.body('m1');
+  t.ok(got && got.equals(big), 'a 200 kB body round-trips');
+
+  // Extra properties on the caller's object are not stored.
+  await spool.enqueue({ ...entry('m3', 'example.test', 5_000), secret: 'x' } as SpoolEntry, bodyOf('m3'));
+  t.notOk('secret' in (spool.get('m3') ?? {}), 'only the contract fields are stored');
+});
+
+t.test('enqueue refuses keys that would break key order, and writes nothing', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  await t.rejects(spool.enqueue(entry('a\0b', 'example.test', 1), bodyOf('x')), TypeError);
+  await t.rejects(spool.enqueue(entry('m1', 'exa\0mple.test', 1), bodyOf('x')), TypeError);
+  await t.rejects(spool.enqueue(entry('', 'example.test', 1), bodyOf('x')), TypeError);
+  await t.rejects(spool.enqueue(entry('m1', 'example.test', Number.NaN), bodyOf('x')), TypeError);
+  await t.rejects(spool.enqueue(entry('m1', 'x'.repeat(2_000), 1), bodyOf('x')), RangeError);
+  t.equal(spool.count(), 0);
+  t.equal(spool.body('m1'), undefined);
+});
+
+t.test('enqueueing an id again replaces it: one queue key, never two', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  await spool.enqueue(entry('m1', 'a.test', 100), bodyOf('m1'));
+  await spool.enqueue(entry('m1', 'a.test', 300), bodyOf('m1'));
+  t.equal(spool.count(), 1);
+  t.same(ids(spool.due(200, 10)), [], 'the old key is gone');
+  t.same(ids(spool.due(300, 10)), ['m1']);
+});
+
+t.test('due: oldest first, then by domain, then by id', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  const entries = [
+    entry('m5', 'b.test', 200),
+    entry('m1', 'z.test', 100),
+    entry('m4', 'a.test', 200),
+    entry('m2', 'b.test', 100),
+    entry('m3', 'a.test', 100),
+    entry('m6', 'a.test', 200),
+    entry('m0', 'a.test', 50),
+  ];
+  await Promise.all(entries.map((e) => spool.enqueue(e, bodyOf(e.id))));
+  t.same(ids(spool.due(1_000, 100)), ['m0', 'm3', 'm2', 'm1', 'm4', 'm6', 'm5']);
+  t.same(ids(spool.due(1_000, 3)), ['m0', 'm3', 'm2'], 'limit keeps the oldest');
+  t.same(spool.due(1_000, 0), [], 'limit 0');
+});
+
+t.test('due excludes entries not yet due', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  await spool.enqueue(entry('past', 'a.test', 900), bodyOf('past'));
+  await spool.enqueue(entry('now', 'z.test', 1_000), bodyOf('now'));
+  await spool.enqueue(entry('soon', 'a.test', 1_000.5), bodyOf('soon'));
+  await spool.enqueue(entry('later', 'a.test', 1_001), bodyOf('later'));
+  await spool.enqueue(entry('tomorrow', 'a.test', 86_401_000), bodyOf('tomorrow'));
+  t.same(ids(spool.due(899, 10)), [], 'nothing before the first');
+  t.same(ids(spool.due(1_000, 10)), ['past', 'now'], 'an entry due exactly now is included; later ones are not');
+  t.same(ids(spool.due(1_001, 10)), ['past', 'now', 'soon', 'later']);
+});
+
+t.test('reschedule moves an entry: not due before its new time, same body, one key', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  await spool.enqueue(entry('m1', 'a.test', 100), bodyOf('m1'));
+  await spool.enqueue(entry('m2', 'a.test', 150), bodyOf('m2'));
+  await spool.reschedule('m1', 500, 1);
+
+  t.same(ids(spool.due(100, 10)), [], 'no longer due at its old time');
+  t.same(ids(spool.due(499, 10)), ['m2'], 'nor just before its new time');
+  t.same(ids(spool.due(500, 10)), ['m2', 'm1'], 'due at its new time, after older entries');
+  t.same(spool.get('m1'), entry('m1', 'a.test', 500, { attempts: 1 }), 'get sees the new time and attempts');
+  t.equal(spool.count(), 2, 'the old key was removed, not copied');
+  t.same(spool.body('m1'), bodyOf('m1'), 'the body is untouched');
+
+  await spool.reschedule('m1', 50);
+  t.same(spool.get('m1')?.attempts, 1, 'attempts unchanged when not given');
+  t.same(ids(spool.due(60, 10)), ['m1'], 'and it can move earlier ("retry now")');
+
+  await spool.reschedule('ghost', 10);
+  t.equal(spool.get('ghost'), undefined, 'rescheduling an unknown id creates nothing');
+  t.equal(spool.count(), 2);
+});
+
+t.test('concurrent reschedules of one id leave exactly one key', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  await spool.enqueue(entry('m1', 'a.test', 100), bodyOf('m1'));
+  await Promise.all([spool.reschedule('m1', 300), spool.reschedule('m1', 200), spool.reschedule('m1', 400, 3)]);
+  t.equal(spool.count(), 1);
+  t.same(spool.list(10), [entry('m1', 'a.test', 400, { attempts: 3 })], 'the last call wins, in call order');
+});
+
+t.test('remove deletes the entry, its index and its body', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  await spool.enqueue(entry('m1', 'a.test', 100), bodyOf('m1'));
+  await spool.enqueue(entry('m2', 'a.test', 100), bodyOf('m2'));
+  await spool.remove('m1');
+  t.equal(spool.get('m1'), undefined);
+  t.equal(spool.body('m1'), undefined, 'the body is gone too');
+  t.same(ids(spool.due(1_000, 10)), ['m2']);
+  t.equal(spool.count(), 1);
+  await spool.remove('m1');
+  await spool.remove('never');
+  t.equal(spool.count(), 1, 'removing an unknown id is a no-op');
+  // A reschedule racing a remove does not resurrect the entry.
+  await Promise.all([spool.remove('m2'), spool.reschedule('m2', 5)]);
+  t.equal(spool.get('m2'), undefined);
+  t.equal(spool.count(), 0);
+});
+
+t.test('list in key order, and count', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  t.same(spool.list(10), []);
+  t.equal(spool.count(), 0);
+  await Promise.all([
+    spool.enqueue(entry('c', 'b.test', 300), bodyOf('c')),
+    spool.enqueue(entry('a', 'a.test', 100), bodyOf('a')),
+    spool.enqueue(entry('b', 'a.test', 9_999_999_999_999), bodyOf('b')),
+    spool.enqueue(entry('d', 'a.test', 300), bodyOf('d')),
+  ]);
+  t.same(ids(spool.list(10)), ['a', 'd', 'c', 'b'], 'future entries are listed too, by time');
+  t.same(ids(spool.list(2)), ['a', 'd']);
+  t.same(spool.list(0), []);
+  t.equal(spool.count(), 4);
+});
+
+t.test('lease: takes due entries and moves them in one durable step', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  await Promise.all(['m1', 'm2', 'm3'].map((id, i) => spool.enqueue(entry(id, 'a.test', 100 + i), bodyOf(id))));
+  await spool.enqueue(entry('future', 'a.test', 100_000), bodyOf('future'));
+
+  const leased = await spool.lease(1_000, 2, 61_000);
+  t.same(ids(leased), ['m1', 'm2'], 'oldest first, at most limit');
+  t.same(leased.map((e) => e.nextAttemptMs), [61_000, 61_000], 'returned with their lease time');
+  t.same(ids(spool.due(1_000, 10)), ['m3'], 'leased entries are no longer due');
+  t.equal(spool.get('m1')?.nextAttemptMs, 61_000);
+  t.equal(spool.get('m1')?.attempts, 0, 'a lease is not an attempt');
+  t.equal(spool.count(), 4);
+
+  // Overlapping leases never hand out the same entry twice.
+  await Promise.all(Array.from({ length: 20 }, (_, i) => spool.enqueue(entry(`n${i}`, 'b.test', 200), bodyOf(`n${i}`))));
+  const rounds = await Promise.all(Array.from({ length: 8 }, () => spool.lease(1_000, 4, 61_000)));
+  const all = rounds.flatMap(ids);
+  t.equal(all.length, 21, 'every due entry leased once (m3 and n0..n19)');
+  t.equal(new Set(all).size, all.length, 'no entry leased twice');
+  t.same(ids(spool.due(60_999, 10)), [], 'nothing due until the lease ends');
+  t.same(ids(await spool.lease(60_999, 10, 70_000)), []);
+});
+
+t.test('close and reopen keeps everything', async (t) => {
+  const dir = await tempDir(t);
+  const first = await open(t, dir);
+  await first.spool.enqueue(entry('m1', 'a.test', 100), bodyOf('m1'));
+  await first.spool.enqueue(entry('m2', 'b.test', 200), bodyOf('m2'));
+  await first.spool.enqueue(entry('m3', 'c.test', 300), bodyOf('m3'));
+  await first.spool.reschedule('m1', 400, 1);
+  await first.spool.remove('m3');
+  const before = first.spool.list(10);
+  await first.env.close();
+
+  const { spool } = await open(t, dir);
+  t.same(spool.list(10), before, 'the same entries in the same order');
+  t.same(ids(spool.due(300, 10)), ['m2']);
+  t.same(spool.get('m1'), entry('m1', 'a.test', 400, { attempts: 1 }));
+  t.same(spool.body('m1'), bodyOf('m1'));
+  t.same(spool.body('m2'), bodyOf('m2'));
+  t.equal(spool.body('m3'), undefined);
+  t.equal(spool.count(), 2);
+});
+
+t.test('1000 concurrent enqueues all resolve, share commits, and are all there after reopen', async (t) => {
+  const dir = await tempDir(t);
+  const first = await open(t, dir);
+  const N = 1_000;
+  const lastTxnId = () => {
+    // The environment's last committed transaction id (mdb_env_info), read on a fresh snapshot.
+    first.env.root.resetReadTxn();
+    return (first.env.root.getStats() as { lastTxnId: number }).lastTxnId;
+  };
+  const txnBefore = lastTxnId();
+  const all = Array.from({ length: N }, (_, i) => entry(`c${i}`, `d${i % 10}.test`, 1_000 + (i % 37)));
+  const results = await Promise.allSettled(all.map((e) => first.spool.enqueue(e, bodyOf(e.id))));
+  t.equal(results.filter((r) => r.status === 'fulfilled').length, N, 'every enqueue resolved');
+  const txns = lastTxnId() - txnBefore;
+  t.comment(`${N} concurrent enqueues took ${txns} LMDB write transaction(s)`);
+  t.ok(txns >= 1 && txns <= N / 10, `commits are shared: ${txns} transactions for ${N} enqueues`);
+  await first.env.close();
+
+  const { spool } = await open(t, dir);
+  t.equal(spool.count(), N);
+  const missing = all.filter((e) => !spool.body(e.id)?.equals(bodyOf(e.id)) || spool.get(e.id)?.id !== e.id);
+  t.same(ids(missing), [], 'every entry and body is present after reopen');
+  const due = spool.due(Number.MAX_SAFE_INTEGER, N + 1);
+  t.equal(due.length, N);
+  const keys = due.map((e) => [e.nextAttemptMs, e.domain, e.id] as const);
+  const sorted = [...keys].sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0) || (a[2] < b[2] ? -1 : a[2] > b[2] ? 1 : 0));
+  t.same(keys, sorted, 'and due walks them in schedule order');
+});
+
+// ---- kill -9 ------------------------------------------------------------------------------------------
+
+// Acknowledgements to see before the kill, different per run so that the kill lands at different
+// points of the child's commit cycle; the child keeps ~200 more enqueues in flight at that moment.
+const ACKS_BEFORE_KILL = [300, 437, 611];
+const CRASH_DEADLINE_MS = 60_000;
+
+interface CrashRun {
+  acked: string[];
+  signal: NodeJS.Signals | null;
+  code: number | null;
+  stderr: string;
+}
+
+function runAndKill(dir: string, tag: string, acksBeforeKill: number): Promise<CrashRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CHILD, dir, tag], {
+      cwd: REPO,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const acked: string[] = [];
+    let pending = '';
+    let stderr = '';
+    let killed = false;
+    const kill = () => {
+      if (killed || child.pid === undefined) return;
+      killed = true;
+      process.kill(child.pid, 'SIGKILL');
+    };
+    const deadline = setTimeout(() => {
+      kill();
+      reject(new Error(`child acknowledged only ${acked.length} enqueues within ${CRASH_DEADLINE_MS} ms; stderr: ${stderr}`));
+    }, CRASH_DEADLINE_MS);
+    child.stderr.setEncoding('utf8').on('data', (s: string) => { stderr += s; });
+    child.stdout.setEncoding('utf8').on('data', (s: string) => {
+      // Only complete lines are acknowledgements; a trailing fragment waits for its newline.
+      const lines = (pending + s).split('\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) if (line) acked.push(line);
+      // Kill while enqueues are in flight: the child never waits between them.
+      if (acked.length >= acksBeforeKill) kill();
+    });
+    child.on('error', (err) => { clearTimeout(deadline); reject(err); });
+    // 'close' comes after stdout has been drained: acknowledgements written just before the kill,
+    // still in the pipe, are counted too.
+    child.on('close', (code, signal) => {
+      clearTimeout(deadline);
+      resolve({ acked, signal, code, stderr });
+    });
+  });
+}
+
+t.test('kill -9 during a burst of enqueues loses no acknowledged message (3 crashes, one spool)', async (t) => {
+  // The three runs share one data directory: each restart opens a spool that was itself killed
+  // mid-write, and every id acknowledged by any earlier run must still be there.
+  const dir = await tempDir(t);
+  const acked: string[] = [];
+  for (const [i, acksBeforeKill] of ACKS_BEFORE_KILL.entries()) {
+    const run = i + 1;
+    const result = await runAndKill(dir, `r${run}`, acksBeforeKill);
+    t.equal(result.signal, 'SIGKILL', `run ${run}: the child died by SIGKILL${result.stderr ? ` (stderr: ${result.stderr})` : ''}`);
+    t.ok(result.acked.length >= acksBeforeKill, `run ${run}: ${result.acked.length} enqueues acknowledged before the kill`);
+    acked.push(...result.acked);
+
+    const env = await openLmdb(dir);
+    try {
+      const spool = openSpool(env);
+      const lost = acked.filter((id) => spool.get(id)?.id !== id);
+      const corrupt = acked.filter((id) => !spool.body(id)?.equals(crashBody(id, crashSeq(id))));
+      t.same(lost, [], `run ${run}: every acknowledged entry (${acked.length} so far) is in the spool`);
+      t.same(corrupt, [], `run ${run}: with its body intact`);
+      const count = spool.count();
+      t.ok(count >= acked.length, `run ${run}: ${count} spooled, ${count - acked.length} of them never acknowledged (in flight at a kill; allowed: at-least-once)`);
+    } finally {
+      await env.close();
+    }
+  }
+});
