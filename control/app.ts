@@ -84,9 +84,10 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
         deps,
         access: await authorizeRoute(deps.storage.db, spec, principal, input),
         audit: {},
+        headers: {},
       };
       const result = await handler(input as never, rc);
-      if (spec.method !== 'GET') await recordAudit(deps, name, spec, ctx.path, input.params as Record<string, unknown>, rc);
+      if (spec.method !== 'GET' && spec.audit !== false) await recordAudit(deps, name, spec, ctx.path, input.params as Record<string, unknown>, rc);
       if (check.response) {
         const problems = check.response(JSON.parse(JSON.stringify(result)));
         if (problems) {
@@ -95,6 +96,7 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
         }
       }
       ctx.status = spec.status ?? 200;
+      for (const [k, v] of Object.entries(rc.headers)) ctx.set(k, v);
       ctx.body = result;
     });
   }

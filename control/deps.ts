@@ -22,6 +22,8 @@ export interface RequestCtx {
   access: Access | null;
   /** Filled in by handlers whose target the app could not know beforehand (created rows). */
   audit: { organizationId?: string | null; projectId?: string | null; targetId?: string | null; actorId?: string | null };
+  /** Response headers a handler adds (e.g. Idempotent-Replayed). */
+  headers: Record<string, string>;
 }
 
 export type Handler<R extends RouteSpec> = (input: RouteInput<R>, rc: RequestCtx) => Promise<RouteOutput<R>>;

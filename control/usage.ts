@@ -1,13 +1,14 @@
 // Organization usage (spec §2.2): the sending allowance of the UTC day and inbox billing.
 import type { Organization } from '../storage/pg/organizations.js';
+import { acceptedToday } from '../storage/pg/messages.js';
 import type { Deps } from './deps.js';
 
 /** Spec §8: a free organization may send 500 messages per UTC day; payg is unlimited, with 500 free. */
 export const FREE_DAILY_LIMIT = 500;
 
-export async function orgUsage(_deps: Deps, org: Organization, _now: Date) {
-  // Nothing is sent until the MTA (issue 5) lands and counts its daily quota rows here.
-  const usedToday = 0;
+export async function orgUsage(deps: Deps, org: Organization, now: Date) {
+  // gaps-filled.md #11 and #13: messages answered 200 this UTC day, queued or suppressed.
+  const usedToday = await acceptedToday(deps.storage.db, org.id, now);
   const free = org.plan === 'free';
   return {
     tier: org.plan,

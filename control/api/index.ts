@@ -10,6 +10,8 @@ import { adminRoutes } from './admin.js';
 import { auditRoutes } from './audit.js';
 import { customDomainRoutes } from './custom-domains.js';
 import { domainRoutes } from './domains.js';
+import { messageRoutes } from './messages.js';
+import { sendRoutes } from './send.js';
 
 export const routeTable = {
   ...serviceRoutes,
@@ -21,6 +23,8 @@ export const routeTable = {
   ...auditRoutes,
   ...customDomainRoutes,
   ...domainRoutes,
+  ...messageRoutes,
+  ...sendRoutes,
 };
 
 export type RouteTable = typeof routeTable;

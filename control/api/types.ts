@@ -40,6 +40,8 @@ export interface RouteSpec {
   status?: 200 | 201;
   /** Request body limit in bytes; 1 MB unless the route says otherwise. */
   bodyLimit?: number;
+  /** false: a successful call leaves no audit row (only where another record already says it). */
+  audit?: false;
 }
 
 export const MB = 1024 * 1024;

@@ -10,6 +10,8 @@ import { adminHandlers } from './admin.js';
 import { auditHandlers } from './audit.js';
 import { customDomainHandlers } from './custom-domains.js';
 import { domainHandlers } from './domains.js';
+import { messageHandlers } from './messages.js';
+import { sendHandlers } from './send.js';
 
 export const handlers: Handlers<RouteTable> = {
   ...serviceHandlers,
@@ -21,4 +23,6 @@ export const handlers: Handlers<RouteTable> = {
   ...auditHandlers,
   ...customDomainHandlers,
   ...domainHandlers,
+  ...messageHandlers,
+  ...sendHandlers,
 };

@@ -166,13 +166,11 @@ export async function updateUserEmail(q: Queryable, userId: string, email: strin
   }
 }
 
-/**
- * Spec §4.1 rule 5 (issue 5 makes this real): whether any of these projects has sent mail. There is
- * no messages table yet, so no project has sent any and the answer is always false; when sending
- * lands, this becomes a query on messages and a user with sent mail can no longer delete itself.
- */
-export async function projectsHaveSentMail(_q: Queryable, _projectIds: readonly string[]): Promise<boolean> {
-  return false;
+/** Spec §4.1 rule 5: whether any of the projects has sent mail (any message accepted for sending). */
+export async function projectsHaveSentMail(q: Queryable, projectIds: readonly string[]): Promise<boolean> {
+  if (projectIds.length === 0) return false;
+  const rows = await q.query("SELECT 1 FROM messages WHERE project_id = ANY($1::uuid[]) AND status <> 'suppressed' LIMIT 1", [projectIds]);
+  return rows.length > 0;
 }
 
 export type UserDeletion =

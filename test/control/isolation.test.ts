@@ -5,6 +5,7 @@
 // A new route is covered without anyone adding it here; if the test cannot build a request for it,
 // it fails and says which id it is missing.
 import t from 'tap';
+import { randomUUID } from 'node:crypto';
 import { routeTable, type RouteSpec } from '../../control/api/index.js';
 import type { Client } from '../../sdk/src/index.js';
 import { startTestService } from '../helpers/service.js';
@@ -41,6 +42,15 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   const { customDomain } = await owner.client.console.organizations.customDomains.create({ id: org.id, domain: 'webmail.victim-domain.test' });
   const victimTokens = (await owner.client.console.accountTokens.list()).tokens;
   const victimAudit = await svc.running.storage.db.query<{ id: string }>('SELECT id FROM audit_log WHERE organization_id = $1 LIMIT 1', [org.id]);
+  // A sent message of the victim, for /v1/messages/get and /events (seeded: sending is not under test here).
+  const victimMessage = randomUUID();
+  await svc.running.storage.db.query(
+    `INSERT INTO messages (id, project_id, organization_id, status, from_header, from_address, to_address, subject,
+       message_id_header, return_path, size_bytes, created_at, updated_at)
+     VALUES ($1, $2, $3, 'delivered', 'a@victim-domain.test', 'a@victim-domain.test', 'invitee@example.test', 'Victim subject',
+       '<m@victim-domain.test>', 'b@bounces.victim-domain.test', 100, now(), now())`,
+    [victimMessage, project.id, org.id],
+  );
 
   // Ids a data-layer route of each table would act on, by table.
   const rowIds: Record<string, string> = {
@@ -54,6 +64,7 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     audit_log: victimAudit[0]!.id,
     rate_limits: owner.tokenId,
     sender_domains: outboundCap.id,
+    messages: victimMessage,
   };
   const paramValues: Record<string, string> = {
     tokenId: orgToken.tokenId,
@@ -92,14 +103,18 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   const attacker = await svc.signup();
   const a = await attacker.client.console.organizations.create({ name: 'Attacker Org' });
   const ap = await attacker.client.console.projects.create({ name: 'Attacker Project', organizationId: a.organization.id });
+  // Every scope, so that a missing scope (403) never stands in for the 404 under test.
+  const apKey = await attacker.client.console.projects.apiKeys.create({
+    id: ap.project.id, scopes: ['messages:send', 'messages:read', 'suppressions:read', 'suppressions:write', 'project:admin'],
+  });
   const attackers: { kind: 'account_token' | 'organization_token' | 'project_api_key'; client: Client }[] = [
     { kind: 'account_token', client: attacker.client },
     { kind: 'organization_token', client: svc.client({ keyId: a.organizationToken.tokenId, secret: a.organizationToken.secret }) },
-    { kind: 'project_api_key', client: svc.client({ keyId: ap.apiKey.keyId, secret: ap.apiKey.secret }) },
+    { kind: 'project_api_key', client: svc.client({ keyId: apKey.keyId, secret: apKey.secret }) },
   ];
 
   const secrets = [org.id, project.id, org.name, project.name, owner.email, member.email, apiKey.keyId, extraKey.keyId, orgToken.tokenId,
-    'invitee@example.test', 'victim-domain.test', outboundCap.selector];
+    'invitee@example.test', 'victim-domain.test', outboundCap.selector, 'Victim subject'];
   const covered: string[] = [];
 
   for (const [name, r] of Object.entries(routeTable) as [string, RouteSpec][]) {

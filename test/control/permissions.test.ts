@@ -86,6 +86,16 @@ t.test('five roles × every route that declares a permission', async (t) => {
         v.capId = name.includes('inbound') ? c.inbound[0]!.id : out.id;
       }
     }
+    if (name === 'console.projects.testMessage') {
+      // Sending needs a verified sender domain of the project.
+      tick();
+      const domain = `m-${randomUUID().slice(0, 8)}.test`;
+      const claim = await owner.client.console.projects.domains.create({ id: v.projectId as string, domain });
+      tick();
+      await owner.client.console.projects.domains.outbound.create({ id: v.projectId as string, domainId: claim.id });
+      await svc.admin().admin.senderDomains.markVerified({ id: claim.id });
+      Object.assign(v, { from: `test@${domain}`, to: 'rcpt@example.com', subject: 'matrix', text: 'hello' });
+    }
     if (needs('userId')) {
       tick();
       const { code } = await owner.client.console.organizations.joinCodes.create({ id: org.id, role: 'member' });

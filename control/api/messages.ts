@@ -1,0 +1,100 @@
+// Reads of sent messages: the message reads of spec §4.11 (scope messages:read), the project view of
+// §4.10 and the admin views of §4.14. Shapes per gaps-filled.md #4; `limit` per #6.
+//
+// /v1/messages/get and /v1/messages/events have the shape of the data layer (/v1/<table>/<verb>), but
+// the data-layer registry (api/data-layer.ts) holds no `messages` table yet, so these two routes are
+// the only ones at those paths. When `messages` joins the registry, its `get` must be this route (or
+// give the same answer), not a second route at the same path.
+import { Type, type TInteger } from '@sinclair/typebox';
+import { Limit, Obj, Timestamp, routes } from './types.js';
+import { ADMIN_AUTH } from './admin.js';
+import { PROJECT_AUTH } from './projects.js';
+
+/** Spec §2.2 MessageStatus. */
+export const MESSAGE_STATUSES = ['queued', 'sending', 'delivered', 'deferred', 'bounced', 'failed', 'suppressed'] as const;
+export type MessageStatus = (typeof MESSAGE_STATUSES)[number];
+export const MessageStatusSchema = Type.Union(MESSAGE_STATUSES.map((s) => Type.Literal(s)));
+
+/** gaps-filled.md #4: event types are the statuses plus `complained`. */
+export const MESSAGE_EVENT_TYPES = [...MESSAGE_STATUSES, 'complained'] as const;
+export type MessageEventType = (typeof MESSAGE_EVENT_TYPES)[number];
+
+/** gaps-filled.md #4: the row of GET /v1/messages/get; list views carry the same rows. */
+export const Message = Type.Object({
+  id: Type.String(),
+  projectId: Type.String(),
+  status: MessageStatusSchema,
+  /** The From header as sent, display name included. */
+  from: Type.String(),
+  to: Type.String(),
+  subject: Type.String(),
+  /** The Message-ID header, angle brackets included. */
+  messageId: Type.String(),
+  /** Delivery attempts made so far. */
+  attempts: Type.Integer({ minimum: 0 }),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+export const MessageEvent = Type.Object({
+  id: Type.String(),
+  type: Type.Union(MESSAGE_EVENT_TYPES.map((s) => Type.Literal(s))),
+  createdAt: Timestamp,
+  /** What the event adds (the remote SMTP reply of an attempt, a suppression reason), or null. */
+  detail: Type.Unknown(),
+});
+
+// A message id that is not a UUID names no message: 404, as an unknown one (not 400), so the answer
+// is the same for every id that is not the caller's.
+const ById = Obj({ id: Type.String({ minLength: 1, maxLength: 200 }) });
+const Messages = Type.Object({ messages: Type.Array(Message) });
+/** Every status as a key, zero included, so a client never has to tell "none" from "absent". */
+const StatusCounts = Type.Object(
+  Object.fromEntries(MESSAGE_STATUSES.map((s) => [s, Type.Integer({ minimum: 0 })])) as Record<MessageStatus, TInteger>,
+  { additionalProperties: false },
+);
+
+export const messageRoutes = routes({
+  'v1.messages.get': {
+    method: 'GET', path: '/v1/messages/get', auth: PROJECT_AUTH, scope: 'messages:read',
+    summary: "A message's current status and metadata. A project key reads its own project's messages; an account " +
+      "or organization token those of projects it can see; 404 for any other id.",
+    query: ById,
+    response: Type.Object({ row: Message }),
+  },
+  'v1.messages.events': {
+    method: 'GET', path: '/v1/messages/events', auth: PROJECT_AUTH, scope: 'messages:read',
+    summary: "A message's full event history, oldest first; 404 as for /v1/messages/get.",
+    query: ById,
+    response: Type.Object({ events: Type.Array(MessageEvent) }),
+  },
+  'console.projects.messages': {
+    method: 'GET', path: '/console/v1/projects/{id}/messages', auth: PROJECT_AUTH,
+    target: { kind: 'project', in: 'params', field: 'id' }, scope: 'project:admin',
+    summary: "The project's recent messages, newest first; optionally of one status.",
+    params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
+    query: Obj({ limit: Type.Optional(Limit), status: Type.Optional(MessageStatusSchema) }),
+    response: Messages,
+  },
+  'admin.messages.list': {
+    method: 'GET', path: '/admin/v1/messages', auth: ADMIN_AUTH,
+    summary: 'Recent messages across projects, newest first; optionally of one project and of one status.',
+    query: Obj({
+      limit: Type.Optional(Limit),
+      projectId: Type.Optional(Type.String({ format: 'uuid' })),
+      status: Type.Optional(MessageStatusSchema),
+    }),
+    response: Messages,
+  },
+  'admin.stats': {
+    method: 'GET', path: '/admin/v1/stats', auth: ADMIN_AUTH,
+    summary: 'Platform counters: live projects, suppressions, messages by status, and messages created in the last 24 h by status.',
+    response: Type.Object({
+      projects: Type.Integer({ minimum: 0 }),
+      suppressions: Type.Integer({ minimum: 0 }),
+      messages: StatusCounts,
+      last24h: StatusCounts,
+    }),
+  },
+});
+

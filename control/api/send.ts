@@ -1,0 +1,55 @@
+// Spec §4.11 sendEmail, and the test messages of §4.10 and §4.14 that go through the same pipeline.
+import { Type } from '@sinclair/typebox';
+import { MB, Obj, routes } from './types.js';
+import { PROJECT_AUTH } from './projects.js';
+import { ADMIN_AUTH } from './admin.js';
+
+const fields = {
+  to: Type.String({ minLength: 3, maxLength: 320 }),
+  from: Type.String({ minLength: 3, maxLength: 500 }),
+  // Required, also with a template (spec §4.11).
+  subject: Type.String({ minLength: 1, maxLength: 998 }),
+  text: Type.Optional(Type.String()),
+  html: Type.Optional(Type.String()),
+  idempotencyKey: Type.Optional(Type.String({ minLength: 8, maxLength: 128 })),
+  templateId: Type.Optional(Type.String({ maxLength: 64 })),
+  variables: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+};
+export const SendBody = Obj(fields);
+
+export const SendResult = Type.Object({
+  providerMessageId: Type.String(),
+  status: Type.Union([Type.Literal('queued'), Type.Literal('suppressed')]),
+});
+
+/** Spec task issue 2: 10 MB for sendEmail (and import), 1 MB elsewhere. */
+const SEND_LIMIT = 10 * MB;
+
+export const sendRoutes = routes({
+  'v1.services.sendEmail': {
+    method: 'POST', path: '/v1/services/sendEmail',
+    // A project key with messages:send; the platform key sends on behalf of the project that owns
+    // the verified outbound capability of the `from` domain. Organization tokens never send.
+    auth: ['project_api_key', 'platform_admin'], scope: 'messages:send', bodyLimit: SEND_LIMIT,
+    // The message and its events are the record of a send; an audit row per message would double
+    // the hot path's writes.
+    audit: false,
+    summary: 'Queue a message; answered only once it is durable. 422 sender_domain_not_verified, 429 quota_exceeded.',
+    body: SendBody,
+    response: SendResult,
+  },
+  'console.projects.testMessage': {
+    method: 'POST', path: '/console/v1/projects/{id}/test-message', auth: PROJECT_AUTH,
+    target: { kind: 'project', in: 'params', field: 'id' }, scope: 'project:admin', permission: 'projects:manage', bodyLimit: SEND_LIMIT,
+    summary: "Send a test message from the project's verified sender domain through the sendEmail pipeline.",
+    params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
+    body: SendBody,
+    response: SendResult,
+  },
+  'admin.testMessage': {
+    method: 'POST', path: '/admin/v1/test-message', auth: ADMIN_AUTH, bodyLimit: SEND_LIMIT,
+    summary: 'Send a test message on behalf of a project, through the sendEmail pipeline.',
+    body: Obj({ ...fields, projectId: Type.String({ maxLength: 64 }) }),
+    response: SendResult,
+  },
+});

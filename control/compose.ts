@@ -1,0 +1,294 @@
+// Message building: customer JSON → RFC 5322 bytes, with nodemailer's MailComposer (file and URL
+// access disabled), plus the address rules of sendEmail's `from` and `to` (spec §4.11).
+//
+// Everything that becomes a header is checked here a second time, behind the API's 400: CR, LF or NUL
+// in a header-bound value throws instead of being folded, stripped or encoded by the composer
+// (RFC 5322 §2.2: a field body never holds a bare CR or LF; NUL is never valid in a message).
+import MailComposer from 'nodemailer/lib/mail-composer';
+import addressparser from 'nodemailer/lib/addressparser';
+import { encodeWord } from 'nodemailer/lib/mime-funcs';
+import { normalizeDomain } from './domain-names.js';
+
+export interface Mailbox {
+  /** Display name, or null for a bare address. */
+  name: string | null;
+  address: string;
+}
+
+export interface ComposeInput {
+  from: Mailbox;
+  to: string;
+  subject: string;
+  text?: string;
+  html?: string;
+  /** Without angle brackets: <uuid>@<sender domain>. */
+  messageId: string;
+  date: Date;
+  /** Extra headers (already validated), e.g. List-Unsubscribe later. */
+  headers?: Record<string, string>;
+}
+
+/** RFC 5321 §4.5.3.1.1: a local part is at most 64 octets. */
+export const MAX_LOCAL_PART_LENGTH = 64;
+/** RFC 5321 §4.5.3.1.3: a path is at most 256 octets with its angle brackets, so a mailbox at most 254. */
+export const MAX_ADDRESS_LENGTH = 254;
+/** RFC 5322 §2.1.1: a line is at most 998 octets, CRLF excluded. */
+export const MAX_LINE_LENGTH = 998;
+
+// RFC 5322 §2.2 / §2.1: what must never reach a header. Checked on every header-bound value.
+const HEADER_BREAK = /[\r\n\0]/;
+// The other C0 controls and DEL are not allowed in a phrase, an atom or a quoted string either
+// (RFC 5322 §3.2.3-§3.2.5 admit them only in the obsolete syntax), so parseFrom refuses them too.
+// HTAB is WSP and stays allowed.
+const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
+// A lone UTF-16 surrogate is not a character (it would reach the wire as U+FFFD): not valid text.
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+// RFC 5321 §4.1.2: Dot-string = Atom *("." Atom), Atom = 1*atext (RFC 5322 §3.2.3), ASCII only: a
+// UTF-8 local part needs SMTPUTF8 (RFC 6531), which we do not offer.
+const DOT_STRING = /^[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]+(?:\.[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~]+)*$/;
+// RFC 5321 §4.1.2: Quoted-string = DQUOTE *QcontentSMTP DQUOTE, qtextSMTP = %d32-33 / %d35-91 /
+// %d93-126, quoted-pairSMTP = "\" %d32-126. Narrower on purpose: an empty one is refused (it names
+// no one), and so are "<" and ">", which nodemailer turns into spaces in the header address
+// (mime-node _normalizeAddress), so the To header would name someone other than RCPT TO.
+const QUOTED_STRING = /^"(?:[\x20\x21\x23-\x3b\x3d\x3f-\x5b\x5d-\x7e]|\\[\x20-\x7e])+"$/;
+// RFC 5322 §3.2.3 atext, plus "." (obs-phrase, §3.2.5: "J. Smith" is everywhere) and any non-ASCII
+// character (RFC 6532 §3.2 adds UTF8-non-ascii to atext): what an unquoted display name may hold.
+const PHRASE_CHAR = /[A-Za-z0-9!#$%&'*+\-/=?^_`{|}~.\u0080-\uffff]/;
+// RFC 5322 §3.6.8: field-name = 1*ftext, ftext = %d33-57 / %d59-126.
+const FIELD_NAME = /^[\x21-\x39\x3b-\x7e]+$/;
+// RFC 5322 §3.6.4: msg-id = "<" id-left "@" id-right ">", both dot-atom-text here (no-fold-literal
+// is legal on the right but we never make one).
+const DOT_ATOM_TEXT = DOT_STRING; // the same grammar: RFC 5321's Dot-string is RFC 5322's dot-atom-text
+
+// Headers composeMessage writes itself. An extra header of the same name would be a duplicate of a
+// field RFC 5322 §3.6 allows once (or, for Content-*, contradict the MIME structure), or would be
+// silently replaced by MailComposer; Bcc would name a hidden recipient to every recipient.
+const OWN_HEADERS = new Set([
+  'from', 'sender', 'to', 'cc', 'bcc', 'reply-to', 'subject', 'date', 'message-id', 'mime-version',
+  'content-type', 'content-transfer-encoding', 'content-disposition', 'return-path',
+]);
+
+/**
+ * The address as we store and send it: the local part exactly as given (RFC 5321 §2.4: it is
+ * case-sensitive), the domain lower-cased; null when it is not a mailbox we can send to or from.
+ * With `idn`, a non-ASCII domain is converted to its A-labels (the form sender domains are stored
+ * in, control/domain-names.ts); without it, only an ASCII address passes.
+ */
+function parseAddrSpec(s: string, idn: boolean): string | null {
+  if (s.length > 1024) return null; // far above any valid address, even in Unicode form
+  const at = s.lastIndexOf('@');
+  if (at <= 0) return null;
+  const local = s.slice(0, at);
+  const domainRaw = s.slice(at + 1);
+  if (!DOT_STRING.test(local) && !QUOTED_STRING.test(local)) return null;
+  if (local.length > MAX_LOCAL_PART_LENGTH) return null;
+  // RFC 5321 §4.1.2: Domain = sub-domain *("." sub-domain); an address literal ([1.2.3.4]) is
+  // refused: no sender domain can be one, and we do not deliver to bare IPs.
+  // normalizeDomain trims and drops a trailing dot (DNS root), neither of which an address may carry.
+  if (!domainRaw || /\s/.test(domainRaw) || domainRaw.endsWith('.')) return null;
+  if (!idn && /[^\x21-\x7e]/.test(domainRaw)) return null;
+  const domain = normalizeDomain(domainRaw);
+  if (!domain) return null;
+  if (!idn && domain !== domainRaw.toLowerCase()) return null;
+  const address = `${local}@${domain}`;
+  if (address.length > MAX_ADDRESS_LENGTH) return null;
+  return address;
+}
+
+/**
+ * An RFC 5321 mailbox (local@domain) fit for RCPT TO, in the form to send it: the domain in lower
+ * case; null for anything else. ASCII only: the caller puts this on the wire and looks up MX by its
+ * domain, so a Unicode domain is refused rather than converted behind its back.
+ */
+export function normalizeMailbox(raw: string): string | null {
+  if (typeof raw !== 'string' || CONTROL.test(raw)) return null;
+  return parseAddrSpec(raw, false);
+}
+
+/** An RFC 5321 mailbox (local@domain) fit for RCPT TO; false for anything else. */
+export function isDeliverableAddress(raw: string): boolean {
+  return normalizeMailbox(raw) !== null;
+}
+
+/**
+ * The display name of a name-addr, RFC 5322 §3.4: `phrase` is words (atoms or quoted strings)
+ * separated by whitespace. Returns the decoded name ('' for none), or null when the text is not a
+ * phrase: a special outside quotes (",", ";", ":", "@", "(", ...) means a list, a group, a comment
+ * or a typo, and we refuse all of them rather than guess.
+ */
+function parsePhrase(s: string): string | null {
+  let out = '';
+  let pendingSpace = false;
+  let i = 0;
+  while (i < s.length) {
+    const c = s[i] as string;
+    if (c === ' ' || c === '\t') {
+      pendingSpace = out.length > 0;
+      i++;
+      continue;
+    }
+    let word = '';
+    if (c === '"') {
+      // RFC 5322 §3.2.4 quoted-string: qtext or quoted-pair ("\" VCHAR / WSP), up to the closing quote.
+      i++;
+      let closed = false;
+      while (i < s.length) {
+        const q = s[i] as string;
+        if (q === '"') {
+          closed = true;
+          i++;
+          break;
+        }
+        if (q === '\\') {
+          if (i + 1 >= s.length) return null;
+          word += s[i + 1];
+          i += 2;
+          continue;
+        }
+        word += q;
+        i++;
+      }
+      if (!closed) return null;
+    } else if (PHRASE_CHAR.test(c)) {
+      while (i < s.length && PHRASE_CHAR.test(s[i] as string)) word += s[i++];
+    } else {
+      return null;
+    }
+    if (pendingSpace) out += ' ';
+    out += word;
+    pendingSpace = false;
+  }
+  // Whitespace inside a name carries no meaning in a header (RFC 5322 §3.2.2 folding); one space.
+  return out.replace(/[ \t]+/g, ' ').trim();
+}
+
+/**
+ * The `from` field of sendEmail: a bare addr@domain or the RFC 5322 display-name form
+ * ("Name" <addr@domain>, Name <addr@domain>); null when it is neither, or carries CR, LF or NUL.
+ */
+export function parseFrom(raw: string): Mailbox | null {
+  if (typeof raw !== 'string' || CONTROL.test(raw) || LONE_SURROGATE.test(raw)) return null;
+  // RFC 5322 §2.1.1: a From that cannot be written on one line of 998 octets is not one we take.
+  if (Buffer.byteLength(raw, 'utf8') > MAX_LINE_LENGTH) return null;
+  const s = raw.replace(/^[ \t]+|[ \t]+$/g, '');
+  let name: string | null = null;
+  let spec: string;
+  if (s.endsWith('>')) {
+    // name-addr = [display-name] angle-addr (RFC 5322 §3.4). The angle-addr is the last "<": a "<"
+    // inside a quoted display name comes earlier, and the addr-spec holds none (QUOTED_STRING).
+    const open = s.lastIndexOf('<');
+    if (open < 0) return null;
+    spec = s.slice(open + 1, -1);
+    const phrase = parsePhrase(s.slice(0, open));
+    if (phrase === null) return null;
+    name = phrase === '' ? null : phrase;
+  } else {
+    spec = s;
+  }
+  const address = parseAddrSpec(spec, true);
+  if (!address) return null;
+  // nodemailer's own reading must agree: exactly one mailbox, not a group, at the same domain (the
+  // one that must be a verified sender domain). addressparser is lenient ("Name a@b" and "a@b c@d"
+  // pass), so it is a cross-check, not the grammar; its local part is not compared because it
+  // rewrites quoted ones ("b"@x.com → b@x.com, "a\,"@x.com → "a,"@x.com) in the bare form.
+  const parsed = addressparser(s);
+  if (parsed.length !== 1) return null;
+  const only = parsed[0];
+  if (!only || only.group !== undefined) return null;
+  const theirs = only.address.slice(only.address.lastIndexOf('@') + 1).toLowerCase();
+  if (theirs !== spec.slice(spec.lastIndexOf('@') + 1).toLowerCase()) return null;
+  return { name, address };
+}
+
+function assertHeaderSafe(field: string, value: string): void {
+  if (typeof value !== 'string') throw new TypeError(`compose: ${field} must be a string`);
+  if (HEADER_BREAK.test(value)) throw new Error(`compose: CR, LF or NUL in ${field}`);
+}
+
+// RFC 5322 §2.3: CR and LF occur in a body only together, as CRLF. A bare one would reach the wire as
+// is in a 7bit part (MailComposer converts a lone LF but not a lone CR).
+function crlf(body: string): string {
+  return body.replace(/\r\n|\r|\n/g, '\r\n');
+}
+
+/**
+ * The last line of defence on the bytes: CRLF only, every line within RFC 5322 §2.1.1's 998 octets,
+ * and 7-bit clean (every non-ASCII value went through an encoded word or a transfer encoding, so the
+ * message needs neither 8BITMIME nor SMTPUTF8), no NUL (RFC 5321 §4.1.4 / RFC 5322 §2.1).
+ */
+function assertWireSafe(buf: Buffer): void {
+  let lineStart = 0;
+  for (let i = 0; i < buf.length; i++) {
+    const b = buf[i] as number;
+    if (b === 0x0d) {
+      if (buf[i + 1] !== 0x0a) throw new Error('compose: bare CR in output');
+      if (i - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
+      i++;
+      lineStart = i + 1;
+    } else if (b === 0x0a) {
+      throw new Error('compose: bare LF in output');
+    } else if (b === 0 || b > 0x7f) {
+      throw new Error('compose: NUL or 8-bit octet in output');
+    }
+  }
+  if (buf.length - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
+}
+
+export async function composeMessage(m: ComposeInput): Promise<Buffer> {
+  const fromName = m.from.name ?? '';
+  assertHeaderSafe('from name', fromName);
+  assertHeaderSafe('from address', m.from.address);
+  assertHeaderSafe('to', m.to);
+  assertHeaderSafe('subject', m.subject);
+  assertHeaderSafe('messageId', m.messageId);
+  const from = normalizeMailbox(m.from.address);
+  if (!from) throw new Error('compose: from is not a valid mailbox');
+  const to = normalizeMailbox(m.to);
+  if (!to) throw new Error('compose: to is not a valid mailbox');
+  const at = m.messageId.lastIndexOf('@');
+  if (at <= 0 || !DOT_ATOM_TEXT.test(m.messageId.slice(0, at)) || !DOT_ATOM_TEXT.test(m.messageId.slice(at + 1))) {
+    throw new Error('compose: messageId is not id-left@id-right (RFC 5322 §3.6.4)');
+  }
+  if (!(m.date instanceof Date) || Number.isNaN(m.date.getTime())) throw new Error('compose: date is not a valid Date');
+  // Only strings reach MailComposer as content: an object there ({ path }, { href }) would make it
+  // read a file or fetch a URL. disableFileAccess/disableUrlAccess refuse those too; this keeps
+  // them from being asked.
+  for (const [field, v] of [['text', m.text], ['html', m.html]] as const) {
+    if (v !== undefined && typeof v !== 'string') throw new TypeError(`compose: ${field} must be a string`);
+  }
+  const headers: Record<string, string> = {};
+  for (const [key, value] of Object.entries(m.headers ?? {})) {
+    if (!FIELD_NAME.test(key)) throw new Error(`compose: header name ${JSON.stringify(key)} is not an RFC 5322 field name`);
+    if (OWN_HEADERS.has(key.toLowerCase())) throw new Error(`compose: header ${key} is set by compose itself`);
+    assertHeaderSafe(`header ${key}`, value);
+    headers[key] = value;
+  }
+
+  const composer = new MailComposer({
+    // Objects, not strings: MailComposer then does not run them through addressparser again, and the
+    // name gets quoted (RFC 5322 §3.2.4) or encoded (RFC 2047 §5 (3)) as it needs.
+    from: { name: fromName, address: from },
+    to: { name: '', address: to },
+    subject: m.subject,
+    // '' is "no body" to MailComposer, which is what it is: the part is left out.
+    text: m.text ? crlf(m.text) : undefined,
+    html: m.html ? crlf(m.html) : undefined,
+    messageId: m.messageId,
+    date: m.date,
+    headers,
+    newline: 'win',
+    disableFileAccess: true,
+    disableUrlAccess: true,
+  });
+  const root = composer.compile();
+  // RFC 5322 §2.1.1 / §2.2.3: a header is folded only at whitespace, so an ASCII subject with a word
+  // too long to fit a line would go out over 998 octets. As encoded words (RFC 2047 §2: at most 75
+  // characters each, separated by folding whitespace) any text fits.
+  if (m.subject && /^[\x20-\x7e\t]*$/.test(m.subject) && /[^ \t]{900}/.test(m.subject)) {
+    root.setHeader('Subject', { prepared: true, foldLines: true, value: encodeWord(m.subject, 'Q', 52) });
+  }
+  const out = await root.build();
+  assertWireSafe(out);
+  return out;
+}

@@ -1,0 +1,134 @@
+// Accepting a message: idempotency, the daily quota, the suppression check, the message row and its
+// first event, in one transaction (one round trip each, no read-then-write races).
+import type { Db, Queryable } from './client.js';
+
+export type AcceptStatus = 'queued' | 'suppressed';
+
+export type AcceptOutcome =
+  | { kind: 'accepted'; messageId: string; status: AcceptStatus }
+  /** gaps-filled.md #3: the same key and body within 24 h: the original answer, nothing queued. */
+  | { kind: 'replayed'; messageId: string; status: AcceptStatus }
+  | { kind: 'key_reused' }
+  | { kind: 'quota_exceeded' };
+
+export interface SendingCapability {
+  outboundId: string;
+  projectId: string;
+  organizationId: string;
+  plan: 'free' | 'payg';
+  domain: string;
+  returnPathSubdomain: string;
+  defaultDisplayName: string | null;
+}
+
+/** The verified outbound capability of exactly this domain, with its project's organization and plan. */
+export async function findSendingCapability(q: Queryable, domain: string): Promise<SendingCapability | null> {
+  const rows = await q.query<SendingCapability>(
+    `SELECT c.id AS "outboundId", c.project_id AS "projectId", p.organization_id AS "organizationId", o.plan, c.domain,
+       c.return_path_subdomain AS "returnPathSubdomain", c.default_display_name AS "defaultDisplayName"
+     FROM outbound_capabilities c JOIN projects p ON p.id = c.project_id JOIN organizations o ON o.id = p.organization_id
+     WHERE c.domain = $1 AND c.status = 'verified' AND p.deleted_at IS NULL`,
+    [domain],
+  );
+  return rows[0] ?? null;
+}
+
+export interface NewMessage {
+  id: string;
+  projectId: string;
+  organizationId: string;
+  payg: boolean;
+  dailyLimit: number;
+  outboundId: string;
+  fromHeader: string;
+  fromAddress: string;
+  /** The recipient, normalized as suppressions store addresses. */
+  to: string;
+  subject: string;
+  messageIdHeader: string;
+  returnPath: string;
+  sizeBytes: number;
+  idempotency: { key: string; bodyHash: string; ttlMs: number } | null;
+  now: Date;
+}
+
+class Refused extends Error {
+  constructor(readonly outcome: AcceptOutcome) {
+    super(outcome.kind);
+  }
+}
+
+/** The UTC calendar day (gaps-filled.md #11) of an instant, as a date literal. */
+export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
+
+/**
+ * Accepts a message in one transaction. `spool` runs inside it for a queued message and must resolve
+ * only once the body is durable: the commit, and so the 200, come after it (gaps-filled.md #15).
+ * A crash between the two leaves a spooled body without a row, which the MTA drops; never a row
+ * without its body.
+ */
+export async function acceptMessage(db: Db, m: NewMessage, spool: () => Promise<void>): Promise<AcceptOutcome> {
+  try {
+    return await db.tx(async (q) => {
+      if (m.idempotency) {
+        const { key, bodyHash, ttlMs } = m.idempotency;
+        // Takes the key when it is new or expired. A concurrent holder blocks this insert until it
+        // commits (then this sees its row) or rolls back (then this takes the key).
+        const took = await q.query(
+          `INSERT INTO idempotency_keys AS k (project_id, key, body_hash, message_id, created_at, expires_at)
+           VALUES ($1, $2, $3, $4, $5, $6)
+           ON CONFLICT (project_id, key) DO UPDATE SET body_hash = excluded.body_hash, message_id = excluded.message_id,
+             created_at = excluded.created_at, expires_at = excluded.expires_at
+           WHERE k.expires_at <= $5
+           RETURNING 1`,
+          [m.projectId, key, bodyHash, m.id, m.now, new Date(m.now.getTime() + ttlMs)],
+        );
+        if (took.length === 0) {
+          const held = await q.query<{ body_hash: string; message_id: string; status: string }>(
+            `SELECT k.body_hash, k.message_id, coalesce(msg.status, 'queued') AS status FROM idempotency_keys k
+             LEFT JOIN messages msg ON msg.id = k.message_id WHERE k.project_id = $1 AND k.key = $2`,
+            [m.projectId, key],
+          );
+          const h = held[0];
+          if (!h || h.body_hash !== bodyHash) throw new Refused({ kind: 'key_reused' });
+          throw new Refused({ kind: 'replayed', messageId: h.message_id, status: h.status === 'suppressed' ? 'suppressed' : 'queued' });
+        }
+      }
+
+      // gaps-filled.md #13: every 200 counts, queued or suppressed. The row lock serializes the
+      // organization's concurrent sends, so exactly `dailyLimit` pass on a free plan.
+      const counted = await q.query(
+        `INSERT INTO quota_days AS d (organization_id, day, accepted) VALUES ($1, $2, 1)
+         ON CONFLICT (organization_id, day) DO UPDATE SET accepted = d.accepted + 1 WHERE $3 OR d.accepted < $4
+         RETURNING accepted`,
+        [m.organizationId, utcDay(m.now), m.payg, m.dailyLimit],
+      );
+      if (counted.length === 0) throw new Refused({ kind: 'quota_exceeded' });
+
+      const suppressed = await q.query<{ reason: string }>('SELECT reason FROM suppressions WHERE project_id = $1 AND address = $2', [m.projectId, m.to]);
+      const status: AcceptStatus = suppressed[0] ? 'suppressed' : 'queued';
+      await q.query(
+        `INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address, to_address, subject,
+           message_id_header, return_path, idempotency_key, size_bytes, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)`,
+        [m.id, m.projectId, m.organizationId, m.outboundId, status, m.fromHeader, m.fromAddress, m.to, m.subject, m.messageIdHeader,
+          m.returnPath, m.idempotency?.key ?? null, m.sizeBytes, m.now],
+      );
+      await q.query(
+        `INSERT INTO message_events (id, message_id, project_id, type, detail, created_at) VALUES (gen_random_uuid(), $1, $2, $3, $4::jsonb, $5)`,
+        [m.id, m.projectId, status, suppressed[0] ? JSON.stringify({ reason: suppressed[0].reason }) : null, m.now],
+      );
+      if (status === 'queued') await spool();
+      return { kind: 'accepted' as const, messageId: m.id, status };
+    });
+  } catch (err) {
+    if (err instanceof Refused) return err.outcome;
+    throw err;
+  }
+}
+
+/** Messages accepted today (UTC) by the organization: the quota row. */
+export async function acceptedToday(q: Queryable, organizationId: string, now: Date): Promise<number> {
+  const rows = await q.query<{ accepted: number }>('SELECT accepted FROM quota_days WHERE organization_id = $1 AND day = $2', [organizationId, utcDay(now)]);
+  return rows[0]?.accepted ?? 0;
+}

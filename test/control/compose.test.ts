@@ -1,0 +1,353 @@
+// control/compose.ts: the `from`/`to` address rules of sendEmail (spec §4.11, RFC 5321/5322) and the
+// MIME message built from customer JSON (issue 5 item 2).
+import t, { type Test } from 'tap';
+import {
+  composeMessage, isDeliverableAddress, normalizeMailbox, parseFrom, type ComposeInput,
+} from '../../control/compose.js';
+
+const INJECTIONS = [
+  'a@b.com\r\nBcc: x@y.com',
+  'a@b.com\nBcc: x@y.com',
+  'a@b.com\rBcc: x@y.com',
+  'Name\n <a@b.com>',
+  'Name\r\n <a@b.com>',
+  'a@b.com\u0000',
+  '\u0000a@b.com',
+  'Na\u0000me <a@b.com>',
+  '"Name\r\nBcc: x@y.com" <a@b.com>',
+  'Name <a@b.com\r\n>',
+  'Name <a@b.com>\r\n',
+];
+
+t.test('parseFrom accepts the bare and the display-name forms', async (t) => {
+  const ok: [string, string | null, string][] = [
+    ['a@b.com', null, 'a@b.com'],
+    ['  a@b.com\t', null, 'a@b.com'],
+    ['Name <addr@example.com>', 'Name', 'addr@example.com'],
+    ['Name<addr@example.com>', 'Name', 'addr@example.com'],
+    ['<addr@example.com>', null, 'addr@example.com'],
+    ['"" <addr@example.com>', null, 'addr@example.com'],
+    ['"Quoted, Name" <addr@example.com>', 'Quoted, Name', 'addr@example.com'],
+    ['"Say \\"hi\\" \\\\ bye" <a@example.com>', 'Say "hi" \\ bye', 'a@example.com'],
+    ['"a <b> c" <a@example.com>', 'a <b> c', 'a@example.com'],
+    ['Zoë <z@example.com>', 'Zoë', 'z@example.com'],
+    ['Grüße aus Köln <news@example.com>', 'Grüße aus Köln', 'news@example.com'],
+    ['山田 太郎 <taro@example.jp>', '山田 太郎', 'taro@example.jp'],
+    ['Party \ud83c\udf89 <p@example.com>', 'Party \ud83c\udf89', 'p@example.com'],
+    ['J. R.  Smith <jrs@example.com>', 'J. R. Smith', 'jrs@example.com'],
+    ["Ann O'Neil <ann@example.com>", "Ann O'Neil", 'ann@example.com'],
+    ['"Acme"   Billing <b@example.com>', 'Acme Billing', 'b@example.com'],
+    ['Name <Mixed.Case+tag@Example.COM>', 'Name', 'Mixed.Case+tag@example.com'],
+    ['first.last@sub.example.co.uk', null, 'first.last@sub.example.co.uk'],
+    ["!#$%&'*+-/=?^_`{|}~@example.com", null, "!#$%&'*+-/=?^_`{|}~@example.com"],
+    ['"john doe"@example.com', null, '"john doe"@example.com'],
+    ['"a@b"@example.com', null, '"a@b"@example.com'],
+    ['Name <"x\\"y"@example.com>', 'Name', '"x\\"y"@example.com'],
+    ['z@Bücher.example', null, 'z@xn--bcher-kva.example'],
+    [`${'l'.repeat(64)}@example.com`, null, `${'l'.repeat(64)}@example.com`],
+  ];
+  for (const [raw, name, address] of ok) {
+    t.same(parseFrom(raw), { name, address }, JSON.stringify(raw));
+  }
+});
+
+t.test('parseFrom refuses injections, lists, groups and invalid addresses', async (t) => {
+  const long63 = 'a'.repeat(63);
+  const bad = [
+    ...INJECTIONS,
+    '', '   ', 'plain', 'Name', '@example.com', 'a@', 'a@@example.com', 'a@b@example.com',
+    // more than one address, groups, comments, unquoted specials
+    'a@b.com, c@d.com', 'a@b.com c@d.com', 'Name <a@b.com>, c@d.com', 'Name <a@b.com> <c@d.com>',
+    'Group: a@b.com;', 'Group: a@b.com, c@d.com;', 'Group:;', 'Name <a@b.com>;',
+    'Smith, John <a@b.com>', 'Name (comment) <a@b.com>', 'a@b.com (Name)', 'Name <a@b.com> trailing',
+    'Name a@b.com', 'Name <a@b.com', 'Name a@b.com>', 'Name <<a@b.com>>', '"unterminated <a@b.com>',
+    'Na\\me <a@b.com>', 'Na@me <a@b.com>', 'Name <>', 'Name < a@b.com>', 'Name <a@b.com >',
+    // local part: RFC 5321 §4.1.2 dot-string or quoted string, ASCII, at most 64 octets
+    '.a@example.com', 'a.@example.com', 'a..b@example.com', 'a b@example.com', '"a"b@example.com',
+    '""@example.com', '"a"."b"@example.com', '"a<b"@example.com', 'zoë@example.com', 'a(b)@example.com',
+    'a,b@example.com', 'a[b]@example.com', '"a\\\u00e9"@example.com',
+    `${'l'.repeat(65)}@example.com`,
+    // domain
+    'a@example', 'a@localhost', 'a@.example.com', 'a@example..com', 'a@example.com.', 'a@-ex.com',
+    'a@ex-.com', 'a@ex_ample.com', 'a@exa mple.com', 'a@1.2.3.4', 'a@[1.2.3.4]', 'a@[IPv6:::1]',
+    'a@example.123', 'a@xn--zz.example', `a@${'d'.repeat(64)}.com`,
+    // RFC 5321 §4.5.3.1.2 / §4.5.3.1.3: domain 253, address 254
+    `a@${[long63, long63, long63, 'a'.repeat(58), 'com'].join('.')}`, // domain of 254
+    `a@${[long63, long63, long63, 'a'.repeat(57), 'com'].join('.')}`, // domain of 253, address of 255
+    `${'l'.repeat(64)}@${[long63, long63, 'a'.repeat(58), 'com'].join('.')}`, // address of 255
+    // RFC 5322 §2.1.1
+    `${'N'.repeat(1000)} <a@b.com>`,
+    // other controls have no place in a phrase or an address
+    'Na\u0007me <a@b.com>', 'a@b.com\u001b', 'Na\u007fme <a@b.com>',
+    // not text: a lone surrogate
+    '\ud83d <a@b.com>', 'x\ude00 <a@b.com>',
+  ];
+  for (const raw of bad) t.equal(parseFrom(raw), null, JSON.stringify(raw));
+  // the limits sit exactly where the RFCs put them (checked so that the refusals above are not vacuous)
+  const d252 = [long63, long63, long63, 'a'.repeat(56), 'com'].join('.');
+  t.equal(`a@${d252}`.length, 254);
+  t.ok(parseFrom(`a@${d252}`), 'a 254-octet address (with a 252-octet domain) is accepted');
+  const d189 = [long63, long63, 'a'.repeat(57), 'com'].join('.');
+  t.equal(`${'l'.repeat(64)}@${d189}`.length, 254);
+  t.ok(parseFrom(`${'l'.repeat(64)}@${d189}`), 'a 254-octet address with a 64-octet local part is accepted');
+  t.notOk(parseFrom(`${'l'.repeat(64)}@${d189}`.replace('@', 'x@')), 'a 65-octet local part is refused');
+  const d190 = [long63, long63, 'a'.repeat(58), 'com'].join('.');
+  t.equal(`${'l'.repeat(64)}@${d190}`.length, 255);
+  t.notOk(parseFrom(`${'l'.repeat(64)}@${d190}`), 'a 255-octet address is refused');
+  t.ok(parseFrom(`${'l'.repeat(63)}@${d190}`), 'one octet less is accepted');
+});
+
+t.test('isDeliverableAddress: a bare RFC 5321 mailbox only', async (t) => {
+  for (const raw of ['a@b.com', 'A.B+c@Example.COM', '"john doe"@example.com', 'x@xn--bcher-kva.example', 'user@mail.sub.example.org']) {
+    t.equal(isDeliverableAddress(raw), true, JSON.stringify(raw));
+  }
+  const bad = [
+    ...INJECTIONS,
+    'Name <a@b.com>', '<a@b.com>', ' a@b.com', 'a@b.com ', 'a@b.com, c@d.com', 'Group: a@b.com;',
+    'a@b', 'a@b.com.', 'a@[127.0.0.1]', 'a..b@c.com', 'zoë@example.com',
+    // a Unicode domain would go to RCPT TO and to MX lookup as is: refused, not converted
+    'z@bücher.example',
+    `${'l'.repeat(65)}@example.com`, '', 'a@b.com\t',
+  ];
+  for (const raw of bad) t.equal(isDeliverableAddress(raw), false, JSON.stringify(raw));
+  t.equal(normalizeMailbox('Mixed@Example.COM'), 'Mixed@example.com', 'the local part keeps its case (RFC 5321 §2.4)');
+});
+
+// ---- composeMessage ----
+
+const BASE: ComposeInput = {
+  from: { name: null, address: 'sender@example.com' },
+  to: 'rcpt@example.org',
+  subject: 'Hello',
+  text: 'Plain body',
+  messageId: '3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b@example.com',
+  date: new Date(Date.UTC(2030, 0, 2, 3, 4, 5)),
+};
+
+function split(raw: Buffer): { head: string; body: string; headers: Map<string, string[]> } {
+  const s = raw.toString('latin1');
+  const cut = s.indexOf('\r\n\r\n');
+  if (cut < 0) throw new Error('no header/body separator');
+  const head = s.slice(0, cut);
+  const headers = new Map<string, string[]>();
+  // RFC 5322 §2.2.3: unfold (CRLF followed by WSP) before splitting into fields.
+  for (const line of head.replace(/\r\n(?=[ \t])/g, '').split('\r\n')) {
+    const colon = line.indexOf(':');
+    const key = line.slice(0, colon).toLowerCase();
+    headers.set(key, [...(headers.get(key) ?? []), line.slice(colon + 1).trim()]);
+  }
+  return { head, body: s.slice(cut + 4), headers };
+}
+
+function one(headers: Map<string, string[]>, key: string): string {
+  const v = headers.get(key);
+  if (!v || v.length !== 1) throw new Error(`expected exactly one ${key}, got ${JSON.stringify(v)}`);
+  return v[0] as string;
+}
+
+// RFC 2047 decoding, enough for what MailComposer writes (UTF-8, Q or B).
+function decodeWords(v: string): string {
+  return v.replace(/=\?UTF-8\?([QB])\?([^?]*)\?=(?:\s+(?==\?))?/gi, (_m, enc: string, text: string) => {
+    if (enc.toUpperCase() === 'B') return Buffer.from(text, 'base64').toString('utf8');
+    const bytes = text.replace(/_/g, ' ').replace(/=([0-9A-F]{2})/gi, (_x, h: string) => String.fromCharCode(parseInt(h, 16)));
+    return Buffer.from(bytes, 'latin1').toString('utf8');
+  });
+}
+
+function decodeQP(s: string): string {
+  const bytes = s.replace(/=\r\n/g, '').replace(/=([0-9A-F]{2})/g, (_m, h: string) => String.fromCharCode(parseInt(h, 16)));
+  return Buffer.from(bytes, 'latin1').toString('utf8');
+}
+
+function decodePart(headers: Map<string, string[]>, body: string): string {
+  const cte = (headers.get('content-transfer-encoding')?.[0] ?? '7bit').toLowerCase();
+  if (cte === 'base64') return Buffer.from(body.replace(/\s+/g, ''), 'base64').toString('utf8');
+  if (cte === 'quoted-printable') return decodeQP(body);
+  return body;
+}
+
+function assertWire(t: Test, raw: Buffer): void {
+  const s = raw.toString('latin1');
+  t.notMatch(s, /\r(?!\n)|(?<!\r)\n/, 'CRLF line endings only');
+  const longest = Math.max(...s.split('\r\n').map((l) => Buffer.byteLength(l, 'latin1')));
+  t.ok(longest <= 998, `no line over 998 octets (longest ${longest})`);
+  t.notMatch(s, /[^\x00-\x7f]|\x00/, '7-bit, no NUL');
+}
+
+t.test('text only: a single text/plain part with the standard headers', async (t) => {
+  const raw = await composeMessage(BASE);
+  t.ok(Buffer.isBuffer(raw));
+  assertWire(t, raw);
+  const { headers, body } = split(raw);
+  t.equal(one(headers, 'from'), 'sender@example.com');
+  t.equal(one(headers, 'to'), 'rcpt@example.org');
+  t.equal(one(headers, 'subject'), 'Hello');
+  t.equal(one(headers, 'message-id'), '<3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b@example.com>');
+  t.equal(one(headers, 'date'), 'Wed, 02 Jan 2030 03:04:05 +0000', 'RFC 5322 §3.3 date-time from input.date');
+  t.equal(one(headers, 'mime-version'), '1.0');
+  t.match(one(headers, 'content-type'), /^text\/plain; charset=utf-8$/i);
+  t.equal(headers.has('bcc'), false, 'no Bcc');
+  t.equal(headers.has('x-mailer'), false, 'no X-Mailer');
+  t.equal(decodePart(headers, body).replace(/\r\n$/, ''), 'Plain body');
+});
+
+t.test('html only: a single text/html part', async (t) => {
+  const { text: _text, ...rest } = BASE;
+  const raw = await composeMessage({ ...rest, html: '<p>Hi</p>' });
+  assertWire(t, raw);
+  const { headers, body } = split(raw);
+  t.match(one(headers, 'content-type'), /^text\/html; charset=utf-8$/i);
+  t.equal(decodePart(headers, body).replace(/\r\n$/, ''), '<p>Hi</p>');
+});
+
+t.test('text and html: multipart/alternative, text first, boundaries well formed', async (t) => {
+  const raw = await composeMessage({ ...BASE, text: 'Grüße, plain', html: '<p>Grüße, <b>html</b></p>' });
+  assertWire(t, raw);
+  const { headers, body } = split(raw);
+  const ct = one(headers, 'content-type');
+  const m = /^multipart\/alternative;\s*boundary="?([^";]+)"?$/i.exec(ct);
+  t.ok(m, `multipart/alternative with a boundary: ${ct}`);
+  const boundary = (m as RegExpExecArray)[1] as string;
+  t.ok(boundary.length <= 70, 'RFC 2046 §5.1.1: boundary at most 70 characters');
+  t.notOk(headers.has('content-transfer-encoding') && !/^(7bit|8bit|binary)$/i.test(one(headers, 'content-transfer-encoding')),
+    'RFC 2045 §6.4: a multipart entity is not encoded');
+  const lines = body.split('\r\n');
+  const delims = lines.map((l, i) => [l, i] as const).filter(([l]) => l === `--${boundary}` || l === `--${boundary}--`);
+  t.same(delims.map(([l]) => l), [`--${boundary}`, `--${boundary}`, `--${boundary}--`], 'two parts and a close delimiter');
+  t.notOk(body.replace(new RegExp(`^--${boundary}(--)?$`, 'gm'), '').includes(boundary), 'the boundary appears nowhere else');
+  const parts = body.split(new RegExp(`\r\n--${boundary}(?:--)?\r\n|^--${boundary}\r\n`)).slice(1, 3);
+  t.equal(parts.length, 2);
+  const decoded = parts.map((p) => {
+    const ph = split(Buffer.from(p, 'latin1'));
+    return { type: one(ph.headers, 'content-type'), content: decodePart(ph.headers, ph.body) };
+  });
+  t.match(decoded[0]?.type, /^text\/plain; charset=utf-8$/i, 'text first (RFC 2046 §5.1.4: in increasing faithfulness)');
+  t.match(decoded[1]?.type, /^text\/html; charset=utf-8$/i, 'html last');
+  t.equal(decoded[0]?.content, 'Grüße, plain');
+  t.equal(decoded[1]?.content, '<p>Grüße, <b>html</b></p>');
+});
+
+t.test('non-ASCII subject and display name become RFC 2047 encoded words', async (t) => {
+  const raw = await composeMessage({ ...BASE, from: { name: 'Grüße Team', address: 'sender@example.com' }, subject: 'Grüße aus Köln' });
+  assertWire(t, raw);
+  const { head, headers } = split(raw);
+  t.notMatch(head, /Grüße|Gr\xc3\xbc/, 'no raw non-ASCII in the header');
+  const subject = one(headers, 'subject');
+  t.match(subject, /^=\?UTF-8\?[QB]\?/i);
+  t.equal(decodeWords(subject), 'Grüße aus Köln');
+  const from = one(headers, 'from');
+  t.match(from, /^=\?UTF-8\?[QB]\?.*\?= <sender@example\.com>$/i);
+  t.equal(decodeWords(from), 'Grüße Team <sender@example.com>');
+});
+
+t.test('an ASCII display name is quoted when it holds specials, left bare when it does not', async (t) => {
+  let { headers } = split(await composeMessage({ ...BASE, from: { name: 'Quoted, "Name"', address: 'sender@example.com' } }));
+  t.equal(one(headers, 'from'), '"Quoted, \\"Name\\"" <sender@example.com>');
+  ({ headers } = split(await composeMessage({ ...BASE, from: { name: 'Acme Billing', address: 'sender@example.com' } })));
+  t.equal(one(headers, 'from'), 'Acme Billing <sender@example.com>');
+  ({ headers } = split(await composeMessage({ ...BASE, from: { name: '', address: 'sender@example.com' } })));
+  t.equal(one(headers, 'from'), 'sender@example.com', 'an empty name is no name');
+});
+
+t.test('what parseFrom returns composes to a From that parses back the same', async (t) => {
+  for (const raw of ['Zoë <z@example.com>', '"Quoted, Name" <q@example.com>', '"Say \\"hi\\"" <s@example.com>', 'a@b.com']) {
+    const from = parseFrom(raw);
+    if (!from) throw new Error(raw);
+    const { headers } = split(await composeMessage({ ...BASE, from }));
+    const back = parseFrom(decodeWords(one(headers, 'from')));
+    t.same(back, from, raw);
+  }
+});
+
+t.test('no line over 998 octets: a 5000-character single-line html, a long word in the subject', async (t) => {
+  const html = `<html><body>${'<a href="https://example.com/x">link</a>'.repeat(130)}</body></html>`;
+  t.ok(html.length > 5000 && !html.includes('\n'));
+  const { text: _text, ...htmlOnly } = BASE;
+  for (const body of [html, 'x'.repeat(5000), 'ü'.repeat(5000), `${'a'.repeat(997)}\n${'b'.repeat(999)}`]) {
+    const raw = await composeMessage({ ...htmlOnly, html: body });
+    assertWire(t, raw);
+    const { headers, body: encoded } = split(raw);
+    t.match(one(headers, 'content-transfer-encoding'), /^(quoted-printable|base64)$/, 'long lines are transfer-encoded');
+    t.equal(decodePart(headers, encoded).replace(/\r\n$/, ''), body.replace(/\n/g, '\r\n'), 'and decode back to the body');
+  }
+  const both = await composeMessage({ ...BASE, text: 'y'.repeat(5000), html });
+  assertWire(t, both);
+  const subject = `Order ${'X'.repeat(1200)} shipped`;
+  const raw = await composeMessage({ ...BASE, subject });
+  assertWire(t, raw);
+  t.equal(decodeWords(one(split(raw).headers, 'subject')), subject, 'the subject survives as encoded words');
+  const shortWords = `${'word '.repeat(400)}end`;
+  const folded = await composeMessage({ ...BASE, subject: shortWords });
+  assertWire(t, folded);
+  t.equal(one(split(folded).headers, 'subject'), shortWords, 'an ordinary long subject is folded, not encoded');
+});
+
+t.test('bodies get CRLF line endings, bare CR and LF included', async (t) => {
+  const raw = await composeMessage({ ...BASE, text: 'one\ntwo\rthree\r\nfour' });
+  assertWire(t, raw);
+  t.equal(decodePart(split(raw).headers, split(raw).body).replace(/\r\n$/, ''), 'one\r\ntwo\r\nthree\r\nfour');
+});
+
+t.test('extra headers are added as given; those compose owns are refused', async (t) => {
+  const raw = await composeMessage({ ...BASE, headers: { 'List-Unsubscribe': '<https://example.com/u/1>', 'X-Entity-Ref': 'abc' } });
+  const { headers } = split(raw);
+  t.equal(one(headers, 'list-unsubscribe'), '<https://example.com/u/1>');
+  t.equal(one(headers, 'x-entity-ref'), 'abc');
+  for (const name of ['Bcc', 'bcc', 'From', 'Subject', 'Message-ID', 'Date', 'MIME-Version', 'Content-Type', 'Content-Transfer-Encoding', 'Cc', 'Reply-To', 'Return-Path']) {
+    await t.rejects(composeMessage({ ...BASE, headers: { [name]: 'x@y.com' } }), { message: /set by compose/ }, name);
+  }
+  for (const name of ['X Bad', 'X:Bad', 'X-Bad\r\nBcc', '', 'Zoë']) {
+    await t.rejects(composeMessage({ ...BASE, headers: { [name]: 'v' } }), { message: /field name/ }, JSON.stringify(name));
+  }
+});
+
+t.test('CR, LF or NUL in any header-bound value throws, never reaches the output', async (t) => {
+  const evil = ['\r\nBcc: x@y.com', '\nBcc: x@y.com', '\rBcc: x@y.com', '\u0000'];
+  for (const e of evil) {
+    const cases: [string, ComposeInput][] = [
+      ['subject', { ...BASE, subject: `Hi${e}` }],
+      ['from name', { ...BASE, from: { name: `Name${e}`, address: 'sender@example.com' } }],
+      ['from address', { ...BASE, from: { name: null, address: `sender@example.com${e}` } }],
+      ['to', { ...BASE, to: `rcpt@example.org${e}` }],
+      ['messageId', { ...BASE, messageId: `${BASE.messageId}${e}` }],
+      ['header value', { ...BASE, headers: { 'X-Tag': `v${e}` } }],
+    ];
+    for (const [field, input] of cases) {
+      await t.rejects(composeMessage(input), { message: /CR, LF or NUL/ }, `${field} ${JSON.stringify(e)}`);
+    }
+  }
+});
+
+t.test('invalid addresses, message ids and dates throw', async (t) => {
+  await t.rejects(composeMessage({ ...BASE, to: 'Name <rcpt@example.org>' }), { message: /to is not/ });
+  await t.rejects(composeMessage({ ...BASE, to: 'a@b.com, c@d.com' }), { message: /to is not/ });
+  await t.rejects(composeMessage({ ...BASE, from: { name: null, address: 'not-an-address' } }), { message: /from is not/ });
+  await t.rejects(composeMessage({ ...BASE, messageId: 'no-at-sign' }), { message: /messageId/ });
+  await t.rejects(composeMessage({ ...BASE, messageId: '<a@b.com>' }), { message: /messageId/ }, 'without angle brackets');
+  await t.rejects(composeMessage({ ...BASE, messageId: 'a b@c.com' }), { message: /messageId/ });
+  await t.rejects(composeMessage({ ...BASE, date: new Date('nope') }), { message: /date/ });
+});
+
+t.test('no file or URL access: a path is text, an object body is refused', async (t) => {
+  const raw = await composeMessage({ ...BASE, text: '/etc/passwd', html: 'file:///etc/passwd' });
+  const s = raw.toString('latin1');
+  t.notMatch(s, /root:/, 'the file was not read');
+  t.match(s, /\r\n\/etc\/passwd\r\n/, 'the path stays literal text');
+  t.match(s, /\r\nfile:\/\/\/etc\/passwd\r\n/);
+  // A JavaScript caller (or a template engine returning an object) cannot smuggle in a content
+  // descriptor: MailComposer would read { path } from disk if file access were on.
+  const smuggled = { ...BASE, text: { path: '/etc/passwd' } as unknown as string };
+  await t.rejects(composeMessage(smuggled), { message: /text must be a string/ });
+  const smuggledHtml = { ...BASE, html: { href: 'http://127.0.0.1:1/' } as unknown as string };
+  await t.rejects(composeMessage(smuggledHtml), { message: /html must be a string/ });
+  // composeMessage takes no attachments: an `attachments` property is not passed on.
+  const withAttachments = { ...BASE, attachments: [{ path: '/etc/passwd' }] } as unknown as ComposeInput;
+  const out = (await composeMessage(withAttachments)).toString('latin1');
+  t.notMatch(out, /multipart\/mixed|root:|passwd/, 'no attachment part');
+});
+
+t.test('MailComposer itself refuses a path when file access is disabled (the option we rely on)', async (t) => {
+  const { default: MailComposer } = await import('nodemailer/lib/mail-composer');
+  const node = new MailComposer({ text: { path: '/etc/passwd' }, disableFileAccess: true, disableUrlAccess: true }).compile();
+  await t.rejects(node.build(), 'file access is refused');
+});

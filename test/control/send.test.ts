@@ -1,0 +1,227 @@
+// Spec §4.11 sendEmail: validation, the sender check, suppression, idempotency (gaps-filled.md #3),
+// the daily quota (§8, gaps-filled.md #11, #13), header injection, durability before the answer,
+// send-on-behalf and the test-message routes.
+import t from 'tap';
+import { randomUUID } from 'node:crypto';
+import { startTestService, type SignedUp, type TestService } from '../helpers/service.js';
+import { errorOf } from '../helpers/errors.js';
+import { signHeaders, type Client } from '../../sdk/src/index.js';
+
+interface Sender {
+  owner: SignedUp;
+  orgId: string;
+  projectId: string;
+  key: Client;
+  keyId: string;
+  keySecret: string;
+  domain: string;
+  outboundId: string;
+}
+
+/** An organization with a project whose domain has a verified outbound capability, and a sending key. */
+async function sender(svc: TestService, opts: { displayName?: string } = {}): Promise<Sender> {
+  const owner = await svc.signup();
+  const { organization } = await owner.client.console.organizations.create({ name: 'Sender Org' });
+  const { project } = await owner.client.console.projects.create({ name: 'sender', organizationId: organization.id });
+  const domain = `s-${randomUUID().slice(0, 8)}.test`;
+  const claim = await owner.client.console.projects.domains.create({ id: project.id, domain });
+  const withOut = await owner.client.console.projects.domains.outbound.create({ id: project.id, domainId: claim.id });
+  const outboundId = withOut.outbound[0]!.id;
+  await svc.admin().admin.senderDomains.markVerified({ id: claim.id });
+  if (opts.displayName) await owner.client.console.projects.outbound.displayName({ id: project.id, capId: outboundId, displayName: opts.displayName });
+  const k = await owner.client.console.projects.apiKeys.create({ id: project.id, label: 'send', scopes: ['messages:send', 'messages:read'] });
+  return { owner, orgId: organization.id, projectId: project.id, key: svc.client({ keyId: k.keyId, secret: k.secret }), keyId: k.keyId, keySecret: k.secret, domain, outboundId };
+}
+
+const headerBlock = (raw: Buffer) => raw.toString('utf8').split('\r\n\r\n')[0]!;
+const header = (raw: Buffer, name: string) =>
+  new RegExp(`^${name}: (.*(?:\\r\\n[ \\t].*)*)`, 'mi').exec(headerBlock(raw))?.[1]?.replace(/\r\n[ \t]/g, ' ') ?? null;
+
+t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  const res = await s.key.v1.services.sendEmail({ from: `Ada <ada@${s.domain}>`, to: 'Bob@Example.COM', subject: 'Hello', text: 'Hi Bob', html: '<p>Hi Bob</p>' });
+  t.equal(res.status, 'queued');
+  t.match(res.providerMessageId, /^[0-9a-f-]{36}$/);
+
+  const { spool, db } = svc.running.storage;
+  const entry = spool.get(res.providerMessageId);
+  t.ok(entry, 'spooled');
+  t.equal(entry?.rcptTo, 'Bob@example.com', 'recipient domain lower-cased, local part kept');
+  t.equal(entry?.domain, 'example.com');
+  t.match(entry?.mailFrom, new RegExp(`@bounces\\.${s.domain.replace(/\./g, '\\.')}$`), 'VERP return path on the return-path subdomain');
+  const raw = spool.body(res.providerMessageId)!;
+  t.equal(header(raw, 'From'), `Ada <ada@${s.domain}>`);
+  t.equal(header(raw, 'To'), 'Bob@example.com');
+  t.equal(header(raw, 'Subject'), 'Hello');
+  t.equal(header(raw, 'Message-ID'), `<${res.providerMessageId}@${s.domain}>`, 'Message-ID on the sender domain');
+  t.ok(header(raw, 'Date'), 'Date');
+  t.equal(header(raw, 'MIME-Version'), '1.0');
+  t.match(header(raw, 'Content-Type'), /^multipart\/alternative/);
+
+  const rows = await db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [res.providerMessageId]);
+  t.same(rows.map((r) => r.status), ['queued']);
+  const events = await db.query<{ type: string }>('SELECT type FROM message_events WHERE message_id = $1 ORDER BY seq', [res.providerMessageId]);
+  t.same(events.map((e) => e.type), ['queued']);
+
+  await svc.restart();
+  t.ok(svc.running.storage.spool.body(res.providerMessageId), 'the body survives a restart');
+  // The restarted service listens on a new port: a new client.
+  const owner = svc.client({ keyId: s.owner.tokenId, secret: s.owner.secret });
+  const detail = await owner.console.organizations.get({ id: s.orgId });
+  t.equal(detail.usage.usedToday, 1, 'counted in usage');
+});
+
+t.test('display-name rule (spec §4.11)', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc, { displayName: 'Acme Support' });
+  const from = async (f: string) => header(svc.running.storage.spool.body((await s.key.v1.services.sendEmail({ from: f, to: 'r@example.com', subject: 's', text: 'x' })).providerMessageId)!, 'From');
+  t.equal(await from(`help@${s.domain}`), `Acme Support <help@${s.domain}>`, 'a bare from takes the domain default');
+  t.equal(await from(`Jane <jane@${s.domain}>`), `Jane <jane@${s.domain}>`, "the message's own name wins");
+  await s.owner.client.console.projects.outbound.displayName({ id: s.projectId, capId: s.outboundId, displayName: null });
+  t.equal(await from(`help@${s.domain}`), `help@${s.domain}`, 'no default: the bare address');
+});
+
+t.test('validation, sender check and header injection', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  const other = await sender(svc);
+  const ok = { from: `a@${s.domain}`, to: 'r@example.com', subject: 'Hi', text: 'x' };
+  const fails = async (body: Record<string, unknown>) => errorOf(s.key.request('POST', '/v1/services/sendEmail', body));
+
+  for (const [what, body, field] of [
+    ['subject missing', { ...ok, subject: undefined }, 'body.subject'],
+    ['no text, html or template', { ...ok, text: undefined }, 'body.text'],
+    ['bad to', { ...ok, to: 'not-an-address' }, 'body.to'],
+    ['bad from', { ...ok, from: 'Name <nope>' }, 'body.from'],
+    ['CRLF in subject', { ...ok, subject: 'Hi\r\nBcc: victim@example.com' }, 'body.subject'],
+    ['LF in to', { ...ok, to: 'r@example.com\nBcc: victim@example.com' }, 'body.to'],
+    ['CR in from', { ...ok, from: `a@${s.domain}\rBcc: victim@example.com` }, 'body.from'],
+    ['NUL in subject', { ...ok, subject: 'Hi\u0000there' }, 'body.subject'],
+    ['idempotencyKey too short', { ...ok, idempotencyKey: 'short' }, 'body.idempotencyKey'],
+  ] as const) {
+    const e = await fails(body as Record<string, unknown>);
+    t.equal(e.status, 400, `${what}: 400`);
+    t.ok((e.details as { field: string }[] | undefined)?.some((d) => d.field === field), `${what}: details name ${field}`);
+  }
+  t.equal((await fails({ ...ok, templateId: randomUUID() })).status, 404, 'an unknown template is 404');
+  const unverified = await fails({ ...ok, from: `a@${other.domain}` });
+  t.same([unverified.status, unverified.code], [422, 'sender_domain_not_verified'], "another project's domain");
+  t.same([(await fails({ ...ok, from: 'a@unclaimed.test' })).code], ['sender_domain_not_verified'], 'an unclaimed domain');
+  t.same([(await fails({ ...ok, from: `a@sub.${s.domain}` })).code], ['sender_domain_not_verified'], 'a subdomain without its own capability');
+  const noScope = await s.owner.client.console.projects.apiKeys.create({ id: s.projectId, scopes: ['messages:read'] });
+  t.equal((await errorOf(svc.client({ keyId: noScope.keyId, secret: noScope.secret }).v1.services.sendEmail(ok))).status, 403, 'a key without messages:send');
+  t.equal((await errorOf(s.owner.client.request('POST', '/v1/services/sendEmail', ok))).status, 401, 'an account token does not send');
+  const big = await fails({ ...ok, html: 'x'.repeat(10 * 1024 * 1024) });
+  t.equal(big.status, 413, 'over 10 MB: 413');
+  const large = await s.key.v1.services.sendEmail({ ...ok, html: `<p>${'y'.repeat(2 * 1024 * 1024)}</p>` });
+  t.equal(large.status, 'queued', 'a 2 MB message is accepted');
+  const count = await svc.running.storage.db.query<{ n: number }>('SELECT count(*)::int AS n FROM messages');
+  t.equal(count[0]!.n, 1, 'nothing rejected was recorded');
+});
+
+t.test('a suppressed recipient is accepted as suppressed and never spooled', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  await svc.running.storage.db.query(
+    `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, 'gone@example.com', 'hard_bounce', now())`, [s.projectId]);
+  const res = await s.key.v1.services.sendEmail({ from: `a@${s.domain}`, to: 'gone@EXAMPLE.com', subject: 's', text: 'x' });
+  t.equal(res.status, 'suppressed');
+  t.notOk(svc.running.storage.spool.get(res.providerMessageId), 'not spooled');
+  const events = await svc.running.storage.db.query<{ type: string }>('SELECT type FROM message_events WHERE message_id = $1', [res.providerMessageId]);
+  t.same(events.map((e) => e.type), ['suppressed']);
+});
+
+t.test('idempotency (gaps-filled.md #3)', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  const body = { from: `a@${s.domain}`, to: 'r@example.com', subject: 'once', text: 'x', idempotencyKey: 'order-12345' };
+  const send = () => fetchSend(svc, s, body);
+  const first = await send();
+  const again = await send();
+  t.equal(first.status, 200);
+  t.equal(again.status, 200);
+  t.equal(again.json.providerMessageId, first.json.providerMessageId, 'the same providerMessageId');
+  t.equal(again.replayed, 'true', 'Idempotent-Replayed: true');
+  t.equal(first.replayed, null, 'the first answer is not a replay');
+  const reused = await errorOf(s.key.v1.services.sendEmail({ ...body, subject: 'different' }));
+  t.same([reused.status, reused.code], [409, 'idempotency_key_reused']);
+  svc.clock.advance(24 * 3_600_000 + 1000);
+  const later = await s.key.v1.services.sendEmail(body);
+  t.not(later.providerMessageId, first.json.providerMessageId, 'after 24 h the key is new again');
+
+  const concurrent = await Promise.all(Array.from({ length: 10 }, () => s.key.v1.services.sendEmail({ ...body, idempotencyKey: 'concurrent-1' })));
+  t.equal(new Set(concurrent.map((r) => r.providerMessageId)).size, 1, 'concurrent repeats share one message');
+  const rows = await svc.running.storage.db.query<{ n: number }>("SELECT count(*)::int AS n FROM messages WHERE idempotency_key = 'concurrent-1'");
+  t.equal(rows[0]!.n, 1, 'exactly one queued');
+});
+
+/** sendEmail over raw fetch (signed with the SDK's signer), to read the Idempotent-Replayed header. */
+async function fetchSend(svc: TestService, s: Sender, body: unknown) {
+  const raw = JSON.stringify(body);
+  const res = await fetch(`${svc.url}/v1/services/sendEmail`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      ...signHeaders({ method: 'POST', target: '/v1/services/sendEmail', body: raw, keyId: s.keyId, secret: s.keySecret, timestamp: String(svc.clock.now()) }),
+    },
+    body: raw,
+  });
+  return { status: res.status, json: (await res.json()) as { providerMessageId: string }, replayed: res.headers.get('idempotent-replayed') };
+}
+
+t.test('the daily quota is shared by the organization, race-safe (spec §8)', async (t) => {
+  const svc = await startTestService(t);
+  svc.clock.freeze();
+  const s = await sender(svc);
+  // Six keys in two projects of the same organization, so no key's rate limit (100 burst) interferes.
+  const keys: Client[] = [];
+  for (let i = 0; i < 6; i++) {
+    const k = await s.owner.client.console.projects.apiKeys.create({ id: s.projectId, scopes: ['messages:send'] });
+    keys.push(svc.client({ keyId: k.keyId, secret: k.secret }));
+  }
+  const results = await Promise.all(
+    Array.from({ length: 600 }, (_, i) =>
+      keys[i % 6]!.v1.services.sendEmail({ from: `q@${s.domain}`, to: `r${i}@example.com`, subject: 'q', text: 'x' }).then(
+        () => 200,
+        (e: { status: number; code: string }) => (e.code === 'quota_exceeded' ? 429 : e.status * 1000),
+      ),
+    ),
+  );
+  t.equal(results.filter((r) => r === 200).length, 500, 'exactly 500 accepted');
+  t.equal(results.filter((r) => r === 429).length, 100, 'exactly 100 answered 429 quota_exceeded');
+  const usage = (await s.owner.client.console.organizations.get({ id: s.orgId })).usage;
+  t.match(usage, { tier: 'free', dailyLimit: 500, usedToday: 500, remaining: 0, overageToday: 0 });
+
+  await s.owner.client.console.organizations.plan({ id: s.orgId, plan: 'payg' });
+  // Each key spent its 100-request burst above: let the buckets refill.
+  svc.clock.advance(10_000);
+  for (let i = 0; i < 3; i++) await keys[0]!.v1.services.sendEmail({ from: `q@${s.domain}`, to: 'p@example.com', subject: 'payg', text: 'x' });
+  const payg = (await s.owner.client.console.organizations.get({ id: s.orgId })).usage;
+  t.match(payg, { tier: 'payg', dailyLimit: null, usedToday: 503, remaining: null, overageToday: 3 }, 'payg: no cap, overage counted');
+
+  await s.owner.client.console.organizations.plan({ id: s.orgId, plan: 'free' });
+  svc.clock.advance(24 * 3_600_000);
+  const tomorrow = await keys[1]!.v1.services.sendEmail({ from: `q@${s.domain}`, to: 'n@example.com', subject: 'new day', text: 'x' });
+  t.equal(tomorrow.status, 'queued', 'a new UTC day has a new allowance');
+});
+
+t.test('send-on-behalf and the test-message routes', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  const onBehalf = await svc.admin().v1.services.sendEmail({ from: `ops@${s.domain}`, to: 'r@example.com', subject: 'platform', text: 'x' });
+  const row = await svc.running.storage.db.query<{ project_id: string }>('SELECT project_id FROM messages WHERE id = $1', [onBehalf.providerMessageId]);
+  t.equal(row[0]?.project_id, s.projectId, 'the platform key sends for the project owning the domain');
+  const orgToken = (await s.owner.client.console.organizations.tokens.create({ id: s.orgId })) as { tokenId: string; secret: string };
+  t.equal((await errorOf(svc.client({ keyId: orgToken.tokenId, secret: orgToken.secret }).request('POST', '/v1/services/sendEmail', {
+    from: `a@${s.domain}`, to: 'r@example.com', subject: 's', text: 'x',
+  }))).status, 401, 'an organization token never sends');
+
+  const test = await s.owner.client.console.projects.testMessage({ id: s.projectId, from: `test@${s.domain}`, to: 'r@example.com', subject: 'test', text: 'x' });
+  t.equal(test.status, 'queued', 'console test-message');
+  const admin = await svc.admin().admin.testMessage({ projectId: s.projectId, from: `test@${s.domain}`, to: 'r@example.com', subject: 'test', text: 'x' });
+  t.equal(admin.status, 'queued', 'admin test-message');
+  const other = await sender(svc);
+  const wrong = await errorOf(svc.admin().admin.testMessage({ projectId: other.projectId, from: `test@${s.domain}`, to: 'r@example.com', subject: 't', text: 'x' }));
+  t.equal(wrong.code, 'sender_domain_not_verified', "a test message for a project from another project's domain");
+});
