@@ -4,7 +4,7 @@ import type { Static } from '@sinclair/typebox';
 import type { SendBody, sendRoutes } from '../api/send.js';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { ApiError, fail } from '../errors.js';
-import { composeMessage, isDeliverableAddress, parseFrom } from '../compose.js';
+import { composeMessage, normalizeMailbox, parseFrom } from '../compose.js';
 import { FREE_DAILY_LIMIT } from '../usage.js';
 import { encodeReturnPath } from '../../mta/verp.js';
 import { acceptMessage, findSendingCapability } from '../../storage/pg/messages.js';
@@ -22,12 +22,6 @@ function canonical(v: unknown): string {
     return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
   }
   return JSON.stringify(v) ?? 'null';
-}
-
-/** The recipient as suppressions store it: the local part as given, the domain in lower case. */
-export function normalizeAddress(address: string): string {
-  const at = address.lastIndexOf('@');
-  return `${address.slice(0, at)}@${address.slice(at + 1).toLowerCase()}`;
 }
 
 type Body = Static<typeof SendBody>;
@@ -48,7 +42,9 @@ export async function send(rc: RequestCtx, body: Body, projectId: string | null)
   }
   const from = parseFrom(body.from);
   if (!from) throw fail('invalid_request', 'from is not an address or a "Name <address>".', [{ field: 'body.from', message: 'is not a valid address' }]);
-  if (!isDeliverableAddress(body.to)) throw fail('invalid_request', 'to is not a valid address.', [{ field: 'body.to', message: 'is not a valid address' }]);
+  // The recipient as suppressions store it: the local part as given, the domain in lower case.
+  const to = normalizeMailbox(body.to);
+  if (!to) throw fail('invalid_request', 'to is not a valid address.', [{ field: 'body.to', message: 'is not a valid address' }]);
 
   const { db, spool } = rc.deps.storage;
   const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
@@ -62,7 +58,6 @@ export async function send(rc: RequestCtx, body: Body, projectId: string | null)
   const returnPath = encodeReturnPath(id, `${cap.returnPathSubdomain}.${cap.domain}`);
   // Spec §4.11 display-name rule: the message's own name, else the domain's default, else none.
   const name = from.name ?? cap.defaultDisplayName;
-  const to = normalizeAddress(body.to);
   const raw = await composeMessage({
     from: { name, address: from.address }, to, subject: body.subject, text: body.text, html: body.html,
     messageId: messageIdHeader, date: rc.now,
