@@ -85,6 +85,52 @@ const VerifiedInbound = Type.Object({ status: Type.Literal('verified'), inbound:
 const capParams = Type.Object({ id: Id, capId: Id });
 const nestedCapParams = Type.Object({ id: Id, domainId: Id, capId: Id });
 
+// Capabilities are addressed by their own id under the project (see the comment at the top).
+const capabilityRoutes = routes({
+  'console.projects.outbound.verify': {
+    ...write, method: 'POST', path: '/console/v1/projects/{id}/outbound/{capId}/verify',
+    summary: 'Re-check the DKIM TXT record(s) and mark the capability verified.',
+    params: capParams,
+    response: VerifiedOutbound,
+  },
+  'console.projects.outbound.displayName': {
+    ...write, method: 'POST', path: '/console/v1/projects/{id}/outbound/{capId}/display-name',
+    summary: 'Set (or clear with null) the default display name for sends with a bare from.',
+    params: capParams,
+    body: displayNameBody,
+    response: Type.Object({ outbound: OutboundCapability }),
+  },
+  'console.projects.outbound.delete': {
+    ...write, method: 'DELETE', path: '/console/v1/projects/{id}/outbound/{capId}',
+    summary: 'Remove the capability; 409 once it has sent mail.',
+    params: capParams,
+    response: Ok,
+  },
+  'console.projects.inbound.verify': {
+    ...write, method: 'POST', path: '/console/v1/projects/{id}/inbound/{capId}/verify',
+    summary: 'Confirm the MX points at the service; 400 mx_record_mismatch otherwise.',
+    params: capParams,
+    response: VerifiedInbound,
+  },
+  'console.projects.inbound.delete': {
+    ...write, method: 'DELETE', path: '/console/v1/projects/{id}/inbound/{capId}',
+    summary: 'Remove the capability (its inboxes cascade).',
+    params: capParams,
+    response: Ok,
+  },
+});
+
+/** The nested alias of a capability route: same schemas and handler logic, the claim named in the path. */
+type Nested<R> = Omit<R, 'params' | 'path' | 'summary'> & { path: string; summary: string; params: typeof nestedCapParams };
+function nested<R extends RouteSpec>(r: R): Nested<R> {
+  return {
+    ...r,
+    path: r.path.replace('/console/v1/projects/{id}/', '/console/v1/projects/{id}/domains/{domainId}/'),
+    params: nestedCapParams,
+    summary: `Alias of ${r.method} ${r.path}.`,
+  };
+}
+
 export const domainRoutes = routes({
   'console.projects.domains.create': {
     ...write, method: 'POST', path: '/console/v1/projects/{id}/domains',
@@ -144,69 +190,12 @@ export const domainRoutes = routes({
     }),
     response: DomainClaim,
   },
-  'console.projects.outbound.verify': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/outbound/{capId}/verify',
-    summary: 'Re-check the DKIM TXT record(s) and mark the capability verified.',
-    params: capParams,
-    response: VerifiedOutbound,
-  },
-  'console.projects.outbound.displayName': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/outbound/{capId}/display-name',
-    summary: 'Set (or clear with null) the default display name for sends with a bare from.',
-    params: capParams,
-    body: displayNameBody,
-    response: Type.Object({ outbound: OutboundCapability }),
-  },
-  'console.projects.outbound.delete': {
-    ...write, method: 'DELETE', path: '/console/v1/projects/{id}/outbound/{capId}',
-    summary: 'Remove the capability; 409 once it has sent mail.',
-    params: capParams,
-    response: Ok,
-  },
-  'console.projects.inbound.verify': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/inbound/{capId}/verify',
-    summary: 'Confirm the MX points at the service; 400 mx_record_mismatch otherwise.',
-    params: capParams,
-    response: VerifiedInbound,
-  },
-  'console.projects.inbound.delete': {
-    ...write, method: 'DELETE', path: '/console/v1/projects/{id}/inbound/{capId}',
-    summary: 'Remove the capability (its inboxes cascade).',
-    params: capParams,
-    response: Ok,
-  },
-  // The nested aliases (see the comment at the top).
-  'console.projects.domains.outbound.verify': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/domains/{domainId}/outbound/{capId}/verify',
-    summary: 'Alias of POST /console/v1/projects/{id}/outbound/{capId}/verify.',
-    params: nestedCapParams,
-    response: VerifiedOutbound,
-  },
-  'console.projects.domains.outbound.displayName': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/domains/{domainId}/outbound/{capId}/display-name',
-    summary: 'Alias of POST /console/v1/projects/{id}/outbound/{capId}/display-name.',
-    params: nestedCapParams,
-    body: displayNameBody,
-    response: Type.Object({ outbound: OutboundCapability }),
-  },
-  'console.projects.domains.outbound.delete': {
-    ...write, method: 'DELETE', path: '/console/v1/projects/{id}/domains/{domainId}/outbound/{capId}',
-    summary: 'Alias of DELETE /console/v1/projects/{id}/outbound/{capId}.',
-    params: nestedCapParams,
-    response: Ok,
-  },
-  'console.projects.domains.inbound.verify': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/domains/{domainId}/inbound/{capId}/verify',
-    summary: 'Alias of POST /console/v1/projects/{id}/inbound/{capId}/verify.',
-    params: nestedCapParams,
-    response: VerifiedInbound,
-  },
-  'console.projects.domains.inbound.delete': {
-    ...write, method: 'DELETE', path: '/console/v1/projects/{id}/domains/{domainId}/inbound/{capId}',
-    summary: 'Alias of DELETE /console/v1/projects/{id}/inbound/{capId}.',
-    params: nestedCapParams,
-    response: Ok,
-  },
+  ...capabilityRoutes,
+  'console.projects.domains.outbound.verify': nested(capabilityRoutes['console.projects.outbound.verify']),
+  'console.projects.domains.outbound.displayName': nested(capabilityRoutes['console.projects.outbound.displayName']),
+  'console.projects.domains.outbound.delete': nested(capabilityRoutes['console.projects.outbound.delete']),
+  'console.projects.domains.inbound.verify': nested(capabilityRoutes['console.projects.inbound.verify']),
+  'console.projects.domains.inbound.delete': nested(capabilityRoutes['console.projects.inbound.delete']),
   'admin.senderDomains.markVerified': {
     method: 'POST', path: '/admin/v1/sender-domains/{id}/mark-verified', auth: ADMIN_AUTH,
     summary: 'Force-verify an outbound capability (by its id) or a claim and all its outbound capabilities (by the claim id).',
