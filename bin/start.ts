@@ -9,6 +9,8 @@ import { createApp } from '../control/app.js';
 import { listenHttp } from '../control/server.js';
 import type { Deps } from '../control/deps.js';
 import { createResolver } from '../mta/dns.js';
+import { startDeliveryWorker, type WorkerOptions } from '../mta/outbound/worker.js';
+import { startNotificationSender } from '../mta/outbound/notifications.js';
 
 export type Role = 'all' | 'control' | 'mta' | 'imap';
 
@@ -17,6 +19,11 @@ export interface StartOptions {
   clock?: Clock;
   log?: Logger;
   checkResponses?: boolean;
+  /**
+   * Whether the MTA runs in this process (default: for the roles `all` and `mta`). Tests of the
+   * control plane alone turn it off so that accepted messages stay `queued` while they look.
+   */
+  mta?: boolean | WorkerOptions;
 }
 
 export interface RunningService {
@@ -48,6 +55,18 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
   let publicUrl = config.publicUrl ?? '';
 
   try {
+    const mta = opts.mta ?? (role === 'all' || role === 'mta');
+    if (mta) {
+      const worker = startDeliveryWorker(ctx, storage, typeof mta === 'object' ? mta : {});
+      const notifications = startNotificationSender(ctx, storage, worker.pools);
+      // Pushed first so that it stops last (stops run in reverse): no new sends, then the drain.
+      stops.push(async () => {
+        await notifications.stop();
+        await worker.stop();
+      });
+      ctx.log.info({ role, outboundPort: config.outboundPort, hostname: config.hostname }, 'MTA delivering');
+    }
+
     if (role === 'all' || role === 'control') {
       const deps: Deps = { ctx, storage, publicUrl: () => publicUrl };
       const http = await listenHttp(createApp(deps, { checkResponses: opts.checkResponses }), config.bindHost, config.httpPort);

@@ -31,7 +31,15 @@ export interface Config {
   retryDelaysMs: number[];
   masterKey: Buffer | null;
   allowPrivateWebhooks: boolean;
+  /** Local addresses deliveries leave from: a default, and per sending domain (dedicated IPs). */
+  sourceAddresses: SourceAddresses;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+}
+
+export interface SourceAddresses {
+  default: string | null;
+  /** Sending (sub)domain, lower case → local address. */
+  byDomain: Record<string, string>;
 }
 
 type JsonSchema = Record<string, unknown>;
@@ -72,6 +80,24 @@ export function parseHostPort(item: string, defaultPort: number): HostPort | nul
 }
 
 const list = (raw: string) => raw.split(',').map((s) => s.trim()).filter(Boolean);
+
+function parseSourceAddresses(raw: string): SourceAddresses {
+  const out: SourceAddresses = { default: null, byDomain: {} };
+  for (const item of list(raw)) {
+    const eq = item.indexOf('=');
+    const address = item.slice(eq + 1).trim();
+    if (isIP(address) === 0) throw new Error(`not an IP address: ${address}`);
+    if (eq < 0) {
+      if (out.default) throw new Error('two default source addresses');
+      out.default = address;
+      continue;
+    }
+    const domain = item.slice(0, eq).trim().toLowerCase().replace(/\.$/, '');
+    if (!new RegExp(hostname).test(domain)) throw new Error(`not a domain: ${domain}`);
+    out.byDomain[domain] = address;
+  }
+  return out;
+}
 
 const f = <K extends keyof Config>(field: Field<K>): Field<K> => field;
 
@@ -179,6 +205,14 @@ export const fields = [
     parse: (raw) => raw === '1' || raw === 'true', fallback: () => false,
   }),
   f({
+    env: 'SVC_SOURCE_ADDRESSES', key: 'sourceAddresses',
+    doc: 'Local IP addresses the MTA delivers from: a comma list of `address` (the default) and ' +
+      '`sending-domain=address` (a dedicated IP for that domain and its subdomains). Unset: the system chooses.',
+    schema: { type: 'string', format: 'source-address-list' },
+    expect: 'must be a comma list of IP addresses, each optionally prefixed by `domain=` (one default at most)',
+    parse: parseSourceAddresses, fallback: () => ({ default: null, byDomain: {} }),
+  }),
+  f({
     env: 'SVC_LOG_LEVEL', key: 'logLevel', doc: 'Log level: fatal, error, warn, info, debug, trace or silent.',
     schema: { type: 'string', enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
     expect: 'must be one of fatal, error, warn, info, debug, trace, silent',
@@ -190,6 +224,14 @@ export const formats: Record<string, (raw: string) => boolean> = {
   'host-port-list': (raw) => list(raw).length > 0 && list(raw).every((s) => parseHostPort(s, 53) !== null),
   'ip-list': (raw) => list(raw).every((s) => isIP(s) !== 0),
   'duration-list': (raw) => parseDurationList(raw) !== null,
+  'source-address-list': (raw) => {
+    try {
+      parseSourceAddresses(raw);
+      return true;
+    } catch {
+      return false;
+    }
+  },
   'base64-32': (raw) => /^[A-Za-z0-9+/]+={0,2}$/.test(raw) && Buffer.from(raw, 'base64').length === 32,
 };
 

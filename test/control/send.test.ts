@@ -3,35 +3,10 @@
 // send-on-behalf and the test-message routes.
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
-import { startTestService, type SignedUp, type TestService } from '../helpers/service.js';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { sender, type Sender } from '../helpers/sender.js';
 import { errorOf } from '../helpers/errors.js';
 import { signHeaders, type Client } from '../../sdk/src/index.js';
-
-interface Sender {
-  owner: SignedUp;
-  orgId: string;
-  projectId: string;
-  key: Client;
-  keyId: string;
-  keySecret: string;
-  domain: string;
-  outboundId: string;
-}
-
-/** An organization with a project whose domain has a verified outbound capability, and a sending key. */
-async function sender(svc: TestService, opts: { displayName?: string } = {}): Promise<Sender> {
-  const owner = await svc.signup();
-  const { organization } = await owner.client.console.organizations.create({ name: 'Sender Org' });
-  const { project } = await owner.client.console.projects.create({ name: 'sender', organizationId: organization.id });
-  const domain = `s-${randomUUID().slice(0, 8)}.test`;
-  const claim = await owner.client.console.projects.domains.create({ id: project.id, domain });
-  const withOut = await owner.client.console.projects.domains.outbound.create({ id: project.id, domainId: claim.id });
-  const outboundId = withOut.outbound[0]!.id;
-  await svc.admin().admin.senderDomains.markVerified({ id: claim.id });
-  if (opts.displayName) await owner.client.console.projects.outbound.displayName({ id: project.id, capId: outboundId, displayName: opts.displayName });
-  const k = await owner.client.console.projects.apiKeys.create({ id: project.id, label: 'send', scopes: ['messages:send', 'messages:read'] });
-  return { owner, orgId: organization.id, projectId: project.id, key: svc.client({ keyId: k.keyId, secret: k.secret }), keyId: k.keyId, keySecret: k.secret, domain, outboundId };
-}
 
 const headerBlock = (raw: Buffer) => raw.toString('utf8').split('\r\n\r\n')[0]!;
 const header = (raw: Buffer, name: string) =>

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { loadConfig } from '../../config/load.js';
 import { startService, type RunningService } from '../../bin/start.js';
+import type { WorkerOptions } from '../../mta/outbound/worker.js';
 import { createClient, type Client, type Credential } from '../../sdk/src/index.js';
 import { testClock, type TestClock } from './clock.js';
 import { createTestDatabase, prepareEmbedded, type TestDatabase } from './database.js';
@@ -50,6 +51,11 @@ export interface TestServiceOptions {
   log?: Logger;
   /** Run as a second node of this service: same Postgres database and master key, own data dir. */
   nodeOf?: TestService;
+  /**
+   * Run the MTA (delivery worker and notification sender) in the service. Off by default so that
+   * control-plane tests see accepted messages stay `queued`; delivery tests turn it on.
+   */
+  mta?: boolean | WorkerOptions;
 }
 
 export async function startTestService(t: Teardown, opts: TestServiceOptions = {}): Promise<TestService> {
@@ -77,7 +83,7 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
     ...shared,
     ...opts.env,
   });
-  const boot = () => startService(config, { clock, checkResponses: true, log: opts.log });
+  const boot = () => startService(config, { clock, checkResponses: true, log: opts.log, mta: opts.mta ?? false });
   let running = await boot();
   let stopped = false;
 

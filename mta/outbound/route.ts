@@ -1,0 +1,76 @@
+// Where mail for a domain goes (RFC 5321 §5.1): its MX hosts by preference, or the domain itself
+// when it has no MX (the implicit MX), and nowhere at all for a null MX (RFC 7505). Every lookup
+// goes through the Context's resolver (cached, aimed at SVC_DNS_SERVERS).
+import { isIP } from 'node:net';
+import { DnsError, type MxRecord, type Resolver } from '../resolver.js';
+import type { SmtpReplyInput } from './bounce-classify.js';
+
+export interface MxHost {
+  /** The host name (for TLS SNI and logs). */
+  name: string;
+  /** Its addresses, IPv4 first (most receivers judge IPv4 senders by a longer reputation history). */
+  addresses: string[];
+}
+
+export type Route =
+  | { kind: 'hosts'; hosts: MxHost[] }
+  /** No delivery possible now; the reply-shaped reason goes through bounce classification like a remote one. */
+  | { kind: 'unroutable'; reply: SmtpReplyInput }
+  /** DNS did not answer: try again later. */
+  | { kind: 'dns_error'; message: string };
+
+async function addressesOf(resolver: Resolver, name: string, family: 4 | 6 | null): Promise<{ addresses: string[]; absent: boolean }> {
+  if (isIP(name)) return { addresses: [name], absent: false };
+  const lookups = await Promise.allSettled([
+    family === 6 ? Promise.resolve([]) : resolver.a(name),
+    family === 4 ? Promise.resolve([]) : resolver.aaaa(name),
+  ]);
+  const addresses = lookups.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
+  const absent = lookups.every((r) => r.status === 'fulfilled' || (r.reason instanceof DnsError && r.reason.absent));
+  return { addresses, absent };
+}
+
+/** Equal preferences are shuffled (RFC 5321 §5.1) so that load spreads over them. */
+function byPreference<T extends { priority: number }>(records: T[]): T[] {
+  return records
+    .map((r) => ({ r, tie: Math.random() }))
+    .sort((a, b) => a.r.priority - b.r.priority || a.tie - b.tie)
+    .map((x) => x.r);
+}
+
+/**
+ * Resolves a destination domain. `family` restricts addresses to the family of the source address
+ * a delivery must leave from (a socket bound to IPv4 cannot reach an IPv6 host).
+ */
+export async function resolveRoute(resolver: Resolver, domain: string, family: 4 | 6 | null = null): Promise<Route> {
+  let mx: MxRecord[];
+  try {
+    mx = await resolver.mx(domain);
+  } catch (err) {
+    if (!(err instanceof DnsError)) throw err;
+    if (err.failure === 'NXDOMAIN') {
+      return { kind: 'unroutable', reply: { code: 550, enhanced: '5.1.2', text: `550 5.1.2 Domain ${domain} does not exist (NXDOMAIN)` } };
+    }
+    if (err.failure !== 'NODATA') return { kind: 'dns_error', message: err.message };
+    mx = [];
+  }
+  // RFC 7505: a single MX of "." with preference 0 says the domain takes no mail.
+  if (mx.length === 1 && mx[0]!.exchange === '') {
+    return { kind: 'unroutable', reply: { code: 556, enhanced: '5.1.10', text: `556 5.1.10 ${domain} does not accept mail (null MX, RFC 7505)` } };
+  }
+  // RFC 5321 §5.1: no MX records: the domain itself is the host (the implicit MX).
+  const names = mx.length ? byPreference(mx.filter((r) => r.exchange !== '')).map((r) => r.exchange) : [domain];
+  const hosts: MxHost[] = [];
+  let allAbsent = true;
+  for (const name of names) {
+    const { addresses, absent } = await addressesOf(resolver, name, family);
+    allAbsent &&= absent;
+    if (addresses.length) hosts.push({ name, addresses: addresses.filter((a) => isIP(a) === 4).concat(addresses.filter((a) => isIP(a) === 6)) });
+  }
+  if (hosts.length) return { kind: 'hosts', hosts };
+  if (mx.length === 0 && allAbsent) {
+    return { kind: 'unroutable', reply: { code: 550, enhanced: '5.1.2', text: `550 5.1.2 ${domain} has no MX and no address records` } };
+  }
+  // MX hosts without addresses are a misconfiguration the receiver may fix soon: keep trying.
+  return { kind: 'dns_error', message: `no address for the MX hosts of ${domain}: ${names.join(', ')}` };
+}

@@ -1,0 +1,164 @@
+// The delivery worker: takes due entries from the LMDB spool (leasing them first, so a crash means a
+// retry, never a loss), signs each message, hands it to the destination's connection pool, and
+// records what happened: the message row, an event, maybe a suppression; then removes or reschedules
+// the spool entry. Postgres is written before the spool, so a crash in between re-finds the entry,
+// sees its row already final and drops it (at-least-once, issue 5).
+import type { Context } from '../../config/context.js';
+import type { Storage } from '../../storage/index.js';
+import type { SpoolEntry } from '../../storage/lmdb/spool.js';
+import { DELIVERABLE, messageStatuses, type Outcome } from '../../storage/pg/deliveries.js';
+import { dkimSign } from './dkim-sign.js';
+import { createKeyCache } from './signing-keys.js';
+import { createOutcomeWriter, decide, type Decision } from './outcomes.js';
+import { createPools, type PoolOptions } from './pool.js';
+import { sourceAddressFor } from './source-address.js';
+
+export interface WorkerOptions {
+  /** Deliveries in progress at once, across destinations. */
+  maxInFlight?: number;
+  /** How long a leased entry stays away from the schedule before it is tried again. */
+  leaseMs?: number;
+  /** How often the spool is checked for due work when there is nothing to do. */
+  pollMs?: number;
+  /** How long SIGTERM waits for deliveries in progress. */
+  drainMs?: number;
+  pool?: Partial<Pick<PoolOptions, 'perDestination' | 'idleMs' | 'maxMessages' | 'connectTimeoutMs' | 'socketTimeoutMs'>>;
+}
+
+/** A spooled id without a row may be a sendEmail whose commit is still in flight: wait this long. */
+const ORPHAN_GRACE_MS = 5 * 60_000;
+const ORPHAN_RECHECK_MS = 2_000;
+
+export function startDeliveryWorker(ctx: Context, storage: Storage, opts: WorkerOptions = {}) {
+  const { config, clock, log } = ctx;
+  const { spool, db } = storage;
+  const maxInFlight = opts.maxInFlight ?? 256;
+  const leaseMs = opts.leaseMs ?? 10 * 60_000;
+  const pollMs = opts.pollMs ?? 100;
+  const pools = createPools({ resolver: ctx.resolver, log, hostname: config.hostname, port: config.outboundPort, ...opts.pool });
+  const keys = createKeyCache(db, storage.sealer, () => clock.now());
+  const writer = createOutcomeWriter(db, log);
+  const inFlight = new Set<string>();
+  // Leased again while their attempt was finishing (rescheduled to a time already past): the lease
+  // moved them away, so they are put back once that attempt is done.
+  const relapsed = new Set<string>();
+  let stopping = false;
+  let timer: NodeJS.Timeout | null = null;
+  let polling = false;
+
+  function schedule(ms: number) {
+    if (stopping) return;
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(poll, ms);
+  }
+
+  async function poll() {
+    timer = null;
+    if (polling || stopping) return;
+    polling = true;
+    try {
+      const now = clock.now();
+      const room = maxInFlight - inFlight.size;
+      // A read first: leasing is a durable write, and an idle MTA should not fsync ten times a second.
+      if (room > 0 && spool.due(now, 1).length) {
+        const leased = await spool.lease(now, room, now + leaseMs);
+        for (const e of leased) if (inFlight.has(e.id)) relapsed.add(e.id);
+        const fresh = leased.filter((e) => !inFlight.has(e.id));
+        if (fresh.length) void start(fresh);
+      }
+    } catch (err) {
+      log.error({ err }, 'delivery poll failed');
+    } finally {
+      polling = false;
+      schedule(inFlight.size < maxInFlight && spool.due(clock.now(), 1).length ? 0 : pollMs);
+    }
+  }
+
+  async function start(entries: SpoolEntry[]) {
+    for (const e of entries) inFlight.add(e.id);
+    let statuses: Map<string, string>;
+    try {
+      statuses = await messageStatuses(db, entries.map((e) => e.id));
+    } catch (err) {
+      // Leased, so they come back when the lease ends.
+      log.error({ err }, 'reading message statuses failed');
+      for (const e of entries) inFlight.delete(e.id);
+      return;
+    }
+    for (const e of entries) {
+      handle(e, statuses.get(e.id))
+        .catch((err) => log.error({ err, messageId: e.id }, 'delivery failed unexpectedly; retried when its lease ends'))
+        .finally(async () => {
+          if (relapsed.delete(e.id)) await spool.reschedule(e.id, clock.now()).catch(() => {});
+          inFlight.delete(e.id);
+          if (inFlight.size === maxInFlight - 1) schedule(0);
+        });
+    }
+  }
+
+  async function handle(e: SpoolEntry, status: string | undefined) {
+    const now = clock.now();
+    if (status === undefined) {
+      if (now - e.createdMs < ORPHAN_GRACE_MS) return spool.reschedule(e.id, now + ORPHAN_RECHECK_MS);
+      log.warn({ messageId: e.id }, 'spooled message has no row (its sendEmail never committed): dropped');
+      return spool.remove(e.id);
+    }
+    // Delivered, bounced, failed or suppressed meanwhile (or before a crash): nothing left to do.
+    if (!DELIVERABLE.has(status)) return spool.remove(e.id);
+    if (e.cancelledMs !== undefined) {
+      return finish(e, { status: 'failed', detail: { reason: 'cancelled by operator' } }, e.attempts);
+    }
+    const body = spool.body(e.id);
+    if (!body) return finish(e, { status: 'failed', detail: { reason: 'message body missing from the spool' } }, e.attempts);
+
+    let signed: Buffer;
+    try {
+      const k = await keys.get(e.outboundId);
+      if (!k) return finish(e, { status: 'failed', detail: { reason: 'the sending domain was removed; the message cannot be signed' } }, e.attempts);
+      signed = dkimSign(body, k, now);
+    } catch (err) {
+      // Fail closed (issue 5): never an unsigned send. A key that does not open (a changed master
+      // key) is the operator's to fix, so the message waits instead of bouncing.
+      log.error({ err, messageId: e.id }, 'DKIM signing failed; message deferred');
+      return spool.reschedule(e.id, now + 60_000);
+    }
+
+    const attempts = e.attempts + 1;
+    const source = sourceAddressFor(config.sourceAddresses, e.mailFrom);
+    const result = await pools.send({ domain: e.domain, source }, e.mailFrom, e.rcptTo, signed);
+    const decision = decide(result, e.rcptTo, attempts, clock.now(), config.retryDelaysMs);
+    await finish(e, decision, attempts);
+  }
+
+  async function finish(e: SpoolEntry, d: Decision, attempts: number) {
+    const outcome: Outcome = {
+      messageId: e.id, projectId: e.projectId, status: d.status, attempts, detail: d.detail, suppress: d.suppress,
+      outboundId: e.outboundId, at: new Date(clock.now()),
+    };
+    await writer.write(outcome);
+    if (d.status === 'deferred') await spool.reschedule(e.id, d.retryAtMs!, attempts);
+    else await spool.remove(e.id);
+    log.debug({ messageId: e.id, status: d.status, attempts }, 'delivery outcome');
+  }
+
+  schedule(0);
+
+  return {
+    /** Looks for due work now (after an enqueue in this process). */
+    kick: () => schedule(0),
+    inFlight: () => inFlight.size,
+    pools,
+    /** SIGTERM: take no more work, let deliveries in progress finish (up to drainMs), then close. */
+    async stop(): Promise<void> {
+      stopping = true;
+      if (timer) clearTimeout(timer);
+      const deadline = Date.now() + (opts.drainMs ?? 30_000);
+      while ((inFlight.size || polling) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      if (inFlight.size) log.warn({ inFlight: inFlight.size }, 'stopped with deliveries in progress; they are retried after their lease');
+      await writer.idle();
+      await pools.close();
+    },
+  };
+}
+
+export type DeliveryWorker = ReturnType<typeof startDeliveryWorker>;

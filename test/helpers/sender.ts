@@ -1,0 +1,37 @@
+// A tenant ready to send: an organization with a project whose domain has a verified outbound
+// capability (verified by the platform key, so no DNS is needed), and an API key that sends and reads.
+import { randomUUID } from 'node:crypto';
+import type { SignedUp, TestService } from './service.js';
+import type { Client } from '../../sdk/src/index.js';
+
+export interface Sender {
+  owner: SignedUp;
+  orgId: string;
+  projectId: string;
+  key: Client;
+  keyId: string;
+  keySecret: string;
+  domain: string;
+  outboundId: string;
+  /** The DKIM TXT records the API told the customer to publish: host → value. */
+  dkimTxt: Record<string, string>;
+}
+
+export async function sender(svc: TestService, opts: { displayName?: string; ed25519?: boolean } = {}): Promise<Sender> {
+  const owner = await svc.signup();
+  const { organization } = await owner.client.console.organizations.create({ name: 'Sender Org' });
+  const { project } = await owner.client.console.projects.create({ name: 'sender', organizationId: organization.id });
+  const domain = `s-${randomUUID().slice(0, 8)}.test`;
+  const claim = await owner.client.console.projects.domains.create({ id: project.id, domain });
+  const withOut = await owner.client.console.projects.domains.outbound.create({ id: project.id, domainId: claim.id, ...(opts.ed25519 ? { ed25519: true } : {}) });
+  const cap = withOut.outbound[0]!;
+  await svc.admin().admin.senderDomains.markVerified({ id: claim.id });
+  if (opts.displayName) await owner.client.console.projects.outbound.displayName({ id: project.id, capId: cap.id, displayName: opts.displayName });
+  const k = await owner.client.console.projects.apiKeys.create({ id: project.id, label: 'send', scopes: ['messages:send', 'messages:read'] });
+  const dkimTxt: Record<string, string> = {};
+  for (const r of [cap.dnsRecords.dkim, cap.dnsRecords.dkimEd25519]) if (r) dkimTxt[r.host.replace(/\.$/, '')] = r.value;
+  return {
+    owner, orgId: organization.id, projectId: project.id, key: svc.client({ keyId: k.keyId, secret: k.secret }), keyId: k.keyId,
+    keySecret: k.secret, domain, outboundId: cap.id, dkimTxt,
+  };
+}

@@ -1,0 +1,191 @@
+// Issue 5 delivery, end to end through the real service: sendEmail → LMDB spool → MX resolution in a
+// loopback DNS zone → a pooled SMTP connection with STARTTLS → an smtp-server sink answering 250, 4xx
+// or 5xx per recipient; outcomes read back over the API.
+import t, { type Test } from 'tap';
+import { createRequire } from 'node:module';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { startDnsZone, type DnsZone } from '../helpers/dns-zone.js';
+import { startSmtpSink, type SmtpSink, type Received, type SinkOptions } from '../helpers/smtp-sink.js';
+import { sender, type Sender } from '../helpers/sender.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+const require = createRequire(import.meta.url);
+const { dkimVerify } = require('mailauth/lib/dkim/verify.js') as {
+  dkimVerify(raw: Buffer, o: { resolver: (name: string, type: string) => Promise<string[][]> }): Promise<{ results: { status: { result: string }; signingDomain: string }[] }>;
+};
+
+interface World {
+  svc: TestService;
+  zone: DnsZone;
+  sink: SmtpSink;
+  s: Sender;
+}
+
+async function world(t: Test, env: Record<string, string> = {}, sinkAnswer?: SinkOptions['answer']): Promise<World> {
+  const zone = await startDnsZone(t);
+  const sink = await startSmtpSink(t, { answer: sinkAnswer });
+  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
+  const svc = await startTestService(t, {
+    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_RETRY_DELAYS: '1m,5m', ...env },
+    mta: { pollMs: 20 },
+  });
+  const s = await sender(svc, { ed25519: true });
+  for (const [host, value] of Object.entries(s.dkimTxt)) zone.txt(host, value);
+  return { svc, zone, sink, s };
+}
+
+/** Every DKIM signature of a delivered message verifies against the keys published in the zone. */
+async function verifiedBy(w: World, m: Received): Promise<string[]> {
+  const { results } = await dkimVerify(m.raw, {
+    resolver: async (name, type) => {
+      const v = type === 'TXT' ? w.s.dkimTxt[name] : undefined;
+      if (!v) throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
+      return [[v]];
+    },
+  });
+  return results.map((r) => `${r.signingDomain}:${r.status.result}`);
+}
+
+// Waiting reads the database: polling the API would spend the key's rate limit (gaps-filled.md #7).
+const statusOf = async (w: World, id: string) =>
+  (await w.svc.running.storage.db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [id]))[0]?.status;
+const eventsOf = async (w: World, id: string) => (await w.s.key.v1.messages.events({ id })).events as { type: string; detail: Record<string, unknown> | null }[];
+const waitStatus = (w: World, id: string, status: string) =>
+  waitFor(async () => (await statusOf(w, id)) === status, { timeoutMs: 20_000, what: `message ${id} ${status}` });
+
+t.test('delivered: STARTTLS, EHLO, VERP, two DKIM signatures, one reused connection, events', async (t) => {
+  const w = await world(t);
+  const ids: string[] = [];
+  for (let i = 0; i < 5; i++) {
+    const r = await w.s.key.v1.services.sendEmail({ from: `Ada <ada@${w.s.domain}>`, to: `bob${i}@Dest.TEST`, subject: `Hello ${i}`, text: `Hi ${i}` });
+    ids.push(r.providerMessageId);
+  }
+  const got = await w.sink.waitForMessages(5);
+  for (const id of ids) await waitStatus(w, id, 'delivered');
+  t.equal(got.length, 5, 'each message once');
+  t.ok(got.every((m) => m.secure), 'opportunistic STARTTLS taken');
+  t.ok(got.every((m) => m.helo === 'mta.test'), 'EHLO SVC_HOSTNAME');
+  t.ok(got.every((m) => new RegExp(`^b-[0-9a-f]{32}@bounces\\.${w.s.domain.replace(/\./g, '\\.')}$`).test(m.mailFrom)), 'VERP return path');
+  t.same(got.map((m) => m.rcptTo).flat().sort(), ids.map((_, i) => `bob${i}@dest.test`).sort());
+  t.ok(w.sink.connections < 5, `connections reused (${w.sink.connections} for 5 messages)`);
+  for (const m of got) t.same((await verifiedBy(w, m)).sort(), [`${w.s.domain}:pass`, `${w.s.domain}:pass`], 'rsa and ed25519 signatures pass');
+
+  const events = await eventsOf(w, ids[0]!);
+  t.same(events.map((e) => e.type), ['queued', 'delivered']);
+  t.match(events[1]!.detail, { attempt: 1, host: 'mx.dest.test', tls: true, reply: /^250/ });
+  const { row } = await w.s.key.v1.messages.get({ id: ids[0]! });
+  t.equal(row.status, 'delivered');
+  t.equal(row.attempts, 1);
+  t.equal(w.svc.running.storage.spool.count(), 0, 'spool empty');
+  const [cap] = await w.svc.running.storage.db.query<{ sent_count: string }>('SELECT sent_count FROM outbound_capabilities WHERE id = $1', [w.s.outboundId]);
+  t.equal(Number(cap!.sent_count), 5, 'sent_count counts deliveries');
+});
+
+t.test('5xx: bounced with the reply kept, a hard_bounce suppression, the next send suppressed', async (t) => {
+  const w = await world(t, {}, (rcpt) => (rcpt.startsWith('gone@') ? { code: 550, message: '5.1.1 <gone@dest.test>: Recipient address rejected: User unknown' } : null));
+  const r = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'gone@dest.test', subject: 'x', text: 'x' });
+  await waitStatus(w, r.providerMessageId, 'bounced');
+  const events = await eventsOf(w, r.providerMessageId);
+  t.same(events.map((e) => e.type), ['queued', 'bounced']);
+  t.match(events[1]!.detail, { class: 'unknown_user', reply: /550 5\.1\.1 <gone@dest\.test>: Recipient address rejected: User unknown/ });
+  const rows = await w.svc.running.storage.db.query<{ reason: string }>('SELECT reason FROM suppressions WHERE project_id = $1 AND address = $2', [w.s.projectId, 'gone@dest.test']);
+  t.same(rows.map((x) => x.reason), ['hard_bounce']);
+  const again = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'gone@dest.test', subject: 'x', text: 'x' });
+  t.equal(again.status, 'suppressed');
+  t.equal(w.sink.messages.length, 0);
+
+  // A refusal of the content, not the address: bounced, but the address is not suppressed.
+  w.sink.answer = () => ({ code: 550, message: '5.7.1 Message rejected as spam by Content Filtering' });
+  const spam = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'fine@dest.test', subject: 'x', text: 'x' });
+  await waitStatus(w, spam.providerMessageId, 'bounced');
+  const none = await w.svc.running.storage.db.query('SELECT 1 FROM suppressions WHERE project_id = $1 AND address = $2', [w.s.projectId, 'fine@dest.test']);
+  t.equal(none.length, 0, 'spam refusal suppresses nothing');
+});
+
+t.test('4xx: deferred on the retry schedule (injected clock), then delivered; exhausted: failed + soft_bounce_max', async (t) => {
+  let mood: 'busy' | 'ok' = 'busy';
+  const w = await world(t, {}, () => (mood === 'busy' ? { code: 451, message: '4.3.0 Try again later' } : null));
+  const r = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'later@dest.test', subject: 'x', text: 'x' });
+  await waitStatus(w, r.providerMessageId, 'deferred');
+  const e1 = await eventsOf(w, r.providerMessageId);
+  t.match(e1.at(-1)!.detail, { attempt: 1, class: 'temporary', reply: /^451 4\.3\.0 Try again later/ });
+  // Postgres is written first, then the spool: wait for the entry's new time.
+  const entry = await waitFor(() => {
+    const e = w.svc.running.storage.spool.get(r.providerMessageId);
+    return e?.attempts === 1 ? e : null;
+  }, { what: 'the spool entry rescheduled' });
+  const wait = entry.nextAttemptMs - w.svc.clock.now();
+  t.ok(wait > 50_000 && wait <= 60_000, `due again after the first delay, 1m (in ${wait} ms)`);
+  mood = 'ok';
+  w.svc.clock.advance(59_000);
+  await new Promise((res) => setTimeout(res, 200));
+  t.equal(w.sink.messages.length, 0, 'not before its time');
+  w.svc.clock.advance(1_000);
+  await waitStatus(w, r.providerMessageId, 'delivered');
+  t.same((await eventsOf(w, r.providerMessageId)).map((e) => e.type), ['queued', 'deferred', 'delivered']);
+  t.equal((await w.s.key.v1.messages.get({ id: r.providerMessageId })).row.attempts, 2);
+
+  mood = 'busy';
+  const g = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'never@dest.test', subject: 'x', text: 'x' });
+  await waitStatus(w, g.providerMessageId, 'deferred');
+  w.svc.clock.advance(60_000);
+  await waitFor(async () => (await w.svc.running.storage.db.query('SELECT 1 FROM message_events WHERE message_id = $1', [g.providerMessageId])).length === 3, { what: 'second attempt' });
+  w.svc.clock.advance(5 * 60_000);
+  await waitStatus(w, g.providerMessageId, 'failed');
+  const ev = await eventsOf(w, g.providerMessageId);
+  t.same(ev.map((e) => e.type), ['queued', 'deferred', 'deferred', 'failed'], 'three attempts for two delays');
+  t.match(ev.at(-1)!.detail, { gaveUpAfter: 3 });
+  const rows = await w.svc.running.storage.db.query<{ reason: string }>('SELECT reason FROM suppressions WHERE project_id = $1 AND address = $2', [w.s.projectId, 'never@dest.test']);
+  t.same(rows.map((x) => x.reason), ['soft_bounce_max']);
+  t.ok(await waitFor(() => w.svc.running.storage.spool.get(g.providerMessageId) === undefined, { what: 'gone from the spool' }));
+});
+
+t.test('routing: null MX and NXDOMAIN bounce at once, no MX falls back to A, no listener defers', async (t) => {
+  const w = await world(t);
+  w.zone.mx('nullmx.test', 0, '.');
+  w.zone.soa('test');
+  w.zone.a('implicit.test', '127.0.0.1');
+  const send = async (to: string) => (await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to, subject: 'x', text: 'x' })).providerMessageId;
+  const nullMx = await send('a@nullmx.test');
+  const nx = await send('a@nowhere.test');
+  const implicit = await send('a@implicit.test');
+  await waitStatus(w, nullMx, 'bounced');
+  t.match((await eventsOf(w, nullMx)).at(-1)!.detail, { class: 'bad_domain', reply: /^556 5\.1\.10/ });
+  await waitStatus(w, nx, 'bounced');
+  t.match((await eventsOf(w, nx)).at(-1)!.detail, { class: 'bad_domain' });
+  await waitStatus(w, implicit, 'delivered');
+  t.same(w.sink.messages.map((m) => m.rcptTo[0]), ['a@implicit.test']);
+
+  // A service whose SVC_OUTBOUND_PORT has no listener: the connection is refused, the message waits.
+  const closed = await startTestService(t, {
+    env: { SVC_DNS_SERVERS: w.zone.hostPort, SVC_OUTBOUND_PORT: '1', SVC_RETRY_DELAYS: '1m' },
+    mta: { pollMs: 20 },
+  });
+  const s2 = await sender(closed);
+  const c = await s2.key.v1.services.sendEmail({ from: `ada@${s2.domain}`, to: 'a@dest.test', subject: 'x', text: 'x' });
+  await waitFor(async () => (await s2.key.v1.messages.get({ id: c.providerMessageId })).row.status === 'deferred', { everyMs: 200, what: 'deferred' });
+  const ev = (await s2.key.v1.messages.events({ id: c.providerMessageId })).events as { detail: Record<string, unknown> }[];
+  t.match(ev.at(-1)!.detail, { class: 'connection', error: /ECONNREFUSED|connect/i });
+});
+
+t.test('SVC_SOURCE_ADDRESSES: deliveries leave from the configured local address', async (t) => {
+  const w = await world(t, { SVC_SOURCE_ADDRESSES: '127.0.0.3' });
+  const r = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'a@dest.test', subject: 'x', text: 'x' });
+  const [m] = await w.sink.waitForMessages(1);
+  t.equal(m!.remoteAddress.replace(/^::ffff:/, ''), '127.0.0.3');
+  await waitStatus(w, r.providerMessageId, 'delivered');
+});
+
+t.test('the notification outbox is delivered too (password reset mail)', async (t) => {
+  const w = await world(t);
+  w.zone.mx('people.test', 10, 'mx.dest.test');
+  const user = await w.svc.signup(`reset-${Date.now()}@people.test`);
+  await w.svc.client().auth.password.forgot({ email: user.email });
+  const [m] = await w.sink.waitForMessages(1);
+  t.same(m!.rcptTo, [user.email]);
+  t.match(m!.raw.toString(), /reset/i);
+  await waitFor(async () => {
+    const rows = await w.svc.running.storage.db.query<{ sent_at: Date | null }>('SELECT sent_at FROM notification_outbox WHERE recipient = $1', [user.email]);
+    return rows[0]?.sent_at;
+  }, { what: 'outbox row marked sent' });
+});
