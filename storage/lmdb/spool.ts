@@ -5,6 +5,7 @@
 //   queue   [nextAttemptMs, domain, id] → SpoolEntry   the key order is the schedule
 //   index   id → its current queue key                  get/reschedule/remove by id without a scan
 //   bodies  id → Buffer (raw bytes, no msgpack)         written at enqueue, deleted at remove, never changed
+//   leases  id → lease end                              entries leased and not yet rescheduled or removed
 //
 // Durability (gaps-filled.md #15): every write resolves only after its transaction has committed AND
 // the environment's `flushed` promise has resolved. lmdb-js opens environments with overlappingSync on
@@ -33,6 +34,14 @@ export interface SpoolEntry {
   nextAttemptMs: number;
   attempts: number;
   createdMs: number;
+  /**
+   * Set when an operator cancelled the message (`svc queue delete`): the time of the cancellation.
+   * The entry stays spooled, due at that time, so that the delivery worker, which owns the message's
+   * Postgres row, is the one that ends it: on leasing an entry with this set it records a `failed`
+   * event (detail `{ reason: 'cancelled by operator' }`) and removes the entry, never dialling.
+   * Kept by `reschedule()` and `lease()`; absent on every entry that was not cancelled.
+   */
+  cancelledMs?: number;
 }
 
 export interface Spool {
@@ -51,7 +60,25 @@ export interface Spool {
   remove(id: string): Promise<void>;
   /** Every entry, in key order (for `svc queue`). */
   list(limit: number): SpoolEntry[];
+  /**
+   * Every entry in key order, read lazily on one read snapshot (for `svc queue` filters, which must not
+   * hold the whole queue in memory). Finish or abandon the iteration before writing from the same caller.
+   */
+  entries(): Iterable<SpoolEntry>;
   count(): number;
+  /**
+   * Cancels a message for the operator (`svc queue delete`): in one durable write transaction, sets
+   * `cancelledMs` (keeping an earlier cancellation's time) and moves the entry to be due at `nowMs`, so
+   * the delivery worker picks it up, records it failed and removes it. Resolves false when the id is not
+   * spooled. The entry is never removed here: its Postgres row would otherwise stay `queued` forever.
+   */
+  cancel(id: string, nowMs: number): Promise<boolean>;
+  /**
+   * Makes every leased entry due at `nowMs`, for an MTA starting on this spool: the leases were taken
+   * by a process that is gone (one MTA owns a spool), so its deliveries in progress are retried now
+   * rather than when their leases would have run out. Resolves with the number taken back.
+   */
+  recoverLeases(nowMs: number): Promise<number>;
   /**
    * Added for the MTA's scheduler: takes up to `limit` entries due at `nowMs` and, in the same write
    * transaction that reads them, moves each to `leaseUntilMs` (style.md #8: reschedule before you
@@ -97,6 +124,8 @@ function copyEntry(e: SpoolEntry): SpoolEntry {
     nextAttemptMs: e.nextAttemptMs,
     attempts: e.attempts,
     createdMs: e.createdMs,
+    // Only when set: an entry that was never cancelled has no such property at all.
+    ...(e.cancelledMs !== undefined ? { cancelledMs: e.cancelledMs } : {}),
   };
 }
 
@@ -106,6 +135,7 @@ export function openSpool(env: LmdbEnv): Spool {
   const index: Database<QueueKey, string> = root.openDB<QueueKey, string>({ name: 'index' });
   // 'binary': the body is stored as the caller's bytes and read back as a Buffer, with no encoding.
   const bodies: Database<Buffer, string> = root.openDB<Buffer, string>({ name: 'bodies', encoding: 'binary' });
+  const leases: Database<number, string> = root.openDB<number, string>({ name: 'leases' });
 
   // Resolves after the transaction committed and then the environment's latest commit was fsynced.
   // `flushed` is read after the commit, so it tracks our commit or a later one; LMDB syncs the whole
@@ -122,7 +152,9 @@ export function openSpool(env: LmdbEnv): Spool {
   }
 
   // Inside a write transaction: moves an entry from its current key to a new time.
+  // Every move ends a lease except the lease itself, which records one after moving.
   function move(oldKey: QueueKey, entry: SpoolEntry, nextAttemptMs: number, attempts: number): SpoolEntry {
+    leases.remove(entry.id);
     const moved: SpoolEntry = { ...entry, nextAttemptMs, attempts };
     const newKey: QueueKey = [nextAttemptMs, entry.domain, entry.id];
     queue.remove(oldKey);
@@ -137,6 +169,7 @@ export function openSpool(env: LmdbEnv): Spool {
     async enqueue(entry, body) {
       checkKeyParts(entry.id, entry.domain);
       checkTime(entry.nextAttemptMs, 'nextAttemptMs');
+      if (entry.cancelledMs !== undefined) checkTime(entry.cancelledMs, 'cancelledMs');
       if (!(body instanceof Uint8Array)) throw new TypeError('spool: body must be a Buffer');
       const stored = copyEntry(entry);
       const key: QueueKey = [stored.nextAttemptMs, stored.domain, stored.id];
@@ -145,6 +178,7 @@ export function openSpool(env: LmdbEnv): Spool {
         // second queue key (a duplicate delivery) behind.
         const previous = index.get(stored.id);
         if (previous) queue.remove(previous);
+        leases.remove(stored.id);
         bodies.put(stored.id, body);
         queue.put(key, stored);
         index.put(stored.id, key);
@@ -192,6 +226,7 @@ export function openSpool(env: LmdbEnv): Spool {
         if (key) queue.remove(key);
         index.remove(id);
         bodies.remove(id);
+        leases.remove(id);
       });
     },
 
@@ -200,6 +235,10 @@ export function openSpool(env: LmdbEnv): Spool {
       if (limit <= 0) return out;
       for (const { value } of queue.getRange({ limit })) out.push(value);
       return out;
+    },
+
+    entries() {
+      return queue.getRange({}).map(({ value }) => value);
     },
 
     count() {
@@ -218,7 +257,42 @@ export function openSpool(env: LmdbEnv): Spool {
           if (key[0] > nowMs) break;
           picked.push({ key, value });
         }
-        return picked.map(({ key, value }) => move(key, value, leaseUntilMs, value.attempts));
+        return picked.map(({ key, value }) => {
+          const moved = move(key, value, leaseUntilMs, value.attempts);
+          leases.put(value.id, leaseUntilMs);
+          return moved;
+        });
+      });
+    },
+
+    async recoverLeases(nowMs) {
+      checkTime(nowMs, 'nowMs');
+      return durable(() => {
+        const ids = [...leases.getKeys()];
+        let n = 0;
+        for (const id of ids) {
+          const key = index.get(id);
+          const entry = key && queue.get(key);
+          if (key && entry) {
+            move(key, entry, nowMs, entry.attempts);
+            n++;
+          } else leases.remove(id);
+        }
+        return n;
+      });
+    },
+
+    async cancel(id, nowMs) {
+      checkTime(nowMs, 'nowMs');
+      return durable(() => {
+        // Read inside the write transaction, as reschedule does: a message delivered (removed) just
+        // before is not resurrected, and a lease or reschedule queued just before is not undone.
+        const oldKey = index.get(id);
+        if (!oldKey) return false;
+        const entry = queue.get(oldKey);
+        if (!entry) return false;
+        move(oldKey, { ...entry, cancelledMs: entry.cancelledMs ?? nowMs }, nowMs, entry.attempts);
+        return true;
       });
     },
   };

@@ -204,6 +204,103 @@ t.test('lease: takes due entries and moves them in one durable step', async (t) 
   t.same(ids(await spool.lease(60_999, 10, 70_000)), []);
 });
 
+t.test('cancel marks the entry cancelled and makes it due now, durably', async (t) => {
+  const dir = await tempDir(t);
+  const first = await open(t, dir);
+  await first.spool.enqueue(entry('m1', 'a.test', 90_000, { attempts: 3 }), bodyOf('m1'));
+  await first.spool.enqueue(entry('m2', 'a.test', 500), bodyOf('m2'));
+  t.notOk('cancelledMs' in (first.spool.get('m1') ?? {}), 'an entry never cancelled has no cancelledMs at all');
+
+  t.equal(await first.spool.cancel('m1', 1_000), true, 'resolves true for a spooled id');
+  t.same(first.spool.get('m1'), entry('m1', 'a.test', 1_000, { attempts: 3, cancelledMs: 1_000 }), 'cancelledMs set, due at nowMs, attempts kept');
+  t.same(ids(first.spool.due(1_000, 10)), ['m2', 'm1'], 'due now, in key order');
+  t.equal(first.spool.count(), 2, 'moved, not copied: still one key');
+  t.same(first.spool.body('m1'), bodyOf('m1'), 'the body is kept for the worker');
+
+  t.equal(await first.spool.cancel('m1', 2_000), true, 'cancelling again is fine');
+  t.equal(first.spool.get('m1')?.cancelledMs, 1_000, 'and keeps the first cancellation time');
+  t.equal(first.spool.get('m1')?.nextAttemptMs, 2_000, 'while making it due at the new time');
+  await first.env.close();
+
+  const { spool } = await open(t, dir);
+  t.same(spool.get('m1'), entry('m1', 'a.test', 2_000, { attempts: 3, cancelledMs: 1_000 }), 'survives close and reopen');
+  t.notOk('cancelledMs' in (spool.get('m2') ?? {}), 'the other entry is untouched');
+});
+
+t.test('cancelledMs is kept by reschedule ("retry") and by lease', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  await spool.enqueue(entry('m1', 'a.test', 100), bodyOf('m1'));
+  await spool.cancel('m1', 200);
+  await spool.reschedule('m1', 5_000, 2);
+  t.same(spool.get('m1'), entry('m1', 'a.test', 5_000, { attempts: 2, cancelledMs: 200 }), 'reschedule keeps it');
+  await spool.reschedule('m1', 300);
+  const leased = await spool.lease(1_000, 10, 61_000);
+  t.same(leased, [entry('m1', 'a.test', 61_000, { attempts: 2, cancelledMs: 200 })], 'the leased entry carries cancelledMs');
+  t.equal(spool.get('m1')?.cancelledMs, 200, 'and so does the stored one');
+
+  // enqueue stores cancelledMs as a contract field (and checks it like the other times).
+  await spool.enqueue(entry('m2', 'a.test', 100, { cancelledMs: 50 }), bodyOf('m2'));
+  t.equal(spool.get('m2')?.cancelledMs, 50);
+  await t.rejects(spool.enqueue(entry('m3', 'a.test', 100, { cancelledMs: Number.NaN }), bodyOf('m3')), TypeError);
+  t.equal(spool.get('m3'), undefined);
+});
+
+t.test('cancel resolves false for an id that is not spooled, and creates nothing', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  t.equal(await spool.cancel('ghost', 1_000), false, 'never spooled');
+  await spool.enqueue(entry('m1', 'a.test', 100), bodyOf('m1'));
+  await spool.remove('m1');
+  t.equal(await spool.cancel('m1', 1_000), false, 'removed (delivered) already');
+  t.equal(spool.count(), 0);
+  t.equal(spool.get('m1'), undefined);
+  await t.rejects(spool.cancel('m1', Number.NaN), TypeError, 'nowMs must be a number');
+
+  // A cancel queued right after a remove (the worker delivering it meanwhile) does not resurrect it.
+  await spool.enqueue(entry('m2', 'a.test', 100), bodyOf('m2'));
+  const [, cancelled] = await Promise.all([spool.remove('m2'), spool.cancel('m2', 1_000)]);
+  t.equal(cancelled, false);
+  t.equal(spool.get('m2'), undefined);
+  t.equal(spool.count(), 0);
+});
+
+t.test('entries walks every entry in key order, lazily', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  t.same([...spool.entries()], []);
+  await Promise.all([
+    spool.enqueue(entry('c', 'b.test', 300), bodyOf('c')),
+    spool.enqueue(entry('a', 'a.test', 100), bodyOf('a')),
+    spool.enqueue(entry('d', 'a.test', 300), bodyOf('d')),
+  ]);
+  t.same(ids([...spool.entries()]), ['a', 'd', 'c']);
+  const first: string[] = [];
+  for (const e of spool.entries()) {
+    first.push(e.id);
+    break;
+  }
+  t.same(first, ['a'], 'an abandoned walk is fine');
+  t.same([...spool.entries()], spool.list(10), 'the same entries as list');
+});
+
+t.test('recoverLeases: after a restart, leased entries are due at once; rescheduled and removed ones are not leases', async (t) => {
+  const dir = await tempDir(t);
+  const first = await open(t, dir);
+  for (const id of ['a', 'b', 'c', 'd']) await first.spool.enqueue(entry(id, 'a.test', 100), bodyOf(id));
+  await first.spool.enqueue(entry('later', 'a.test', 50_000), bodyOf('later'));
+  t.same(ids(await first.spool.lease(1_000, 4, 600_000)), ['a', 'b', 'c', 'd']);
+  await first.spool.reschedule('b', 90_000, 1); // its attempt finished: deferred, no longer a lease
+  await first.spool.remove('c'); // delivered
+  await first.env.close(); // the process dies with a and d in flight
+
+  const { spool } = await open(t, dir);
+  t.same(ids(spool.due(2_000, 10)), [], 'before recovery the leases hold them back');
+  t.equal(await spool.recoverLeases(2_000), 2);
+  t.same(ids(spool.due(2_000, 10)), ['a', 'd'], 'the interrupted deliveries are due now');
+  t.equal(spool.get('b')?.nextAttemptMs, 90_000, 'a deferral keeps its time');
+  t.equal(spool.get('later')?.nextAttemptMs, 50_000);
+  t.equal(spool.get('a')?.attempts, 0);
+  t.equal(await spool.recoverLeases(3_000), 0, 'recovered once');
+});
+
 t.test('close and reopen keeps everything', async (t) => {
   const dir = await tempDir(t);
   const first = await open(t, dir);

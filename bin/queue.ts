@@ -1,0 +1,360 @@
+// `svc queue`: the operator's view of the outbound spool. Lists, inspects, makes due now ("retry") and
+// cancels ("delete") queued messages.
+//
+// It opens ONLY the LMDB environment under SVC_DATA_DIR, never Postgres: the running service may hold
+// the embedded database (PGlite), which one process at a time can open, while LMDB is made to be shared
+// by processes. So it works the same whether the service is running on that data directory or not.
+// That is also why `delete` does not remove anything: it marks the entry cancelled and makes it due, and
+// the delivery worker, which owns the message's Postgres row, records it `failed` ("cancelled by
+// operator") and removes it.
+//
+// Exit codes: 0 done; 1 bad usage, an id that is not spooled, or no spool under SVC_DATA_DIR. A bad
+// configuration is 2, as for every `svc` command (bin/svc.ts).
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import type { Config } from '../config/schema.js';
+import { normalizeDomain } from '../control/domain-names.js';
+import { openLmdb } from '../storage/lmdb/env.js';
+import { openSpool, type Spool, type SpoolEntry } from '../storage/lmdb/spool.js';
+
+export const QUEUE_USAGE = `usage: svc queue <subcommand>
+  list [--limit N] [--domain D] [--json]   queued messages in schedule order (first 100 by default)
+  inspect <id> [--json | --body]           one message's fields and headers; --body: its raw bytes only
+  retry <id> | --all [--domain D]          make messages due now
+  delete <id>                              cancel a message (the MTA records it failed and drops it)`;
+
+const SUBCOMMANDS = ['list', 'inspect', 'retry', 'delete'];
+const DEFAULT_LIMIT = 100;
+/** `retry --all` reschedules in slices of this many, each one group commit, never one promise per entry at once. */
+const RETRY_SLICE = 1_000;
+/** A header block longer than this is cut: a message without a blank line would otherwise print whole. */
+const MAX_HEADER_BYTES = 64 * 1024;
+
+export interface QueueIo {
+  /** One line of the report on stdout. */
+  out(line: string): void;
+  /** One line of error on stderr. */
+  err(line: string): void;
+  /** Raw bytes to stdout (`inspect --body`). */
+  raw(bytes: Uint8Array): void;
+}
+
+const processIo: QueueIo = {
+  out: (l) => console.log(l),
+  err: (l) => console.error(l),
+  raw: (b) => void process.stdout.write(b),
+};
+
+class UsageError extends Error {}
+
+/** Whatever an API caller put in an address never reaches the operator's terminal as control characters. */
+function clean(s: string): string {
+  return s.replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+const clip = (s: string, max: number) => (s.length > max ? `${s.slice(0, max - 1)}…` : s);
+
+function iso(ms: number): string {
+  const d = new Date(ms);
+  return Number.isNaN(d.getTime()) ? String(ms) : d.toISOString();
+}
+
+/** 42s, 5m, 3h12m, 2d4h. */
+function span(ms: number): string {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${h}h${m % 60 ? `${m % 60}m` : ''}`;
+  const d = Math.floor(h / 24);
+  return `${d}d${h % 24 ? `${h % 24}h` : ''}`;
+}
+
+/** When the next attempt is: due, or in how long. */
+const when = (e: SpoolEntry, now: number) => (e.nextAttemptMs <= now ? 'due' : `in ${span(e.nextAttemptMs - now)}`);
+
+const state = (e: SpoolEntry, now: number) => (e.cancelledMs !== undefined ? 'cancelled' : when(e, now));
+
+/** The JSON form of an entry: its stored fields, plus the times written out. */
+function entryJson(e: SpoolEntry, now: number): Record<string, unknown> {
+  return {
+    ...e,
+    nextAttempt: iso(e.nextAttemptMs),
+    created: iso(e.createdMs),
+    ageMs: Math.max(0, now - e.createdMs),
+    ...(e.cancelledMs !== undefined ? { cancelled: iso(e.cancelledMs) } : {}),
+  };
+}
+
+/**
+ * A --domain matcher. Destination domains are spooled as the recipient address has them, so the
+ * comparison ignores case, a trailing dot and IDN spelling (Unicode or punycode).
+ */
+function domainMatcher(raw: string | undefined): ((domain: string) => boolean) | null {
+  if (raw === undefined) return null;
+  const lower = raw.trim().toLowerCase().replace(/\.$/, '');
+  if (!lower) throw new UsageError('--domain needs a domain name');
+  const wanted = new Set([lower, normalizeDomain(raw) ?? lower]);
+  const seen = new Map<string, boolean>();
+  return (domain) => {
+    let hit = seen.get(domain);
+    if (hit === undefined) {
+      const d = domain.toLowerCase().replace(/\.$/, '');
+      hit = wanted.has(d) || wanted.has(normalizeDomain(domain) ?? d);
+      seen.set(domain, hit);
+    }
+    return hit;
+  };
+}
+
+function parseLimit(raw: string | undefined): number {
+  if (raw === undefined) return DEFAULT_LIMIT;
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) throw new UsageError(`--limit must be a whole number (got ${JSON.stringify(raw)})`);
+  return Number(raw);
+}
+
+function table(rows: string[][]): string[] {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd());
+}
+
+/** A parsed command line: every usage error is found before the spool is opened. */
+type Plan =
+  | { sub: 'list'; limit: number; domain: string | undefined; matches: ((d: string) => boolean) | null; json: boolean }
+  | { sub: 'inspect'; id: string; body: boolean; json: boolean }
+  | { sub: 'retry'; id: string }
+  | { sub: 'retryAll'; domain: string | undefined; matches: ((d: string) => boolean) | null }
+  | { sub: 'delete'; id: string };
+
+function oneId(positionals: string[], sub: string): string {
+  if (positionals.length !== 1 || !positionals[0]) throw new UsageError(`${sub} takes exactly one message id`);
+  return positionals[0];
+}
+
+function parse(sub: string, args: string[]): Plan {
+  switch (sub) {
+    case 'list': {
+      const { values, positionals } = parseArgs({
+        args, allowPositionals: true,
+        options: { limit: { type: 'string' }, domain: { type: 'string' }, json: { type: 'boolean', default: false } },
+      });
+      if (positionals.length) throw new UsageError(`list takes no argument (got ${JSON.stringify(clean(positionals[0] ?? ''))})`);
+      return { sub, limit: parseLimit(values.limit), domain: values.domain, matches: domainMatcher(values.domain), json: values.json };
+    }
+    case 'inspect': {
+      const { values, positionals } = parseArgs({
+        args, allowPositionals: true,
+        options: { body: { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
+      });
+      if (values.body && values.json) throw new UsageError('inspect takes --body or --json, not both');
+      return { sub, id: oneId(positionals, sub), body: values.body, json: values.json };
+    }
+    case 'retry': {
+      const { values, positionals } = parseArgs({
+        args, allowPositionals: true,
+        options: { all: { type: 'boolean', default: false }, domain: { type: 'string' } },
+      });
+      if (values.all) {
+        if (positionals.length) throw new UsageError('retry takes a message id or --all, not both');
+        return { sub: 'retryAll', domain: values.domain, matches: domainMatcher(values.domain) };
+      }
+      if (values.domain !== undefined) throw new UsageError('--domain goes with retry --all');
+      return { sub, id: oneId(positionals, 'retry (or --all)') };
+    }
+    case 'delete': {
+      const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
+      return { sub, id: oneId(positionals, sub) };
+    }
+    default:
+      throw new UsageError(`unknown subcommand ${JSON.stringify(clean(sub))} (list, inspect, retry or delete)`);
+  }
+}
+
+function list(spool: Spool, plan: Extract<Plan, { sub: 'list' }>, io: QueueIo): number {
+  const { limit, matches } = plan;
+  const now = Date.now();
+  let shown: SpoolEntry[];
+  let matching: number;
+  const total = spool.count();
+  if (matches) {
+    // One pass over the queue: the first `limit` matches are shown, every match is counted.
+    shown = [];
+    matching = 0;
+    for (const e of spool.entries()) {
+      if (!matches(e.domain)) continue;
+      matching++;
+      if (shown.length < limit) shown.push(e);
+    }
+  } else {
+    shown = spool.list(limit);
+    matching = total;
+  }
+
+  if (plan.json) {
+    for (const e of shown) io.out(JSON.stringify(entryJson(e, now)));
+    io.out(JSON.stringify({ total, matching, shown: shown.length }));
+    return 0;
+  }
+  if (shown.length) {
+    const rows = [['ID', 'DOMAIN', 'RCPT', 'ATTEMPTS', 'NEXT ATTEMPT', 'AGE', 'STATE']];
+    for (const e of shown) {
+      rows.push([clean(e.id), clip(clean(e.domain), 40), clip(clean(e.rcptTo), 48), String(e.attempts), iso(e.nextAttemptMs), span(now - e.createdMs), state(e, now)]);
+    }
+    for (const line of table(rows)) io.out(line);
+  }
+  io.out(`${shown.length} shown of ${matching} queued` + (matches ? ` for ${clean(plan.domain ?? '')} (${total} in the queue)` : ''));
+  return 0;
+}
+
+/** The header block of a raw message: everything before the first empty line. */
+function headerLines(body: Buffer): string[] {
+  let end = body.indexOf('\r\n\r\n');
+  const lf = body.indexOf('\n\n');
+  if (end < 0 || (lf >= 0 && lf < end)) end = lf;
+  if (end < 0) end = body.length;
+  const cut = end > MAX_HEADER_BYTES;
+  const lines = body.subarray(0, Math.min(end, MAX_HEADER_BYTES)).toString('utf8').split(/\r?\n/).map((l) => clean(l.replace(/\t/g, ' ')));
+  if (cut) lines.push(`… (header block cut at ${MAX_HEADER_BYTES} bytes)`);
+  return lines;
+}
+
+const notSpooled = (id: string) => `svc queue: no queued message ${JSON.stringify(clean(id))} (delivered, failed, or never spooled here)`;
+
+function inspect(spool: Spool, plan: Extract<Plan, { sub: 'inspect' }>, io: QueueIo): number {
+  const { id } = plan;
+  const e = spool.get(id);
+  if (!e) {
+    io.err(notSpooled(id));
+    return 1;
+  }
+  const body = spool.body(id);
+  if (plan.body) {
+    if (!body) {
+      io.err(`svc queue: message ${JSON.stringify(clean(id))} is spooled without a body`);
+      return 1;
+    }
+    io.raw(body);
+    return 0;
+  }
+  const now = Date.now();
+  if (plan.json) {
+    io.out(JSON.stringify({ ...entryJson(e, now), sizeBytes: body ? body.length : null }));
+    return 0;
+  }
+  const fields: [string, string][] = [
+    ['id', e.id],
+    ['projectId', e.projectId],
+    ['domain', e.domain],
+    ['mailFrom', e.mailFrom],
+    ['rcptTo', e.rcptTo],
+    ['outboundId', e.outboundId],
+    ['attempts', String(e.attempts)],
+    ['nextAttempt', `${iso(e.nextAttemptMs)} (${when(e, now)})`],
+    ['created', `${iso(e.createdMs)} (age ${span(now - e.createdMs)})`],
+  ];
+  if (e.cancelledMs !== undefined) fields.push(['cancelled', `${iso(e.cancelledMs)} (the MTA records it failed and removes it when it next leases it)`]);
+  fields.push(['size', body ? `${body.length} bytes` : '(no body stored)']);
+  for (const [k, v] of fields) io.out(`${`${k}:`.padEnd(13)}${clean(v)}`);
+  if (body) {
+    io.out('');
+    for (const line of headerLines(body)) io.out(line);
+  }
+  return 0;
+}
+
+async function retryAll(spool: Spool, plan: Extract<Plan, { sub: 'retryAll' }>, io: QueueIo): Promise<number> {
+  const { matches } = plan;
+  // Ids first, writes after: no read snapshot is held across the writes.
+  const ids: string[] = [];
+  for (const e of spool.entries()) if (!matches || matches(e.domain)) ids.push(e.id);
+  const now = Date.now();
+  for (let i = 0; i < ids.length; i += RETRY_SLICE) {
+    await Promise.all(ids.slice(i, i + RETRY_SLICE).map((id) => spool.reschedule(id, now)));
+  }
+  io.out(`${ids.length} message${ids.length === 1 ? '' : 's'}${matches ? ` for ${clean(plan.domain ?? '')}` : ''} due now (${iso(now)})`);
+  return 0;
+}
+
+async function retry(spool: Spool, { id }: Extract<Plan, { sub: 'retry' }>, io: QueueIo): Promise<number> {
+  const before = spool.get(id);
+  if (!before) {
+    io.err(notSpooled(id));
+    return 1;
+  }
+  const now = Date.now();
+  await spool.reschedule(id, now);
+  // reschedule leaves alone an id that was delivered (removed) between the read above and the write.
+  const after = spool.get(id);
+  if (!after) {
+    io.err(notSpooled(id));
+    return 1;
+  }
+  io.out(`${clean(id)}: due now (${iso(now)}; was ${iso(before.nextAttemptMs)})${after.cancelledMs !== undefined ? '; still cancelled' : ''}`);
+  return 0;
+}
+
+async function cancel(spool: Spool, { id }: Extract<Plan, { sub: 'delete' }>, io: QueueIo): Promise<number> {
+  const before = spool.get(id);
+  if (!(await spool.cancel(id, Date.now()))) {
+    io.err(notSpooled(id));
+    return 1;
+  }
+  const at = spool.get(id)?.cancelledMs;
+  io.out(
+    before?.cancelledMs !== undefined
+      ? `${clean(id)}: already cancelled at ${iso(before.cancelledMs)}`
+      : `${clean(id)}: cancelled${at !== undefined ? ` at ${iso(at)}` : ''}; the MTA records it failed ("cancelled by operator") and removes it when it next leases it`,
+  );
+  return 0;
+}
+
+/** Runs `svc queue <args>`; returns the exit code. */
+export async function queue(args: string[], config: Readonly<Config>, io: QueueIo = processIo): Promise<number> {
+  const [sub, ...rest] = args;
+  if (sub === 'help' || sub === '--help') {
+    io.out(QUEUE_USAGE);
+    return 0;
+  }
+  if (sub === undefined) {
+    io.err('svc queue: which subcommand? list, inspect, retry or delete (svc queue help)');
+    return 1;
+  }
+  let plan: Plan;
+  try {
+    plan = parse(sub, rest);
+  } catch (e) {
+    // parseArgs throws a TypeError with an ERR_PARSE_ARGS_* code for an unknown option or a missing value.
+    if (e instanceof UsageError || (e instanceof TypeError && String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS'))) {
+      // parseArgs writes some of its messages over several lines: one line on stderr, always.
+      io.err(`svc queue${SUBCOMMANDS.includes(sub) ? ` ${sub}` : ''}: ${e.message.replace(/\s*\n\s*/g, ' ')}`);
+      return 1;
+    }
+    throw e;
+  }
+  // openLmdb creates the directory: check first, so a mistyped SVC_DATA_DIR is an error, not an empty queue.
+  const dir = path.join(config.dataDir, 'lmdb');
+  if (!(await stat(dir).then((s) => s.isDirectory(), () => false))) {
+    io.err(`svc queue: no spool at ${dir} (set SVC_DATA_DIR to the service's data directory)`);
+    return 1;
+  }
+  const env = await openLmdb(config.dataDir);
+  try {
+    const spool = openSpool(env);
+    switch (plan.sub) {
+      case 'list':
+        return list(spool, plan, io);
+      case 'inspect':
+        return inspect(spool, plan, io);
+      case 'retry':
+        return await retry(spool, plan, io);
+      case 'retryAll':
+        return await retryAll(spool, plan, io);
+      case 'delete':
+        return await cancel(spool, plan, io);
+    }
+  } finally {
+    await env.close();
+  }
+}
