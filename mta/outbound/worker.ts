@@ -141,7 +141,11 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     log.debug({ messageId: e.id, status: d.status, attempts }, 'delivery outcome');
   }
 
-  schedule(0);
+  // Leases held by a previous process on this spool are stale: it died mid-delivery (one MTA owns a spool).
+  spool.recoverLeases(clock.now())
+    .then((n) => n && log.warn({ recovered: n }, 'deliveries interrupted by the last stop are retried now'))
+    .catch((err) => log.error({ err }, 'recovering spool leases failed'))
+    .finally(() => schedule(0));
 
   return {
     /** Looks for due work now (after an enqueue in this process). */

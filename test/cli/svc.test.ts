@@ -1,122 +1,15 @@
 // The real `svc` command as operators run it: `node --import tsx bin/svc.ts <command>` in a child
 // process, with its own data directory. When SVC_DATABASE_URL is set for the test run, children that
 // touch the database get a fresh database on that server; otherwise they use the embedded default.
-import t, { type Test } from 'tap';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, stat } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
-import os from 'node:os';
+import t from 'tap';
+import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import { waitFor } from '../helpers/wait-for.js';
-import { createTestDatabase } from '../helpers/database.js';
+import { SERVER_URL, databaseEnv, listenEnv, listening, stderrLines, svc, tempDir } from '../helpers/child.js';
 import { listMigrations } from '../../storage/pg/migrate.js';
 import { routeTable, type RouteSpec } from '../../control/api/index.js';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const SERVER_URL = process.env.SVC_DATABASE_URL;
 const ADMIN_KEY = 'cli-test-platform-admin-key-0123456789';
 const EMBEDDED_WARNING = /embedded database.*power loss/i;
-
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
-
-interface Svc {
-  child: ChildProcess;
-  stdout(): string;
-  stderr(): string;
-  /** stdout lines that are JSON (pino log lines). */
-  logs(): Record<string, unknown>[];
-  exited: Promise<Exit>;
-  /** Set once the child has exited. */
-  exit: Exit | null;
-}
-
-/** The environment of the test run without any SVC_* variable: each child gets exactly what it is given. */
-function baseEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SVC_')) env[k] = v;
-  return env;
-}
-
-function svc(t: Test, args: string[], env: Record<string, string>): Svc {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', ...args], {
-    cwd: ROOT,
-    env: { ...baseEnv(), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => (out += d));
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => (err += d));
-  const s: Svc = {
-    child,
-    stdout: () => out,
-    stderr: () => err,
-    logs: () =>
-      out.split('\n').flatMap((line) => {
-        if (!line.startsWith('{')) return [];
-        try {
-          return [JSON.parse(line) as Record<string, unknown>];
-        } catch {
-          return [];
-        }
-      }),
-    exit: null,
-    exited: new Promise<Exit>((resolve) => {
-      child.on('exit', (code, signal) => {
-        s.exit = { code, signal };
-        resolve(s.exit);
-      });
-    }),
-  };
-  t.teardown(async () => {
-    if (s.exit === null) {
-      child.kill('SIGKILL');
-      await s.exited;
-    }
-  });
-  return s;
-}
-
-async function tempDir(t: Test): Promise<string> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-cli-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
-
-/** SVC_DATABASE_URL for a child: a fresh database when the run has a real Postgres, else none (embedded). */
-async function databaseEnv(t: Test): Promise<Record<string, string>> {
-  if (!SERVER_URL) return {};
-  const db = await createTestDatabase(SERVER_URL);
-  // Teardowns run in reverse order: the child is killed before its database is dropped.
-  t.teardown(() => db.drop());
-  return { SVC_DATABASE_URL: db.url };
-}
-
-const listenEnv = (dataDir: string) => ({
-  SVC_DATA_DIR: dataDir,
-  SVC_HTTP_PORT: '0',
-  SVC_SMTP_PORT: '0',
-  SVC_IMAP_PORT: '0',
-  SVC_HOSTNAME: 'mta.test',
-  SVC_LOG_LEVEL: 'info',
-});
-
-/** Waits for the 'control plane listening' line, failing early when the child exits instead. */
-async function listening(s: Svc): Promise<Record<string, unknown>> {
-  return waitFor(
-    () => {
-      const line = s.logs().find((l) => l.msg === 'control plane listening');
-      if (!line && s.exit) throw new Error(`svc exited ${JSON.stringify(s.exit)} before listening:\n${s.stdout()}\n${s.stderr()}`);
-      return line;
-    },
-    { timeoutMs: 60_000, what: "'control plane listening'" },
-  );
-}
-
-const stderrLines = (s: Svc) => s.stderr().split('\n').filter((l) => l.trim() !== '');
 
 t.test('start with SVC_HTTP_PORT=abc exits non-zero with one line naming it', async (t) => {
   const dataDir = await tempDir(t);

@@ -17,7 +17,10 @@ export interface Sender {
   dkimTxt: Record<string, string>;
 }
 
-export async function sender(svc: TestService, opts: { displayName?: string; ed25519?: boolean } = {}): Promise<Sender> {
+/** What sender() needs of a service: an in-process TestService, or clients of a child process. */
+export type Clients = Pick<TestService, 'signup' | 'admin' | 'client'>;
+
+export async function sender(svc: Clients, opts: { displayName?: string; ed25519?: boolean } = {}): Promise<Sender> {
   const owner = await svc.signup();
   const { organization } = await owner.client.console.organizations.create({ name: 'Sender Org' });
   const { project } = await owner.client.console.projects.create({ name: 'sender', organizationId: organization.id });

@@ -108,14 +108,22 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
       await database?.drop();
       await rm(dataDir, { recursive: true, force: true });
     },
-    client: (credential) => createClient({ baseUrl: svc.url, credential, now: clock.now }),
-    admin: () => svc.client({ adminKey: ADMIN_KEY }),
-    async signup(email = uniqueEmail(), password = 'correct horse battery') {
-      const res = await svc.client().auth.signup({ email, password });
-      const { tokenId, secret } = res.accountToken;
-      return { client: svc.client({ keyId: tokenId, secret }), email, password, userId: res.user.id, tokenId, secret };
-    },
+    ...clientsFor(() => svc.url, clock.now),
   };
   t.teardown(() => svc.stop());
   return svc;
+}
+
+/** SDK clients of a service at `baseUrl()` (read on every call: the port changes on restart). */
+export function clientsFor(baseUrl: () => string, now: () => number = Date.now, adminKey = ADMIN_KEY): Pick<TestService, 'client' | 'admin' | 'signup'> {
+  const client = (credential?: Credential) => createClient({ baseUrl: baseUrl(), credential, now });
+  return {
+    client,
+    admin: () => client({ adminKey }),
+    async signup(email = uniqueEmail(), password = 'correct horse battery') {
+      const res = await client().auth.signup({ email, password });
+      const { tokenId, secret } = res.accountToken;
+      return { client: client({ keyId: tokenId, secret }), email, password, userId: res.user.id, tokenId, secret };
+    },
+  };
 }

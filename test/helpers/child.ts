@@ -1,0 +1,115 @@
+// The real `svc` command as operators run it: `node --import tsx bin/svc.ts <command>` in a child
+// process, with its own data directory and exactly the SVC_* variables it is given. When the test run
+// has SVC_DATABASE_URL, children that touch the database get a fresh database on that server.
+import type { Test } from 'tap';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import os from 'node:os';
+import path from 'node:path';
+import { waitFor } from './wait-for.js';
+import { createTestDatabase } from './database.js';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const SERVER_URL = process.env.SVC_DATABASE_URL;
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface Svc {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** stdout lines that are JSON (pino log lines). */
+  logs(): Record<string, unknown>[];
+  exited: Promise<Exit>;
+  /** Set once the child has exited. */
+  exit: Exit | null;
+}
+
+/** The environment of the test run without any SVC_* variable: each child gets exactly what it is given. */
+export function baseEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SVC_')) env[k] = v;
+  return env;
+}
+
+export function svc(t: Test, args: string[], env: Record<string, string>): Svc {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', ...args], {
+    cwd: ROOT,
+    env: { ...baseEnv(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => (out += d));
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const s: Svc = {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    logs: () =>
+      out.split('\n').flatMap((line) => {
+        if (!line.startsWith('{')) return [];
+        try {
+          return [JSON.parse(line) as Record<string, unknown>];
+        } catch {
+          return [];
+        }
+      }),
+    exit: null,
+    exited: new Promise<Exit>((resolve) => {
+      child.on('exit', (code, signal) => {
+        s.exit = { code, signal };
+        resolve(s.exit);
+      });
+    }),
+  };
+  t.teardown(async () => {
+    if (s.exit === null) {
+      child.kill('SIGKILL');
+      await s.exited;
+    }
+  });
+  return s;
+}
+
+export async function tempDir(t: Test): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-cli-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** SVC_DATABASE_URL for a child: a fresh database when the run has a real Postgres, else none (embedded). */
+export async function databaseEnv(t: Test): Promise<Record<string, string>> {
+  if (!SERVER_URL) return {};
+  const db = await createTestDatabase(SERVER_URL);
+  // Teardowns run in reverse order: the child is killed before its database is dropped.
+  t.teardown(() => db.drop());
+  return { SVC_DATABASE_URL: db.url };
+}
+
+export const listenEnv = (dataDir: string) => ({
+  SVC_DATA_DIR: dataDir,
+  SVC_HTTP_PORT: '0',
+  SVC_SMTP_PORT: '0',
+  SVC_IMAP_PORT: '0',
+  SVC_HOSTNAME: 'mta.test',
+  SVC_LOG_LEVEL: 'info',
+});
+
+/** Waits for the 'control plane listening' line, failing early when the child exits instead. */
+export async function listening(s: Svc): Promise<Record<string, unknown>> {
+  return waitFor(
+    () => {
+      const line = s.logs().find((l) => l.msg === 'control plane listening');
+      if (!line && s.exit) throw new Error(`svc exited ${JSON.stringify(s.exit)} before listening:\n${s.stdout()}\n${s.stderr()}`);
+      return line;
+    },
+    { timeoutMs: 60_000, what: "'control plane listening'" },
+  );
+}
+
+export const stderrLines = (s: Svc) => s.stderr().split('\n').filter((l) => l.trim() !== '');
