@@ -4,21 +4,22 @@
 // route table, which the router answers with 404 `not_found` (spec §4.1 rules 2 and 6).
 //
 // Adding a table is one entry in `dataTables`: its column allowlist (`row`), whose rows it holds
-// (`owner`, turned into the WHERE clause by storage/pg/data-layer.ts) and, if a project key needs a
-// scope to read it, `readScope`. A read-only table needs nothing else: no handler, no SQL. Only a
-// column not stored as it is returned (or a key other than a uuid `id`) needs a line in that file's
-// TABLE_SQL. Still to come with their issues, each one entry: webhook_endpoints,
-// suppressions, idempotency_keys and messages (owner { project: 'project_id' }), and the read-only
-// engine tables webhook_deliveries and message_events.
+// (`owner`, turned into the WHERE clause by storage/pg/data-layer.ts), if a project key needs a
+// scope to read it, `readScope`, and the exact-match `filters` its list takes. A read-only table
+// needs nothing else: no handler, no SQL. Only a column not stored as it is returned, a key other
+// than a uuid `id`, an order other than oldest first or a filter not matched as given needs a line
+// in that file's TABLE_SQL. Still to come with their issues, each one entry: webhook_endpoints
+// (owner { project: 'project_id' }) and the read-only engine table webhook_deliveries.
 //
 // A write is one entry in its table's `writes` (body, response, permission, scope) plus its
 // handler in control/handlers/data-layer.ts, which the compiler then requires.
-import { Type, type TArray, type TObject, type TProperties } from '@sinclair/typebox';
+import { Type, type TArray, type TInteger, type TObject, type TOptional, type TProperties, type TSchema } from '@sinclair/typebox';
 import type { Owner } from '../../storage/pg/data-layer.js';
 import { Email, Nullable, Obj, Ok, Timestamp, type CredentialKind, type Permission, type RouteSpec, type Scope } from './types.js';
 import { Project, Scope as ScopeSchema } from './projects.js';
 import { User } from './auth.js';
 import { Organization, Role } from './organizations.js';
+import { Message, MessageEventTypeSchema, MessageStatusSchema, SuppressionReasonSchema } from './mail-records.js';
 import { Limit } from './types.js';
 
 export type WriteVerb = 'create' | 'update' | 'upsert' | 'delete';
@@ -44,6 +45,18 @@ export interface TableSpec {
   owner: Owner;
   /** Scope a project key needs to read the table (spec §5.3); other credentials need membership only. */
   readScope?: Scope;
+  /**
+   * Exact-match filters `list` takes in its query, by row field, with the schema that validates the
+   * value. A filter on the field naming the row's project (the `project` owner column) is 404 when
+   * that project is not one the caller sees, as a project target is; every other filter only narrows.
+   */
+  filters?: TProperties;
+  /**
+   * false: no `get` is generated, because another route already answers /v1/<table>/get with the
+   * table's row (messages: spec §4.11's /v1/messages/get, control/api/messages.ts). The router
+   * cannot hold two routes at one path.
+   */
+  get?: false;
   writes?: { [V in WriteVerb]?: WriteSpec };
 }
 
@@ -129,6 +142,43 @@ const SenderDomainRow = Obj({
   created_at: Timestamp,
 });
 const RateLimitRow = Obj({ key: Type.String(), tokens: Type.Number(), allowed: Type.Boolean(), updated_at: Timestamp });
+/**
+ * gaps-filled.md #4 makes /v1/messages/get "the data-layer read of the messages table" with this
+ * row, so the table's list carries the same row (camelCase, unlike the other tables): what list
+ * shows, get shows too. The envelope (return path), the idempotency key and the size are not listed.
+ */
+const MessageRow = Obj(Message.properties);
+const MessageEventRow = Obj({
+  id: Type.String(),
+  message_id: Type.String(),
+  project_id: Type.String(),
+  type: MessageEventTypeSchema,
+  /** What the event adds (the remote SMTP reply of an attempt, a suppression reason), or null. */
+  detail: Type.Unknown(),
+  created_at: Timestamp,
+});
+const IdempotencyKeyRow = Obj({
+  /** `<project_id>:<key>`: a key is named by its project and itself (gaps-filled.md #3: keys are per project). */
+  id: Type.String(),
+  project_id: Type.String(),
+  key: Type.String(),
+  /** The message the first request queued; a repeat within 24 h answers with it. */
+  message_id: Type.String(),
+  created_at: Timestamp,
+  expires_at: Timestamp,
+});
+const SuppressionRow = Obj({
+  id: Type.String(),
+  project_id: Type.String(),
+  /** The local part as given, the domain in lower case. */
+  address: Type.String(),
+  reason: SuppressionReasonSchema,
+  detail: Nullable(Type.String()),
+  created_at: Timestamp,
+});
+const Uuid = Type.String({ format: 'uuid' });
+/** An address as a client writes it; the handler checks it is a mailbox and normalizes it. */
+const Address = Type.String({ minLength: 3, maxLength: 320 });
 
 const onProject = { kind: 'project', in: 'body', field: 'id' } as const;
 
@@ -224,6 +274,59 @@ export const dataTables = {
   // Read-only: sending is set up through the claim and capability routes of spec §4.5, which
   // replace the earlier per-project sender-domain surface (spec §9 rule 3).
   sender_domains: { row: SenderDomainRow, owner: { project: 'project_id' }, readScope: 'project:admin' },
+  // Read-only: written by sendEmail and the MTA only (spec §4.1 rule 6). Newest first. Its `get` is
+  // the message read of spec §4.11 (scope messages:read, as here), which answers this same row.
+  messages: {
+    row: MessageRow,
+    owner: { project: 'project_id' },
+    readScope: 'messages:read',
+    filters: { projectId: Uuid, status: MessageStatusSchema },
+    get: false,
+  },
+  // Read-only engine table (spec §2.1, §6 rule 1). Newest first; a message's history in order is
+  // /v1/messages/events.
+  message_events: {
+    row: MessageEventRow,
+    owner: { project: 'project_id' },
+    readScope: 'messages:read',
+    filters: { project_id: Uuid, message_id: Uuid, type: MessageEventTypeSchema },
+  },
+  // Read-only: written by sendEmail (gaps-filled.md #3). The body hash is not listed.
+  idempotency_keys: {
+    row: IdempotencyKeyRow,
+    owner: { project: 'project_id' },
+    readScope: 'messages:read',
+    filters: { project_id: Uuid },
+  },
+  // Spec §4.1 rules 3 and 7: create and delete. The MTA adds hard_bounce, soft_bounce_max and
+  // complaint rows itself (gaps-filled.md #10); the console's own routes (§4.9) come with their issue.
+  suppressions: {
+    row: SuppressionRow,
+    owner: { project: 'project_id' },
+    readScope: 'suppressions:read',
+    // address matches as stored: the domain of the value given is compared in lower case.
+    filters: { project_id: Uuid, address: Address, reason: SuppressionReasonSchema },
+    writes: {
+      create: {
+        summary:
+          'Suppress an address for project_id (spec §4.1 rule 7): the local part is kept as given, the domain lower-cased; ' +
+          'reason defaults to manual. 409 conflict when the project already suppresses the address.',
+        body: Obj({
+          project_id: Id,
+          address: Address,
+          reason: Type.Optional(SuppressionReasonSchema),
+          detail: Type.Optional(Nullable(Type.String({ maxLength: 1000 }))),
+        }),
+        response: rowOf(SuppressionRow), status: 201,
+        permission: 'projects:manage', scope: 'suppressions:write', target: { kind: 'project', in: 'body', field: 'project_id' },
+      },
+      delete: {
+        summary: 'Lift a suppression, whatever its reason: mail to the address is sent again.',
+        body: ById, response: Ok,
+        permission: 'projects:manage', scope: 'suppressions:write',
+      },
+    },
+  },
 } as const satisfies Record<string, TableSpec>;
 
 export type DataTables = typeof dataTables;
@@ -233,6 +336,17 @@ export type DataTable = keyof DataTables;
 export const ListQuery = Obj({ limit: Type.Optional(Limit) });
 export const GetQuery = Obj({ id: Id });
 
+type FiltersOf<T extends TableSpec> = T extends { filters: infer F extends TProperties } ? F : Record<never, never>;
+type ListQueryOf<T extends TableSpec> = TObject<
+  { limit: TOptional<TInteger> } & { [K in keyof FiltersOf<T>]: FiltersOf<T>[K] extends TSchema ? TOptional<FiltersOf<T>[K]> : never }
+>;
+
+/** The query of a table's list: `limit` and its filters, all optional. */
+function listQueryOf<T extends TableSpec>(t: T): ListQueryOf<T> {
+  const filters = Object.entries(t.filters ?? {}).map(([k, schema]) => [k, Type.Optional(schema)]);
+  return Obj({ ...ListQuery.properties, ...Object.fromEntries(filters) }) as unknown as ListQueryOf<T>;
+}
+
 // The route types, derived from the registry so the SDK knows every method and its row shape.
 interface ReadRoute {
   method: 'GET';
@@ -241,12 +355,13 @@ interface ReadRoute {
   auth: readonly CredentialKind[];
   scope?: Scope;
 }
-type ListRoute<T extends TableSpec> = ReadRoute & { query: typeof ListQuery; response: TObject<{ rows: TArray<T['row']> }> };
+type ListRoute<T extends TableSpec> = ReadRoute & { query: ListQueryOf<T>; response: TObject<{ rows: TArray<T['row']> }> };
 type GetRoute<T extends TableSpec> = ReadRoute & { query: typeof GetQuery; response: TObject<{ row: T['row'] }> };
 type WriteRoute<W extends WriteSpec> = W & { method: 'POST'; path: string; auth: readonly CredentialKind[] };
 type WritesOf<T> = T extends { writes: infer W } ? W : Record<never, never>;
 
-type RoutesOfTable<N extends string, T extends TableSpec> = { [K in `v1.${N}.list`]: ListRoute<T> } & { [K in `v1.${N}.get`]: GetRoute<T> } & {
+type GetRoutes<N extends string, T extends TableSpec> = T extends { get: false } ? Record<never, never> : { [K in `v1.${N}.get`]: GetRoute<T> };
+type RoutesOfTable<N extends string, T extends TableSpec> = { [K in `v1.${N}.list`]: ListRoute<T> } & GetRoutes<N, T> & {
   [V in keyof WritesOf<T> & WriteVerb as `v1.${N}.${V}`]: WritesOf<T>[V] extends WriteSpec ? WriteRoute<WritesOf<T>[V]> : never;
 };
 type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
@@ -260,16 +375,20 @@ export function tableRoutes<R extends Record<string, TableSpec>>(tables: R): Dat
   const out: Record<string, RouteSpec> = {};
   for (const [name, t] of Object.entries(tables)) {
     const read = { auth: DATA_AUTH, ...(t.readScope ? { scope: t.readScope } : {}) };
+    const filters = Object.keys(t.filters ?? {});
     out[`v1.${name}.list`] = {
-      method: 'GET', path: `/v1/${name}/list`, ...read, query: ListQuery,
-      summary: `Rows of ${name} the caller may see (limit: default 50, at most 200).`,
+      method: 'GET', path: `/v1/${name}/list`, ...read, query: listQueryOf(t),
+      summary: `Rows of ${name} the caller may see (limit: default 50, at most 200)` +
+        (filters.length ? `; optionally only those whose ${filters.join(', ')} equal the values given.` : '.'),
       response: Type.Object({ rows: Type.Array(t.row) }),
     };
-    out[`v1.${name}.get`] = {
-      method: 'GET', path: `/v1/${name}/get`, ...read, query: GetQuery,
-      summary: `One row of ${name} by id; 404 when the caller may not see it.`,
-      response: rowOf(t.row),
-    };
+    if (t.get !== false) {
+      out[`v1.${name}.get`] = {
+        method: 'GET', path: `/v1/${name}/get`, ...read, query: GetQuery,
+        summary: `One row of ${name} by id; 404 when the caller may not see it.`,
+        response: rowOf(t.row),
+      };
+    }
     for (const [verb, w] of Object.entries(t.writes ?? {})) {
       out[`v1.${name}.${verb}`] = { method: 'POST', path: `/v1/${name}/${verb}`, auth: DATA_AUTH, ...w };
     }

@@ -1,48 +1,20 @@
 // Reads of sent messages: the message reads of spec §4.11 (scope messages:read), the project view of
 // §4.10 and the admin views of §4.14. Shapes per gaps-filled.md #4; `limit` per #6.
 //
-// /v1/messages/get and /v1/messages/events have the shape of the data layer (/v1/<table>/<verb>), but
-// the data-layer registry (api/data-layer.ts) holds no `messages` table yet, so these two routes are
-// the only ones at those paths. When `messages` joins the registry, its `get` must be this route (or
-// give the same answer), not a second route at the same path.
+// /v1/messages/get and /v1/messages/events have the shape of the data layer (/v1/<table>/<verb>).
+// The data-layer registry (api/data-layer.ts) holds the `messages` table with `list` only: its `get`
+// is the route below (gaps-filled.md #4), whose row is the table's row, so no second route is
+// generated at that path. `events` is no data-layer verb; the table `message_events` has its own
+// list and get.
 import { Type, type TInteger } from '@sinclair/typebox';
-import { Limit, Obj, Timestamp, routes } from './types.js';
+import { Limit, Obj, routes } from './types.js';
 import { ADMIN_AUTH } from './admin.js';
 import { PROJECT_AUTH } from './projects.js';
+import { MESSAGE_STATUSES, Message, MessageEvent, MessageStatusSchema, type MessageStatus } from './mail-records.js';
 
-/** Spec §2.2 MessageStatus. */
-export const MESSAGE_STATUSES = ['queued', 'sending', 'delivered', 'deferred', 'bounced', 'failed', 'suppressed'] as const;
-export type MessageStatus = (typeof MESSAGE_STATUSES)[number];
-export const MessageStatusSchema = Type.Union(MESSAGE_STATUSES.map((s) => Type.Literal(s)));
-
-/** gaps-filled.md #4: event types are the statuses plus `complained`. */
-export const MESSAGE_EVENT_TYPES = [...MESSAGE_STATUSES, 'complained'] as const;
-export type MessageEventType = (typeof MESSAGE_EVENT_TYPES)[number];
-
-/** gaps-filled.md #4: the row of GET /v1/messages/get; list views carry the same rows. */
-export const Message = Type.Object({
-  id: Type.String(),
-  projectId: Type.String(),
-  status: MessageStatusSchema,
-  /** The From header as sent, display name included. */
-  from: Type.String(),
-  to: Type.String(),
-  subject: Type.String(),
-  /** The Message-ID header, angle brackets included. */
-  messageId: Type.String(),
-  /** Delivery attempts made so far. */
-  attempts: Type.Integer({ minimum: 0 }),
-  createdAt: Timestamp,
-  updatedAt: Timestamp,
-});
-
-export const MessageEvent = Type.Object({
-  id: Type.String(),
-  type: Type.Union(MESSAGE_EVENT_TYPES.map((s) => Type.Literal(s))),
-  createdAt: Timestamp,
-  /** What the event adds (the remote SMTP reply of an attempt, a suppression reason), or null. */
-  detail: Type.Unknown(),
-});
+export {
+  MESSAGE_EVENT_TYPES, MESSAGE_STATUSES, Message, MessageEvent, MessageStatusSchema, type MessageEventType, type MessageStatus,
+} from './mail-records.js';
 
 // A message id that is not a UUID names no message: 404, as an unknown one (not 400), so the answer
 // is the same for every id that is not the caller's.

@@ -1,6 +1,7 @@
 // Spec §4.6 projects and §4.7 project API keys.
 import { Type } from '@sinclair/typebox';
 import { Nullable, Obj, Ok, SCOPES, Timestamp, routes, type CredentialKind, type RouteSpec } from './types.js';
+import { Message, Suppression } from './mail-records.js';
 
 /** Project routes: a member's account token, the org token, staff, the platform key, or a key of the project with project:admin. */
 export const PROJECT_AUTH: readonly CredentialKind[] = ['account_token', 'organization_token', 'project_api_key', 'platform_admin'];
@@ -35,6 +36,8 @@ export const ApiKey = Type.Object({
 const MintedKey = Type.Intersect([ApiKey, Type.Object({ secret: Type.String(), warning: Type.String() })]);
 
 const Name = Type.String({ minLength: 1, maxLength: 200 });
+/** How many suppressions and messages the project detail shows, newest first. */
+export const PROJECT_DETAIL_RECENT = 50;
 
 export const projectRoutes = routes({
   'console.projects.create': {
@@ -57,15 +60,16 @@ export const projectRoutes = routes({
   },
   'console.projects.get': {
     method: 'GET', path: '/console/v1/projects/{id}', auth: PROJECT_AUTH, target: byId, scope: 'project:admin',
-    summary: 'The project with its keys, sender domains, webhooks, suppressions and recent messages.',
+    summary: `The project with its keys, sender domains, webhooks, and its ${PROJECT_DETAIL_RECENT} newest suppressions and messages ` +
+      '(the whole lists: /v1/suppressions/list, /console/v1/projects/{id}/messages).',
     params: Type.Object({ id: Id }),
     response: Type.Object({
       project: Project,
       apiKeys: Type.Array(ApiKey),
       domains: Type.Array(Type.Unknown()),
       webhooks: Type.Array(Type.Unknown()),
-      suppressions: Type.Array(Type.Unknown()),
-      messages: Type.Array(Type.Unknown()),
+      suppressions: Type.Array(Suppression),
+      messages: Type.Array(Message),
     }),
   },
   'console.projects.update': {

@@ -2,7 +2,7 @@
 // (control/api/data-layer.ts); each enabled write has its handler below, and the compiler refuses a
 // write entry without one. Row visibility is the WHERE clause of storage/pg/data-layer.ts.
 import type { Static } from '@sinclair/typebox';
-import { dataTables, type DataTable, type DataTables, type WriteVerb, type dataLayerRoutes } from '../api/data-layer.js';
+import { dataTables, type DataTable, type DataTables, type TableSpec, type WriteSpec, type WriteVerb, type dataLayerRoutes } from '../api/data-layer.js';
 import { clampLimit } from '../api/types.js';
 import type { Handler, Handlers, RequestCtx } from '../deps.js';
 import type { Principal, PrincipalOf } from '../principal.js';
@@ -10,10 +10,12 @@ import { fail } from '../errors.js';
 import { authorizeProject } from '../authorize.js';
 import { mintAccountToken } from '../tokens.js';
 import { DEFAULT_SCOPES, mintProjectKey, projectJson } from './projects.js';
+import { normalizeMailbox } from '../compose.js';
 import type { Queryable } from '../../storage/pg/client.js';
 import { renameProject, softDeleteProject } from '../../storage/pg/projects.js';
 import { renameApiKey, revokeApiKey } from '../../storage/pg/api-keys.js';
 import { revokeAccountToken } from '../../storage/pg/account-tokens.js';
+import { deleteSuppression, insertSuppression } from '../../storage/pg/suppressions.js';
 import { deleteUserCascade, getRow, listRows, updateUserEmail, type Row, type TableRead, type Viewer } from '../../storage/pg/data-layer.js';
 
 type Routes = typeof dataLayerRoutes;
@@ -64,18 +66,22 @@ async function liveKey(rc: RequestCtx, id: string): Promise<RowOf<'api_keys'>> {
   return key;
 }
 
+/** A write of the registry, as [table, verb]. */
+type RowWrite = { [T in DataTable]: DataTables[T] extends { writes: infer W } ? [T, keyof W & WriteVerb] : never }[DataTable];
+
 /**
- * The role check of a key write, made once the key (and so its project) is known: 403 for a member
- * whose role lacks the permission (spec §5.4 rule 2). The audit row names the key's project.
+ * The role check of a write on a row of a project, made once the row (and so its project) is
+ * known: 403 for a member whose role lacks the permission (spec §5.4 rule 2). The audit row names
+ * the project and `targetId`.
  */
-async function authorizeKeyWrite(rc: RequestCtx, key: RowOf<'api_keys'>, verb: 'update' | 'delete'): Promise<void> {
-  const w = dataTables.api_keys.writes[verb];
+async function authorizeRowWrite(rc: RequestCtx, [table, verb]: RowWrite, projectId: string, targetId: string): Promise<void> {
+  const w = (dataTables[table].writes as Record<string, WriteSpec>)[verb] as WriteSpec;
   const principal = rc.principal;
   if (!principal) throw new Error('a data-layer write reached without a principal');
-  const access = await authorizeProject(rc.deps.storage.db, principal, key.project_id, w.permission, w.scope);
+  const access = await authorizeProject(rc.deps.storage.db, principal, projectId, w.permission, w.scope);
   rc.audit.projectId = access.projectId;
   rc.audit.organizationId = access.organizationId;
-  rc.audit.targetId = key.key_id;
+  rc.audit.targetId = targetId;
 }
 
 type WriteName = { [K in keyof Routes]: K extends `v1.${string}.${WriteVerb}` ? K : never }[keyof Routes];
@@ -112,7 +118,7 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
 
   async 'v1.api_keys.update'({ body }, rc) {
     const key = await liveKey(rc, body.id);
-    await authorizeKeyWrite(rc, key, 'update');
+    await authorizeRowWrite(rc, ['api_keys', 'update'], key.project_id, key.key_id);
     if (key.managed === 'platform') throw fail('invalid_request', 'Platform-managed (tk_) keys cannot be renamed; rotate or revoke them.');
     await renameApiKey(rc.deps.storage.db, key.id, body.label);
     return { row: await visibleRow(rc.deps.storage.db, 'api_keys', viewerOf(rc.principal), key.id) };
@@ -120,7 +126,7 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
 
   async 'v1.api_keys.delete'({ body }, rc) {
     const key = await liveKey(rc, body.id);
-    await authorizeKeyWrite(rc, key, 'delete');
+    await authorizeRowWrite(rc, ['api_keys', 'delete'], key.project_id, key.key_id);
     await revokeApiKey(rc.deps.storage.db, key.id, rc.now);
     return { ok: true as const };
   },
@@ -167,6 +173,30 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
     return { row: { ...row, secret: token.secret } };
   },
 
+  // The route's target check (body.project_id) found the project visible and the caller allowed.
+  async 'v1.suppressions.create'({ body }, rc) {
+    const projectId = rc.access?.projectId;
+    if (!projectId) throw new Error('v1.suppressions.create reached without its project target');
+    // Stored as sendEmail looks recipients up: the local part as given, the domain in lower case.
+    const address = normalizeMailbox(body.address);
+    if (!address) throw fail('invalid_request', 'address is not a valid address.', [{ field: 'body.address', message: 'is not a valid address' }]);
+    const { db } = rc.deps.storage;
+    const added = await insertSuppression(db, { projectId, address, reason: body.reason ?? 'manual', detail: body.detail ?? null, now: rc.now });
+    if (!added.inserted) {
+      throw fail('conflict', `The project already suppresses ${address}.`, added.id ? { id: added.id, address } : { address });
+    }
+    rc.audit.targetId = address;
+    return { row: await visibleRow(db, 'suppressions', viewerOf(rc.principal), added.id) };
+  },
+
+  async 'v1.suppressions.delete'({ body }, rc) {
+    const { db } = rc.deps.storage;
+    const row = await visibleRow(db, 'suppressions', viewerOf(rc.principal), body.id);
+    await authorizeRowWrite(rc, ['suppressions', 'delete'], row.project_id, row.address);
+    if (!(await deleteSuppression(db, row.id))) throw fail('not_found', 'No such row in suppressions.');
+    return { ok: true as const };
+  },
+
   async 'v1.account_tokens.delete'({ body }, rc) {
     const me = accountOf(rc);
     // Own tokens only, staff included: the UPDATE is keyed by the caller's user id.
@@ -176,17 +206,24 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
   },
 };
 
-type ReadHandler = (input: { query: { limit?: number; id?: string } }, rc: RequestCtx) => Promise<unknown>;
+type ReadHandler = (input: { query: { limit?: number; id?: string } & Record<string, unknown> }, rc: RequestCtx) => Promise<unknown>;
 
 /** list and get of every table, from the registry alone. */
 function readHandlers(): Record<string, ReadHandler> {
   const out: Record<string, ReadHandler> = {};
   for (const table of Object.keys(dataTables) as DataTable[]) {
+    const spec: TableSpec = dataTables[table];
     out[`v1.${table}.list`] = async ({ query }, rc) => {
-      const rows = await listRows(rc.deps.storage.db, tableRead(table), viewerOf(rc.principal), clampLimit(query.limit));
+      const { limit, ...rest } = query;
+      // The route's schema admits the table's filters and nothing else (unknown fields are dropped).
+      const filters = Object.fromEntries(Object.keys(spec.filters ?? {}).filter((f) => rest[f] !== undefined).map((f) => [f, rest[f]]));
+      const rows = await listRows(rc.deps.storage.db, tableRead(table), viewerOf(rc.principal), clampLimit(limit), filters);
+      if (!rows) throw fail('not_found', 'No such project.');
       return { rows: rows.map(json) };
     };
-    out[`v1.${table}.get`] = async ({ query }, rc) => ({ row: await visibleRow(rc.deps.storage.db, table, viewerOf(rc.principal), query.id ?? '') });
+    if (spec.get !== false) {
+      out[`v1.${table}.get`] = async ({ query }, rc) => ({ row: await visibleRow(rc.deps.storage.db, table, viewerOf(rc.principal), query.id ?? '') });
+    }
   }
   return out;
 }

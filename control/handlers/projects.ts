@@ -1,7 +1,8 @@
 // Spec §4.6 projects and §4.7 project API keys.
 import { randomUUID } from 'node:crypto';
-import type { projectRoutes } from '../api/projects.js';
+import { PROJECT_DETAIL_RECENT, type projectRoutes } from '../api/projects.js';
 import type { Scope } from '../api/types.js';
+import type { SuppressionReason } from '../api/mail-records.js';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
 import { authorizeOrganization, type Access } from '../authorize.js';
@@ -10,6 +11,9 @@ import type { Queryable } from '../../storage/pg/client.js';
 import type { Sealer } from '../../storage/secrets.js';
 import { getProject, insertProject, listProjects, listProjectsOfUser, renameProject, softDeleteProject, type Project } from '../../storage/pg/projects.js';
 import { expireApiKey, findApiKey, insertApiKey, listApiKeys, renameApiKey, revokeApiKey, type ApiKey, type Managed } from '../../storage/pg/api-keys.js';
+import { listMessages } from '../../storage/pg/message-reads.js';
+import { listRecentSuppressions, type SuppressionRecord } from '../../storage/pg/suppressions.js';
+import { messageJson } from './messages.js';
 
 /** Spec §3 and §8: a rotated key works 24 h more. */
 export const ROTATION_GRACE_MS = 24 * 3_600_000;
@@ -25,6 +29,9 @@ export const keyJson = (k: ApiKey) => ({
   id: k.id, keyId: k.keyId, label: k.label, scopes: k.scopes as Scope[], managed: k.managed,
   allowedCidrs: k.allowedCidrs, allowed_cidrs: k.allowedCidrs, rotatedFrom: k.rotatedFrom,
   createdAt: iso(k.createdAt), expiresAt: k.expiresAt ? iso(k.expiresAt) : null,
+});
+export const suppressionJson = (s: SuppressionRecord) => ({
+  id: s.id, address: s.address, reason: s.reason as SuppressionReason, detail: s.detail, createdAt: iso(s.createdAt),
 });
 
 /**
@@ -102,9 +109,17 @@ export const projectHandlers: Handlers<typeof projectRoutes> = {
   async 'console.projects.get'(_in, rc) {
     const { projectId } = granted(rc);
     const { db } = rc.deps.storage;
-    const [project, keys] = await Promise.all([loadProject(db, projectId), listApiKeys(db, projectId, rc.now)]);
-    // Sender domains, webhooks, suppressions and messages join this view as their issues land.
-    return { project: projectJson(project), apiKeys: keys.map(keyJson), domains: [], webhooks: [], suppressions: [], messages: [] };
+    const [project, keys, suppressions, messages] = await Promise.all([
+      loadProject(db, projectId),
+      listApiKeys(db, projectId, rc.now),
+      listRecentSuppressions(db, projectId, PROJECT_DETAIL_RECENT),
+      listMessages(db, { projectId, limit: PROJECT_DETAIL_RECENT }),
+    ]);
+    // Sender domains and webhooks join this view as their issues land.
+    return {
+      project: projectJson(project), apiKeys: keys.map(keyJson), domains: [], webhooks: [],
+      suppressions: suppressions.map(suppressionJson), messages: messages.map(messageJson),
+    };
   },
 
   async 'console.projects.update'({ body }, rc) {

@@ -50,6 +50,8 @@ interface TableSql {
   key?: { expr: string; uuid: boolean };
   /** Row order of list (default: oldest first). */
   order?: string;
+  /** How a list filter's value (the parameter given) matches, where not `<column> = <value>`. */
+  match?: Record<string, (param: string) => string>;
 }
 
 const TABLE_SQL: Record<string, TableSql> = {
@@ -65,12 +67,41 @@ const TABLE_SQL: Record<string, TableSql> = {
   rate_limits: { key: { expr: 't.key', uuid: false }, order: 't.key' },
   // Newest first, like every view of a log.
   audit_log: { order: 't.seq DESC' },
+  // gaps-filled.md #4: the row of /v1/messages/get, in camelCase; newest first, as every view of
+  // messages (served by messages_project_idx).
+  messages: {
+    computed: {
+      projectId: 't.project_id', from: 't.from_header', to: 't.to_address', messageId: 't.message_id_header',
+      createdAt: 't.created_at', updatedAt: 't.updated_at',
+    },
+    order: 't.created_at DESC, t.id DESC',
+  },
+  message_events: { order: 't.seq DESC' },
+  // A key is named by its project and itself, `<project_id>:<key>` (its primary key).
+  idempotency_keys: {
+    computed: { id: `t.project_id::text || ':' || t.key` },
+    key: { expr: `t.project_id::text || ':' || t.key`, uuid: false },
+    order: 't.created_at, t.project_id, t.key',
+  },
+  // Addresses are stored with the domain in lower case (control/compose.ts normalizeMailbox); a
+  // filter matches the value given with its domain (after the last @) lower-cased the same way.
+  suppressions: {
+    match: {
+      address: (v) => `t.address = (substring(${v} from '^(.*)@[^@]*$') || '@' || lower(substring(${v} from '@([^@]*)$')))`,
+    },
+  },
 };
 
 const IDENT = /^[a-z_][a-z0-9_]*$/;
 function ident(name: string): string {
   if (!IDENT.test(name)) throw new Error(`data layer: ${JSON.stringify(name)} is not a plain identifier`);
   return name;
+}
+/** A returned field's name: a plain identifier, or camelCase where the row is (messages); always quoted. */
+const FIELD = /^[A-Za-z_][A-Za-z0-9_]*$/;
+function field(name: string): string {
+  if (!FIELD.test(name)) throw new Error(`data layer: ${JSON.stringify(name)} is not a plain field name`);
+  return `"${name}"`;
 }
 
 /** Positional parameters collected while a statement is built. */
@@ -116,22 +147,54 @@ function ownerPredicate(o: OwnerColumn, v: Viewer, p: Params): string {
   return `t.${ident(o.credential)} = ${p.add(v.keyId)}`;
 }
 
+const ownerColumns = (owner: Owner): readonly OwnerColumn[] => (Array.isArray(owner) ? owner : [owner as OwnerColumn]);
+
 function visible(owner: Owner, v: Viewer, p: Params): string {
-  const owners: readonly OwnerColumn[] = Array.isArray(owner) ? owner : [owner as OwnerColumn];
-  return owners.map((o) => `(${ownerPredicate(o, v, p)})`).join(' OR ');
+  return ownerColumns(owner).map((o) => `(${ownerPredicate(o, v, p)})`).join(' OR ');
+}
+
+/** The SQL of a returned field. */
+function fieldExpr(table: string, name: string): string {
+  return TABLE_SQL[table]?.computed?.[name] ?? `t.${ident(name)}`;
 }
 
 function selectList(t: TableRead): string {
-  const computed = TABLE_SQL[t.table]?.computed ?? {};
-  return t.columns.map((c) => `${computed[c] ?? `t.${ident(c)}`} AS "${ident(c)}"`).join(', ');
+  return t.columns.map((c) => `${fieldExpr(t.table, c)} AS ${field(c)}`).join(', ');
 }
 
-/** The rows of a table the viewer may see, in the table's order, at most `limit`. */
-export async function listRows(q: Queryable, t: TableRead, v: Viewer, limit: number): Promise<Row[]> {
+/** Whether the viewer sees this (live) project. */
+async function projectVisible(q: Queryable, v: Viewer, projectId: string): Promise<boolean> {
+  if (!isUuid(projectId)) return false;
   const p = new Params();
-  const where = visible(t.owner, v, p);
+  const match = p.add(projectId);
+  const rows = await q.query(`SELECT 1 WHERE ${match}::uuid IN (${visibleProjects(v, p)})`, p.values);
+  return rows.length > 0;
+}
+
+/**
+ * The rows of a table the viewer may see, in the table's order, at most `limit`, optionally only
+ * those whose fields equal `filters` (fields of the row, values checked by the route's schema).
+ * null when a filter names a project the viewer does not see (the caller answers 404, as for any
+ * project it names).
+ */
+export async function listRows(q: Queryable, t: TableRead, v: Viewer, limit: number, filters: Row = {}): Promise<Row[] | null> {
+  const p = new Params();
+  const where = [`(${visible(t.owner, v, p)})`];
+  const projectExprs = ownerColumns(t.owner).flatMap((o) => ('project' in o ? [`t.${ident(o.project)}`] : []));
+  for (const [name, value] of Object.entries(filters)) {
+    if (value === undefined) continue;
+    if (!t.columns.includes(name)) throw new Error(`data layer: ${t.table} has no field ${JSON.stringify(name)} to filter on`);
+    const expr = fieldExpr(t.table, name);
+    if (projectExprs.includes(expr) && !(await projectVisible(q, v, String(value)))) return null;
+    const match = TABLE_SQL[t.table]?.match?.[name];
+    const param = p.add(value);
+    where.push(match ? match(param) : `${expr} = ${param}`);
+  }
   const order = TABLE_SQL[t.table]?.order ?? 't.created_at, t.id';
-  return q.query<Row>(`SELECT ${selectList(t)} FROM ${ident(t.table)} t WHERE ${where} ORDER BY ${order} LIMIT ${p.add(limit)}`, p.values);
+  return q.query<Row>(
+    `SELECT ${selectList(t)} FROM ${ident(t.table)} t WHERE ${where.join(' AND ')} ORDER BY ${order} LIMIT ${p.add(limit)}`,
+    p.values,
+  );
 }
 
 /** One row by its id, or null when there is none the viewer may see. */

@@ -25,7 +25,7 @@ const clientOf = (credential?: Credential): Client => createClient({ baseUrl: sv
 const admin = clientOf({ adminKey: 'test-platform-admin-key-0123456789' });
 const lastStatus = () => answers[answers.length - 1]?.status;
 
-const FORBIDDEN_COLUMNS = ['secret_sealed', 'password_hash', 'token_hash', 'code_hash'];
+const FORBIDDEN_COLUMNS = ['secret_sealed', 'password_hash', 'token_hash', 'code_hash', 'body_hash'];
 const leaks = (text: string) => FORBIDDEN_COLUMNS.filter((c) => text.includes(c));
 
 async function errorOf(p: Promise<unknown>): Promise<{ status: number; code: string; details?: unknown }> {
@@ -73,8 +73,8 @@ t.test('the route table holds exactly the registered tables and their enabled ve
   for (const [name, r] of Object.entries(routeTable)) {
     const m = /^v1\.(\w+)\.(\w+)$/.exec(name);
     // /v1/messages/get and /events are the message reads of spec §4.11 (control/api/messages.ts), not
-    // data-layer routes: the registry holds no messages table yet.
-    if (!m || m[1] === 'services' || m[1] === 'messages') continue;
+    // generated routes: the messages table of the registry has list only, its get is that route.
+    if (!m || m[1] === 'services' || name === 'v1.messages.get' || name === 'v1.messages.events') continue;
     const [, table = '', verb = ''] = m;
     (found[table] ??= []).push(verb);
     t.equal(r.path, `/v1/${table}/${verb}`, `${name} is at /v1/${table}/${verb}`);
@@ -91,7 +91,12 @@ t.test('the route table holds exactly the registered tables and their enabled ve
     audit_log: ['list', 'get'],
     rate_limits: ['list', 'get'],
     sender_domains: ['list', 'get'],
+    messages: ['list'],
+    message_events: ['list', 'get'],
+    idempotency_keys: ['list', 'get'],
+    suppressions: ['list', 'get', 'create', 'delete'],
   });
+  t.equal(routeTable['v1.messages.get'].path, '/v1/messages/get', 'the get of messages is the message read of spec §4.11');
 });
 
 t.test('sender_domains lists the sending capabilities of visible projects, without key material', async (t) => {
@@ -134,6 +139,22 @@ t.test('404 not_found for an unknown table, an unknown verb and a write that is 
     ['POST', '/v1/rate_limits/delete'],
     ['POST', '/v1/users/create'],
     ['POST', '/v1/account_tokens/update'],
+    // Spec §4.1 rule 6 and §6 rule 1: messages are written by sendEmail only; the engine tables never.
+    ['POST', '/v1/messages/create'],
+    ['POST', '/v1/messages/update'],
+    ['POST', '/v1/messages/upsert'],
+    ['POST', '/v1/messages/delete'],
+    ['POST', '/v1/message_events/create'],
+    ['POST', '/v1/message_events/update'],
+    ['POST', '/v1/message_events/delete'],
+    ['POST', '/v1/idempotency_keys/create'],
+    ['POST', '/v1/idempotency_keys/upsert'],
+    ['POST', '/v1/idempotency_keys/delete'],
+    // Suppressions: create and delete only (rule 3).
+    ['POST', '/v1/suppressions/update'],
+    ['POST', '/v1/suppressions/upsert'],
+    ['GET', '/v1/suppressions/create'],
+    ['GET', '/v1/messages/frobnicate'],
   ];
   for (const [method, target] of calls) {
     const body = method === 'POST' ? { id: u.userId, name: 'x' } : undefined;
@@ -416,6 +437,203 @@ t.test('row scoping: another organization sees nothing of the first and gets 404
   for (const [table, id] of byId) t.ok(await staff.client.v1[table].get({ id }), `staff get ${table} ${id}`);
 });
 
+/**
+ * A tenant ready to send: its project's domain has an outbound capability verified by the platform
+ * key (no DNS needed), and `sendClient` is a key with messages:send and messages:read.
+ */
+async function sendingTenant() {
+  const a = await tenant('Sending');
+  const domain = `dl-${a.project.id.slice(0, 8)}.test`;
+  const claim = await a.owner.client.console.projects.domains.create({ id: a.project.id, domain });
+  await a.owner.client.console.projects.domains.outbound.create({ id: a.project.id, domainId: claim.id });
+  await admin.admin.senderDomains.markVerified({ id: claim.id });
+  const key = await a.owner.client.v1.api_keys.create({ project_id: a.project.id, scopes: ['messages:send', 'messages:read'] });
+  return {
+    owner: a.owner, orgId: a.org.id, projectId: a.project.id, domain,
+    ownerClient: a.owner.client,
+    sendClient: clientOf({ keyId: key.row.key_id, secret: key.row.secret }),
+  };
+}
+
+t.test('suppressions: create normalizes the domain, 409 on a duplicate; get, list filters, delete; sendEmail honours them', async (t) => {
+  const s = await sendingTenant();
+  const owner = s.ownerClient;
+  const send = (to: string) => s.sendClient.v1.services.sendEmail({ from: `a@${s.domain}`, to, subject: 'x', text: 'x' });
+
+  const { row } = await owner.v1.suppressions.create({ project_id: s.projectId, address: 'Bob.Smith@Example.COM' });
+  t.equal(lastStatus(), 201, 'create answers 201');
+  t.strictSame(Object.keys(row).sort(), ['address', 'created_at', 'detail', 'id', 'project_id', 'reason']);
+  t.match(row, { project_id: s.projectId, address: 'Bob.Smith@example.com', reason: 'manual', detail: null }, 'the domain lower-cased, reason manual');
+  t.match(row.id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, 'a uuid id');
+  t.match(await auditOf('v1.suppressions.create', 'Bob.Smith@example.com'), [{ organization_id: s.orgId, project_id: s.projectId, actor_id: s.owner.userId }],
+    'one audit row names the organization, the project and the address');
+
+  // Spec §6 rule 4: a message to a suppressed address is suppressed, whatever the case of its domain.
+  t.equal((await send('Bob.Smith@EXAMPLE.com')).status, 'suppressed', 'sendEmail to the address is suppressed');
+  t.equal((await send('bob.smith@example.com')).status, 'queued', 'the local part keeps its case: another address');
+
+  t.match(await errorOf(owner.v1.suppressions.create({ project_id: s.projectId, address: 'Bob.Smith@EXAMPLE.com', reason: 'complaint' })),
+    { status: 409, code: 'conflict', details: { id: row.id, address: 'Bob.Smith@example.com' } }, 'a duplicate is 409 conflict, naming the row');
+  t.strictSame((await owner.v1.suppressions.get({ id: row.id })).row, row, 'the duplicate changed nothing');
+
+  const bounced = (await owner.v1.suppressions.create({ project_id: s.projectId, address: 'gone@Example.org', reason: 'hard_bounce', detail: '550 5.1.1 no such user' })).row;
+  t.match(bounced, { address: 'gone@example.org', reason: 'hard_bounce', detail: '550 5.1.1 no such user' });
+  for (const address of ['not-an-address', 'a@', '@example.com', 'a b@example.com', 'x@[127.0.0.1]', 'x@bücher.example']) {
+    t.match(await errorOf(owner.v1.suppressions.create({ project_id: s.projectId, address })), { status: 400, code: 'invalid_request' }, `${address}: 400`);
+  }
+  t.match(await errorOf(owner.request('POST', '/v1/suppressions/create', { project_id: s.projectId, address: 'r@example.com', reason: 'spam' })),
+    { status: 400, code: 'invalid_request' }, 'a reason outside SuppressionReason: 400');
+
+  // The MTA's insert (no id; ON CONFLICT on the primary key) keeps working, and its row gets an id.
+  const mta = `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, 'soft@example.net', 'soft_bounce_max', $2)
+               ON CONFLICT (project_id, address) DO NOTHING`;
+  await db.query(mta, [s.projectId, new Date(svc.clock.now())]);
+  await db.query(mta, [s.projectId, new Date(svc.clock.now())]);
+
+  const { rows } = await owner.v1.suppressions.list();
+  t.same(rows.map((r) => r.address), ['Bob.Smith@example.com', 'gone@example.org', 'soft@example.net'], 'list: oldest first');
+  t.match(rows[2], { reason: 'soft_bounce_max', id: /^[0-9a-f-]{36}$/ }, "the MTA's row has an id");
+  t.strictSame((await owner.v1.suppressions.get({ id: bounced.id })).row, rows[1], 'get returns the listed row');
+  const addresses = async (q: Parameters<typeof owner.v1.suppressions.list>[0]) => (await owner.v1.suppressions.list(q)).rows.map((r) => r.address);
+  t.same(await addresses({ address: 'Bob.Smith@EXAMPLE.COM' }), ['Bob.Smith@example.com'], 'address filter: the domain in any case');
+  t.same(await addresses({ address: 'bob.smith@example.com' }), [], 'address filter: the local part as given');
+  t.same(await addresses({ reason: 'hard_bounce' }), ['gone@example.org'], 'reason filter');
+  t.same(await addresses({ project_id: s.projectId, reason: 'manual' }), ['Bob.Smith@example.com'], 'filters combine');
+  t.same(await addresses({ limit: 1, project_id: s.projectId }), ['Bob.Smith@example.com'], 'with limit');
+  t.match(await errorOf(owner.request('GET', '/v1/suppressions/list?reason=spam')), { status: 400, code: 'invalid_request' });
+  t.match(await errorOf(owner.request('GET', '/v1/suppressions/list?project_id=nope')), { status: 400, code: 'invalid_request' });
+
+  // Scopes (spec §5.3): suppressions:read to read, suppressions:write to add and lift.
+  t.match(await errorOf(s.sendClient.v1.suppressions.list()), { status: 403, code: 'forbidden' }, 'a key without suppressions:read');
+  const readKey = await owner.v1.api_keys.create({ project_id: s.projectId, scopes: ['suppressions:read'] });
+  const reader = clientOf({ keyId: readKey.row.key_id, secret: readKey.row.secret });
+  t.same((await reader.v1.suppressions.list()).rows.map((r) => r.id), rows.map((r) => r.id), 'suppressions:read lists');
+  t.match(await errorOf(reader.v1.suppressions.create({ project_id: s.projectId, address: 'r@example.com' })), { status: 403, code: 'forbidden' });
+  t.match(await errorOf(reader.v1.suppressions.delete({ id: bounced.id })), { status: 403, code: 'forbidden' });
+  const writeKey = await owner.v1.api_keys.create({ project_id: s.projectId, scopes: ['suppressions:read', 'suppressions:write'] });
+  const writer = clientOf({ keyId: writeKey.row.key_id, secret: writeKey.row.secret });
+  const byKey = (await writer.v1.suppressions.create({ project_id: s.projectId, address: 'key@example.com', reason: 'complaint' })).row;
+  t.match(byKey, { project_id: s.projectId, reason: 'complaint' }, 'suppressions:write adds');
+  t.strictSame(await writer.v1.suppressions.delete({ id: byKey.id }), { ok: true }, 'and lifts');
+
+  // Roles (spec §5.5): suppressions are projects:manage; an auditor reads only.
+  const auditor = await joinAs(owner, s.orgId, 'auditor');
+  t.same((await auditor.client.v1.suppressions.list()).rows.length, 3, 'an auditor reads');
+  t.match(await errorOf(auditor.client.v1.suppressions.create({ project_id: s.projectId, address: 'r@example.com' })), { status: 403, code: 'forbidden' });
+  t.match(await errorOf(auditor.client.v1.suppressions.delete({ id: bounced.id })), { status: 403, code: 'forbidden' });
+
+  // The project detail (spec §4.6) shows the newest suppressions and messages.
+  const detail = await owner.console.projects.get({ id: s.projectId });
+  t.same(detail.suppressions.map((x) => x.address), ['soft@example.net', 'gone@example.org', 'Bob.Smith@example.com'], 'detail: newest first');
+  t.strictSame(detail.suppressions[1], { id: bounced.id, address: 'gone@example.org', reason: 'hard_bounce', detail: '550 5.1.1 no such user', createdAt: bounced.created_at });
+  t.same(detail.messages.map((m) => [m.to, m.status]), [['bob.smith@example.com', 'queued'], ['Bob.Smith@example.com', 'suppressed']], 'detail: messages, newest first');
+  t.strictSame(detail.messages[0], (await s.sendClient.v1.messages.get({ id: detail.messages[0]!.id })).row, 'the rows of /v1/messages/get');
+
+  // Delete lifts it: sendEmail queues again, and the address may be suppressed anew.
+  t.strictSame(await owner.v1.suppressions.delete({ id: row.id }), { ok: true });
+  t.match(await auditOf('v1.suppressions.delete', 'Bob.Smith@example.com'), [{ organization_id: s.orgId, project_id: s.projectId, actor_id: s.owner.userId }]);
+  t.match(await errorOf(owner.v1.suppressions.get({ id: row.id })), { status: 404, code: 'not_found' }, 'gone from get');
+  t.match(await errorOf(owner.v1.suppressions.delete({ id: row.id })), { status: 404, code: 'not_found' }, 'deleting twice is 404');
+  t.match(await errorOf(owner.v1.suppressions.delete({ id: 'not-a-uuid' })), { status: 404, code: 'not_found' });
+  t.equal((await send('Bob.Smith@example.com')).status, 'queued', 'mail to the address is sent again');
+  const again = (await owner.v1.suppressions.create({ project_id: s.projectId, address: 'Bob.Smith@example.com' })).row;
+  t.not(again.id, row.id, 'suppressed anew, with a new id');
+});
+
+t.test('messages, message_events, idempotency_keys: read-only, scoped, filtered', async (t) => {
+  const s = await sendingTenant();
+  const owner = s.ownerClient;
+  const first = await s.sendClient.v1.services.sendEmail({ from: `Ada <a@${s.domain}>`, to: 'one@example.com', subject: 'first', text: 'x', idempotencyKey: 'order-0001' });
+  const second = await s.sendClient.v1.services.sendEmail({ from: `a@${s.domain}`, to: 'two@example.com', subject: 'second', text: 'x' });
+  await db.query(`UPDATE messages SET status = 'delivered' WHERE id = $1`, [first.providerMessageId]);
+
+  // messages: list has the rows of /v1/messages/get (gaps-filled.md #4), newest first.
+  const { rows } = await owner.v1.messages.list();
+  t.same(rows.map((r) => r.id), [second.providerMessageId, first.providerMessageId], 'newest first');
+  t.strictSame(Object.keys(rows[0] ?? {}).sort(), ['attempts', 'createdAt', 'from', 'id', 'messageId', 'projectId', 'status', 'subject', 'to', 'updatedAt']);
+  t.match(rows[1], { projectId: s.projectId, status: 'delivered', from: `Ada <a@${s.domain}>`, to: 'one@example.com', subject: 'first', attempts: 0 });
+  for (const r of rows) t.strictSame((await owner.v1.messages.get({ id: r.id })).row, r, `${r.subject}: the row of /v1/messages/get`);
+  t.same((await owner.v1.messages.list({ status: 'delivered' })).rows.map((r) => r.id), [first.providerMessageId], 'status filter');
+  t.same((await owner.v1.messages.list({ status: 'bounced' })).rows, [], 'a status with none');
+  t.same((await s.sendClient.v1.messages.list({ projectId: s.projectId, limit: 1 })).rows.map((r) => r.id), [second.providerMessageId], 'projectId filter and limit');
+  t.match(await errorOf(owner.request('GET', '/v1/messages/list?status=lost')), { status: 400, code: 'invalid_request' });
+
+  // message_events: the engine's rows, newest first.
+  const events = (await owner.v1.message_events.list()).rows;
+  t.strictSame(Object.keys(events[0] ?? {}).sort(), ['created_at', 'detail', 'id', 'message_id', 'project_id', 'type']);
+  t.same(events.map((e) => [e.message_id, e.type]), [[second.providerMessageId, 'queued'], [first.providerMessageId, 'queued']]);
+  t.same((await owner.v1.message_events.list({ message_id: first.providerMessageId })).rows.map((e) => e.id), [events[1]?.id], 'message_id filter');
+  t.same((await owner.v1.message_events.list({ type: 'delivered' })).rows, [], 'type filter');
+  t.strictSame((await owner.v1.message_events.get({ id: events[0]?.id ?? '' })).row, events[0], 'get returns the listed row');
+  const history = (await owner.v1.messages.events({ id: first.providerMessageId })).events;
+  t.same(history.map((e) => e.id), [events[1]?.id], 'the same event as /v1/messages/events');
+
+  // idempotency_keys: named <project_id>:<key>; no body hash.
+  const keys = (await s.sendClient.v1.idempotency_keys.list()).rows;
+  t.equal(keys.length, 1);
+  t.strictSame(Object.keys(keys[0] ?? {}).sort(), ['created_at', 'expires_at', 'id', 'key', 'message_id', 'project_id']);
+  t.match(keys[0], { id: `${s.projectId}:order-0001`, project_id: s.projectId, key: 'order-0001', message_id: first.providerMessageId });
+  t.ok(Date.parse(keys[0]!.expires_at) - Date.parse(keys[0]!.created_at) === 24 * 3_600_000, 'expires 24 h after creation');
+  t.strictSame((await owner.v1.idempotency_keys.get({ id: `${s.projectId}:order-0001` })).row, keys[0]);
+  t.same((await owner.v1.idempotency_keys.list({ project_id: s.projectId })).rows.length, 1, 'project_id filter');
+  t.match(await errorOf(owner.v1.idempotency_keys.get({ id: 'order-0001' })), { status: 404, code: 'not_found' });
+
+  // Reading them takes messages:read (spec §5.3).
+  const sendOnly = await owner.v1.api_keys.create({ project_id: s.projectId, scopes: ['messages:send'] });
+  const sendOnlyClient = clientOf({ keyId: sendOnly.row.key_id, secret: sendOnly.row.secret });
+  for (const table of ['messages', 'message_events', 'idempotency_keys'] as const) {
+    t.match(await errorOf(sendOnlyClient.v1[table].list()), { status: 403, code: 'forbidden' }, `${table}.list needs messages:read`);
+  }
+  // An auditor reads (membership only).
+  const auditor = await joinAs(owner, s.orgId, 'auditor');
+  t.same((await auditor.client.v1.messages.list()).rows.map((r) => r.id), rows.map((r) => r.id), 'an auditor reads messages');
+});
+
+t.test('the sending tables across tenants: nothing listed, 404 by id, by project filter and on writes', async (t) => {
+  const a = await sendingTenant();
+  const b = await tenant('Other');
+  const bKey = await b.owner.client.v1.api_keys.create({
+    project_id: b.project.id, scopes: ['messages:send', 'messages:read', 'suppressions:read', 'suppressions:write', 'project:admin'],
+  });
+  const sent = await a.sendClient.v1.services.sendEmail({ from: `a@${a.domain}`, to: 'victim-rcpt@example.com', subject: 'secret subject', text: 'x', idempotencyKey: 'victim-key-1' });
+  const supp = (await a.ownerClient.v1.suppressions.create({ project_id: a.projectId, address: 'victim-suppressed@example.com' })).row;
+  const event = (await a.ownerClient.v1.message_events.list({ message_id: sent.providerMessageId })).rows[0]!;
+  const ids = { messages: sent.providerMessageId, message_events: event.id, idempotency_keys: `${a.projectId}:victim-key-1`, suppressions: supp.id };
+  const marks = [a.projectId, sent.providerMessageId, 'victim-rcpt', 'victim-suppressed', 'victim-key-1', 'secret subject'];
+
+  const intruders = [
+    ['owner', b.owner.client], ['organization token', b.orgClient], ['project key', clientOf({ keyId: bKey.row.key_id, secret: bKey.row.secret })],
+  ] as const;
+  for (const [who, c] of intruders) {
+    for (const table of ['messages', 'message_events', 'idempotency_keys', 'suppressions'] as const) {
+      const text = JSON.stringify(await c.v1[table].list({ limit: 200 }));
+      t.same(marks.filter((m) => text.includes(m)), [], `${table}.list as ${who}: nothing of the other tenant`);
+    }
+    t.match(await errorOf(c.v1.messages.get({ id: ids.messages })), { status: 404, code: 'not_found' }, `messages.get as ${who}`);
+    for (const table of ['message_events', 'idempotency_keys', 'suppressions'] as const) {
+      t.match(await errorOf(c.v1[table].get({ id: ids[table] })), { status: 404, code: 'not_found' }, `${table}.get as ${who}`);
+    }
+    t.match(await errorOf(c.v1.messages.list({ projectId: a.projectId })), { status: 404, code: 'not_found' }, `messages.list?projectId= as ${who}`);
+    for (const table of ['message_events', 'idempotency_keys', 'suppressions'] as const) {
+      t.match(await errorOf(c.v1[table].list({ project_id: a.projectId })), { status: 404, code: 'not_found' }, `${table}.list?project_id= as ${who}`);
+    }
+    t.match(await errorOf(c.v1.suppressions.create({ project_id: a.projectId, address: 'intruder@example.com' })), { status: 404, code: 'not_found' },
+      `suppressions.create in the other project as ${who}`);
+    t.match(await errorOf(c.v1.suppressions.delete({ id: supp.id })), { status: 404, code: 'not_found' }, `suppressions.delete as ${who}`);
+  }
+  t.strictSame((await a.ownerClient.v1.suppressions.list()).rows, [supp], 'the suppression is untouched, none added');
+  t.strictSame((await a.ownerClient.v1.message_events.get({ id: event.id })).row, event, 'the owner still reads its event');
+  // A soft-deleted project's rows leave every list, and its filter is 404 even to its owner.
+  await a.ownerClient.v1.projects.delete({ id: a.projectId });
+  t.same((await a.ownerClient.v1.suppressions.list()).rows, [], "a deleted project's suppressions are not listed");
+  t.match(await errorOf(a.ownerClient.v1.suppressions.list({ project_id: a.projectId })), { status: 404 }, 'a filter on the deleted project: 404');
+  t.match(await errorOf(admin.v1.suppressions.get({ id: supp.id })), { status: 404 }, 'not even the platform key gets it');
+  // The platform key sees the rows of every live project.
+  const bSupp = (await b.owner.client.v1.suppressions.create({ project_id: b.project.id, address: 'x@example.com' })).row;
+  t.strictSame((await admin.v1.suppressions.get({ id: bSupp.id })).row, bSupp, "the platform key gets a live project's suppression");
+  t.same((await admin.v1.suppressions.list({ project_id: b.project.id })).rows.map((r) => r.id), [bSupp.id], 'and lists it by project');
+});
+
 t.test('limit: default 50, larger values accepted and clamped at 200', async (t) => {
   const me = await user();
   // 60 more account tokens for one user, in one statement (they are never used to sign).
@@ -436,6 +654,19 @@ t.test('limit: default 50, larger values accepted and clamped at 200', async (t)
   t.equal((await admin.v1.rate_limits.list({ limit: 100000 })).rows.length, 200, 'clamped at 200');
   t.equal((await admin.v1.rate_limits.list({ limit: 201 })).rows.length, 200, 'clamped at 200');
   t.equal((await admin.v1.rate_limits.list({ limit: 7 })).rows.length, 7);
+
+  // 250 suppressions of one project, with a filter: the same default and clamp.
+  const a = await tenant('Many');
+  await db.query(
+    `INSERT INTO suppressions (project_id, address, reason, created_at)
+     SELECT $1, 'r' || n || '@example.com', CASE WHEN n % 2 = 0 THEN 'hard_bounce' ELSE 'manual' END, now() FROM generate_series(1, 250) AS n`,
+    [a.project.id],
+  );
+  t.equal((await a.owner.client.v1.suppressions.list()).rows.length, 50, 'default 50');
+  t.equal((await a.owner.client.v1.suppressions.list({ limit: 100000 })).rows.length, 200, 'clamped at 200');
+  t.equal((await a.owner.client.v1.suppressions.list({ limit: 100000, reason: 'hard_bounce' })).rows.length, 125, 'a filter, then the limit');
+  t.equal((await a.owner.client.v1.suppressions.list({ limit: 3, project_id: a.project.id })).rows.length, 3);
+  t.equal((await a.owner.client.console.projects.get({ id: a.project.id })).suppressions.length, 50, 'the project detail shows 50');
 });
 
 t.test('roles: an auditor reads but gets 403 on writes; an owner writes', async (t) => {
@@ -460,5 +691,5 @@ t.test('no answer of this file carried a secret column', async (t) => {
   t.ok(answers.length > 200, `${answers.length} answers scanned`);
   t.ok(answers.some((a) => a.path.startsWith('/v1/') && a.status === 200), 'data-layer answers among them');
   const bad = answers.filter((a) => leaks(a.text).length > 0).map((a) => `${a.method} ${a.path}: ${leaks(a.text)}`);
-  t.same(bad, [], 'none mentions secret_sealed, password_hash, token_hash or code_hash');
+  t.same(bad, [], 'none mentions secret_sealed, password_hash, token_hash, code_hash or body_hash');
 });

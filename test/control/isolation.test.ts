@@ -51,6 +51,21 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
        '<m@victim-domain.test>', 'b@bounces.victim-domain.test', 100, now(), now())`,
     [victimMessage, project.id, org.id],
   );
+  // Its event, its idempotency key and a suppression of the project, for the data-layer tables.
+  const victimEvent = randomUUID();
+  await svc.running.storage.db.query(
+    `INSERT INTO message_events (id, message_id, project_id, type, detail, created_at) VALUES ($1, $2, $3, 'delivered', '{"reply":"250 ok"}', now())`,
+    [victimEvent, victimMessage, project.id],
+  );
+  await svc.running.storage.db.query(
+    `INSERT INTO idempotency_keys (project_id, key, body_hash, message_id, created_at, expires_at)
+     VALUES ($1, 'victim-idempotency-key', 'x', $2, now(), now() + interval '1 day')`,
+    [project.id, victimMessage],
+  );
+  const [victimSuppression] = await svc.running.storage.db.query<{ id: string }>(
+    `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, 'victim-suppressed@example.test', 'hard_bounce', now()) RETURNING id`,
+    [project.id],
+  );
 
   // Ids a data-layer route of each table would act on, by table.
   const rowIds: Record<string, string> = {
@@ -65,6 +80,9 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     rate_limits: owner.tokenId,
     sender_domains: outboundCap.id,
     messages: victimMessage,
+    message_events: victimEvent,
+    idempotency_keys: `${project.id}:victim-idempotency-key`,
+    suppressions: victimSuppression!.id,
   };
   const paramValues: Record<string, string> = {
     tokenId: orgToken.tokenId,
@@ -114,7 +132,8 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   ];
 
   const secrets = [org.id, project.id, org.name, project.name, owner.email, member.email, apiKey.keyId, extraKey.keyId, orgToken.tokenId,
-    'invitee@example.test', 'victim-domain.test', outboundCap.selector, 'Victim subject'];
+    'invitee@example.test', 'victim-domain.test', outboundCap.selector, 'Victim subject', victimMessage, victimEvent,
+    'victim-idempotency-key', 'victim-suppressed@example.test'];
   const covered: string[] = [];
 
   for (const [name, r] of Object.entries(routeTable) as [string, RouteSpec][]) {
@@ -172,6 +191,8 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   tick();
   const customAfter = (await owner.client.console.organizations.customDomains.list({ id: org.id })).customDomains;
   t.ok(customAfter.some((d) => d.id === customDomain.id), 'custom domain not deleted');
+  tick();
+  t.same((await owner.client.v1.suppressions.list()).rows.map((r) => r.address), ['victim-suppressed@example.test'], 'suppression not deleted, none added');
   tick();
   t.match(await svc.client({ keyId: extraKey.keyId, secret: extraKey.secret }).v1.services.whoami(), { projectId: project.id }, 'victim key still works');
   tick();

@@ -34,7 +34,8 @@ t.test('five roles × every route that declares a permission', async (t) => {
     const needs = (s: string) => r.path.includes(`{${s}}`) || JSON.stringify(r.body ?? {}).includes(`"${s}"`);
     const v: Record<string, unknown> = { organizationId: org.id, organization_id: org.id, name: `n-${randomUUID().slice(0, 8)}`, email: uniqueEmail('invitee') };
     v.domain = `d-${randomUUID().slice(0, 8)}.test`;
-    const wantsProject = r.target?.kind === 'project' || needs('project_id') || name.startsWith('v1.projects.') || name.startsWith('v1.api_keys.');
+    const wantsProject = r.target?.kind === 'project' || needs('project_id') || name.startsWith('v1.projects.') || name.startsWith('v1.api_keys.') ||
+      name.startsWith('v1.suppressions.');
     if (wantsProject) {
       tick();
       const p = await owner.client.console.projects.create({ name: 'fixture', organizationId: org.id });
@@ -48,6 +49,15 @@ t.test('five roles × every route that declares a permission', async (t) => {
         });
         v.keyId = k.keyId;
         v.keyRowId = k.id;
+      }
+      // An address to suppress, and for a suppression's own routes one already suppressed.
+      if (needs('address')) v.address = `Rcpt-${randomUUID().slice(0, 8)}@Matrix.Example`;
+      if (name.startsWith('v1.suppressions.') && needs('id')) {
+        const [row] = await svc.running.storage.db.query<{ id: string }>(
+          `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, $2, 'manual', now()) RETURNING id`,
+          [p.project.id, `s-${randomUUID().slice(0, 8)}@example.com`],
+        );
+        v.suppressionId = row!.id;
       }
     }
     if (needs('tokenId')) {
@@ -105,7 +115,9 @@ t.test('five roles × every route that declares a permission', async (t) => {
       v.userId = m.userId;
       v.role = 'auditor';
     }
-    v.id = r.target?.kind === 'organization' ? org.id : name.startsWith('v1.api_keys.') ? v.keyRowId : v.projectId ?? org.id;
+    // A data-layer write without a target acts on a row by id (a key, a suppression).
+    const rowId = name.startsWith('v1.api_keys.') ? v.keyRowId : name.startsWith('v1.suppressions.') ? v.suppressionId : undefined;
+    v.id = r.target?.kind === 'organization' ? org.id : rowId ?? v.projectId ?? org.id;
     return v;
   }
 

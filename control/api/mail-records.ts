@@ -1,0 +1,61 @@
+// Schemas of the records sending leaves behind: messages, their events (spec §2.2, gaps-filled.md #4)
+// and suppressions (spec §2.2, §6 rule 4). A leaf module (it imports only ./types.js), so that the
+// message routes, the project detail and the data-layer registry can all use these shapes without
+// importing each other.
+import { Type } from '@sinclair/typebox';
+import { Nullable, Timestamp } from './types.js';
+
+/** Spec §2.2 MessageStatus. */
+export const MESSAGE_STATUSES = ['queued', 'sending', 'delivered', 'deferred', 'bounced', 'failed', 'suppressed'] as const;
+export type MessageStatus = (typeof MESSAGE_STATUSES)[number];
+export const MessageStatusSchema = Type.Union(MESSAGE_STATUSES.map((s) => Type.Literal(s)));
+
+/** gaps-filled.md #4: event types are the statuses plus `complained`. */
+export const MESSAGE_EVENT_TYPES = [...MESSAGE_STATUSES, 'complained'] as const;
+export type MessageEventType = (typeof MESSAGE_EVENT_TYPES)[number];
+export const MessageEventTypeSchema = Type.Union(MESSAGE_EVENT_TYPES.map((s) => Type.Literal(s)));
+
+/**
+ * gaps-filled.md #4: the row of GET /v1/messages/get. The same row is what /v1/messages/list, the
+ * project's message views and the admin message list carry.
+ */
+export const Message = Type.Object({
+  id: Type.String(),
+  projectId: Type.String(),
+  status: MessageStatusSchema,
+  /** The From header as sent, display name included. */
+  from: Type.String(),
+  to: Type.String(),
+  subject: Type.String(),
+  /** The Message-ID header, angle brackets included. */
+  messageId: Type.String(),
+  /** Delivery attempts made so far. */
+  attempts: Type.Integer({ minimum: 0 }),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+export const MessageEvent = Type.Object({
+  id: Type.String(),
+  type: MessageEventTypeSchema,
+  createdAt: Timestamp,
+  /** What the event adds (the remote SMTP reply of an attempt, a suppression reason), or null. */
+  detail: Type.Unknown(),
+});
+
+/** Spec §2.2 SuppressionReason (§6 rule 4). */
+export const SUPPRESSION_REASONS = ['hard_bounce', 'soft_bounce_max', 'complaint', 'manual'] as const;
+export type SuppressionReason = (typeof SUPPRESSION_REASONS)[number];
+export const SuppressionReasonSchema = Type.Union(SUPPRESSION_REASONS.map((s) => Type.Literal(s)));
+
+/**
+ * A suppression as the console shows it (spec §2.2: address, reason, detail). `address` is stored
+ * normalized: the local part as given, the domain in lower case.
+ */
+export const Suppression = Type.Object({
+  id: Type.String(),
+  address: Type.String(),
+  reason: SuppressionReasonSchema,
+  detail: Nullable(Type.String()),
+  createdAt: Timestamp,
+});

@@ -1,0 +1,50 @@
+// Suppressions (spec §2.2, §6 rule 4): per project, one row per address, the address stored with
+// its domain in lower case. sendEmail reads them (storage/pg/messages.ts), the MTA adds bounce and
+// complaint rows, the data layer (spec §4.1 rule 3) adds and lifts them; row-scoped reads are the
+// data layer's (storage/pg/data-layer.ts).
+import type { Queryable } from './client.js';
+import { isUuid } from './organizations.js';
+
+export interface SuppressionRecord {
+  id: string;
+  projectId: string;
+  address: string;
+  reason: string;
+  detail: string | null;
+  createdAt: Date;
+}
+
+const COLUMNS = `id, project_id AS "projectId", address, reason, detail, created_at AS "createdAt"`;
+
+/**
+ * Adds a suppression; the address must already be normalized. When the project already suppresses
+ * the address nothing changes, and the id of the row already there is returned (null if it was
+ * lifted in the meantime).
+ */
+export async function insertSuppression(
+  q: Queryable,
+  s: { projectId: string; address: string; reason: string; detail: string | null; now: Date },
+): Promise<{ inserted: true; id: string } | { inserted: false; id: string | null }> {
+  const rows = await q.query<{ id: string }>(
+    `INSERT INTO suppressions (project_id, address, reason, detail, created_at) VALUES ($1, $2, $3, $4, $5)
+     ON CONFLICT (project_id, address) DO NOTHING RETURNING id`,
+    [s.projectId, s.address, s.reason, s.detail, s.now],
+  );
+  if (rows[0]) return { inserted: true, id: rows[0].id };
+  const existing = await q.query<{ id: string }>('SELECT id FROM suppressions WHERE project_id = $1 AND address = $2', [s.projectId, s.address]);
+  return { inserted: false, id: existing[0]?.id ?? null };
+}
+
+/** Lifts a suppression by its id; false when there is none. */
+export async function deleteSuppression(q: Queryable, id: string): Promise<boolean> {
+  if (!isUuid(id)) return false;
+  return (await q.query('DELETE FROM suppressions WHERE id = $1 RETURNING id', [id])).length > 0;
+}
+
+/** A project's newest suppressions, at most `limit`. */
+export async function listRecentSuppressions(q: Queryable, projectId: string, limit: number): Promise<SuppressionRecord[]> {
+  return q.query<SuppressionRecord>(
+    `SELECT ${COLUMNS} FROM suppressions WHERE project_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
+    [projectId, limit],
+  );
+}
