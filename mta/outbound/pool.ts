@@ -187,7 +187,8 @@ export function createPools(opts: PoolOptions) {
 
   function transmit(c: Conn, from: string, to: string, raw: Buffer): Promise<{ err: SmtpError | null; response: string }> {
     return new Promise((resolve) => {
-      c.smtp.send({ from, to: [to] }, raw, (err: SmtpError | null, info?: { response?: string }) => {
+      // size: checked against the receiver's SIZE and announced in MAIL FROM (RFC 1870).
+      c.smtp.send({ from, to: [to], size: raw.length }, raw, (err: SmtpError | null, info?: { response?: string }) => {
         resolve({ err, response: info?.response ?? '' });
       });
     });
@@ -230,6 +231,13 @@ export function createPools(opts: PoolOptions) {
         const tls = Boolean((c.smtp as unknown as { secure?: boolean }).secure);
         release(p, c);
         return { kind: 'accepted', host: c.host, reply: response, tls };
+      }
+      // The receiver's EHLO SIZE limit (RFC 1870) is checked before MAIL FROM: a permanent refusal of
+      // this message, not a connection problem, so it bounces rather than retrying for days.
+      if (err.code === 'EMESSAGE' && !err.responseCode && /larger than allowed/i.test(err.message) && c.usable) {
+        await reset(c);
+        release(p, c);
+        return { kind: 'reply', host: c.host, reply: { code: 552, enhanced: '5.3.4', text: `552 5.3.4 ${err.message} (the receiver's SIZE limit)` } };
       }
       const reply = replyOf(err);
       if ((err.code === 'EENVELOPE' || err.code === 'EMESSAGE') && reply && reply.code !== 421 && c.usable) {

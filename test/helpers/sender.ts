@@ -20,11 +20,11 @@ export interface Sender {
 /** What sender() needs of a service: an in-process TestService, or clients of a child process. */
 export type Clients = Pick<TestService, 'signup' | 'admin' | 'client'>;
 
-export async function sender(svc: Clients, opts: { displayName?: string; ed25519?: boolean } = {}): Promise<Sender> {
+export async function sender(svc: Clients, opts: { displayName?: string; ed25519?: boolean; domain?: string } = {}): Promise<Sender> {
   const owner = await svc.signup();
   const { organization } = await owner.client.console.organizations.create({ name: 'Sender Org' });
   const { project } = await owner.client.console.projects.create({ name: 'sender', organizationId: organization.id });
-  const domain = `s-${randomUUID().slice(0, 8)}.test`;
+  const domain = opts.domain ?? `s-${randomUUID().slice(0, 8)}.test`;
   const claim = await owner.client.console.projects.domains.create({ id: project.id, domain });
   const withOut = await owner.client.console.projects.domains.outbound.create({ id: project.id, domainId: claim.id, ...(opts.ed25519 ? { ed25519: true } : {}) });
   const cap = withOut.outbound[0]!;

@@ -30,6 +30,8 @@ export interface SinkOptions {
   answer?: (rcpt: string) => Refusal | null;
   /** Offer STARTTLS (default true). */
   tls?: boolean;
+  /** The SIZE limit announced in EHLO (RFC 1870), in bytes; default 50 MB. */
+  size?: number;
 }
 
 export interface SmtpSink {
@@ -39,6 +41,9 @@ export interface SmtpSink {
   refused: { rcpt: string; code: number }[];
   /** TCP connections accepted so far. */
   connections: number;
+  /** Connections open now, and the most ever open at once. */
+  open: number;
+  maxOpen: number;
   answer: (rcpt: string) => Refusal | null;
   waitForMessages(n: number, timeoutMs?: number): Promise<Received[]>;
   close(): Promise<void>;
@@ -54,6 +59,8 @@ export async function startSmtpSink(t: Teardown, opts: SinkOptions = {}): Promis
     messages: [],
     refused: [],
     connections: 0,
+    open: 0,
+    maxOpen: 0,
     answer: opts.answer ?? (() => null),
     async waitForMessages(n, timeoutMs = 20_000) {
       await waitFor(() => sink.messages.length >= n, { timeoutMs, what: `${n} messages at the sink (have ${sink.messages.length})` });
@@ -66,10 +73,14 @@ export async function startSmtpSink(t: Teardown, opts: SinkOptions = {}): Promis
     disabledCommands: opts.tls === false ? ['AUTH', 'STARTTLS'] : ['AUTH'],
     disableReverseLookup: true,
     logger: false,
-    size: 50 * 1024 * 1024,
+    size: opts.size ?? 50 * 1024 * 1024,
     onConnect(_session, cb) {
       sink.connections++;
+      sink.maxOpen = Math.max(sink.maxOpen, ++sink.open);
       cb();
+    },
+    onClose() {
+      sink.open--;
     },
     onRcptTo(address, _session, cb) {
       const refusal = sink.answer(address.address);

@@ -8,6 +8,7 @@ import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { verifyDkimAll } from '../helpers/dkim-verify.js';
 
 const BURST = 400;
 const CONCURRENCY = 24;
@@ -66,6 +67,8 @@ t.test('kill -9 during a burst loses no acknowledged message', async (t) => {
   t.same(missing(), [], `all ${acked.size} acknowledged messages delivered after the restart`);
   const ids = sink.messages.map((m) => idOf(m.raw));
   t.ok(ids.length - new Set(ids).size <= CONCURRENCY * 2, `duplicates bounded by the deliveries in flight at the kill (${ids.length - new Set(ids).size})`);
+  const verdicts = await verifyDkimAll(sink.messages.map((m) => m.raw), s.dkimTxt);
+  t.same(verdicts.filter((sigs) => !(sigs.length > 0 && sigs.every((x) => x.ok))), [], `python3-dkim: all ${verdicts.length} delivered messages signed`);
   current.child.child.kill('SIGTERM');
   const exit = await current.child.exited;
   t.equal(exit.code, 0, 'SIGTERM drains and exits 0');
