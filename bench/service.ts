@@ -1,0 +1,151 @@
+// The service under test as a child process (`svc start`), so that it has a process of its own as
+// Postfix has its own, while the load generator, the DNS zone and the sink's bookkeeping run in the
+// bench process. Also: the tenants it sends for, and the sendEmail load.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createClient, SvcError, type Client, type Credential } from '../sdk/src/index.js';
+import { cpuSecondsOf, freePort, sleep } from './util.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const ADMIN_KEY = 'bench-platform-admin-key-0123456789';
+
+export interface Child {
+  url: string;
+  /** CPU time (user + system) the service process has used so far, in seconds. */
+  cpuSeconds(): number;
+  stop(): Promise<void>;
+}
+
+/** Starts `svc start --role <role>` with `env` on top of the bench's own SVC_* settings. */
+export async function startChild(role: 'all' | 'control', env: Record<string, string>, nodeFlags: string[] = []): Promise<Child> {
+  const port = await freePort();
+  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', 'bin/svc.ts', 'start', '--role', role], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      SVC_HTTP_PORT: String(port), SVC_SMTP_PORT: '0', SVC_IMAP_PORT: '0', SVC_BIND_HOST: '127.0.0.1',
+      SVC_HOSTNAME: 'mta.bench.test', SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY, SVC_LOG_LEVEL: 'warn', ...env,
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`svc start --role ${role} exited with ${child.exitCode}`);
+    const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
+    if (ok) break;
+    if (i > 600) throw new Error('svc did not answer /health within 30 s');
+    await sleep(50);
+  }
+  return {
+    url,
+    cpuSeconds: () => cpuSecondsOf((p) => p.pid === child.pid),
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGTERM'); // drains, then exits (and writes --cpu-prof)
+      const code = await exited;
+      if (code !== 0) throw new Error(`svc exited with ${code}`);
+    },
+  };
+}
+
+export interface Tenant {
+  domain: string;
+  dkimTxt: Record<string, string>;
+  keys: Credential[];
+}
+
+/**
+ * `orgs` payg organizations (a free one stops at 500 a day), each with one project, a verified sending
+ * domain bench-<i>.test (pgbench's script finds its tenants by that name) and `keysPerOrg` API keys.
+ * Keys are many because each has its own rate limit (100 burst, 20/s): one key per client is a
+ * fleet of senders, not one sender over its limit.
+ */
+export async function createTenants(url: string, orgs: number, keysPerOrg: number): Promise<Tenant[]> {
+  const admin = createClient({ baseUrl: url, credential: { adminKey: ADMIN_KEY } });
+  return Promise.all(Array.from({ length: orgs }, async (_, i) => {
+    const anon = createClient({ baseUrl: url });
+    const { accountToken } = await anon.auth.signup({ email: `owner-${i + 1}@bench.test`, password: 'bench password 0123' });
+    const owner = createClient({ baseUrl: url, credential: { keyId: accountToken.tokenId, secret: accountToken.secret } });
+    const { organization } = await owner.console.organizations.create({ name: `Bench ${i + 1}` });
+    await owner.console.organizations.plan({ id: organization.id, plan: 'payg' });
+    const { project } = await owner.console.projects.create({ name: 'bench', organizationId: organization.id });
+    const domain = `bench-${i + 1}.test`;
+    const claim = await owner.console.projects.domains.create({ id: project.id, domain });
+    const cap = (await owner.console.projects.domains.outbound.create({ id: project.id, domainId: claim.id })).outbound[0]!;
+    await admin.admin.senderDomains.markVerified({ id: claim.id });
+    const keys: Credential[] = [];
+    for (let k = 0; k < keysPerOrg; k++) {
+      const key = await withBackoff(() => owner.console.projects.apiKeys.create({ id: project.id, label: `bench ${k}`, scopes: ['messages:send'] }));
+      keys.push({ keyId: key.keyId, secret: key.secret });
+    }
+    const dkimTxt: Record<string, string> = {};
+    for (const r of [cap.dnsRecords.dkim, cap.dnsRecords.dkimEd25519]) if (r) dkimTxt[r.host.replace(/\.$/, '')] = r.value;
+    return { domain, dkimTxt, keys };
+  }));
+}
+
+/** The owner's account token has the same rate limit as any credential: wait it out when minting many keys. */
+async function withBackoff<T>(fn: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!(err instanceof SvcError && err.status === 429)) throw err;
+      await sleep(1_000);
+    }
+  }
+}
+
+// A short transactional message, the kind the platform is for: ~1 kB once composed.
+export const SUBJECT = 'Your sign-in code';
+export const TEXT = [
+  'Hello,', '', 'Your sign-in code is 482913. It expires in 10 minutes.', '',
+  'If you did not try to sign in, you can ignore this message: nobody can sign in without the code.', '',
+  'For your security, never share this code. Our support team will never ask for it.', '',
+  'Thanks,', 'The Bench team', '', 'You receive this message because an account uses this address.',
+].join('\n');
+
+export interface LoadResult {
+  ok: number;
+  errors: Map<string, number>;
+  /** Latency of every successful request, ms, ascending. */
+  latencies: Float64Array;
+  startMs: number;
+  endMs: number;
+}
+
+/**
+ * `concurrency` clients, each with its own key (round robin over the tenants' keys), each sending
+ * one request at a time until `count` requests are made or `untilMs` (performance.now()) passes.
+ */
+export async function sendLoad(url: string, tenants: Tenant[], o: { concurrency: number; count?: number; untilMs?: number; firstIndex?: number }): Promise<LoadResult> {
+  // Interleaved, so that neighbouring clients belong to different organizations.
+  const order: { key: Client; domain: string }[] = [];
+  for (let k = 0; k < Math.max(...tenants.map((t) => t.keys.length)); k++) {
+    for (const t of tenants) if (t.keys[k]) order.push({ key: createClient({ baseUrl: url, credential: t.keys[k] }), domain: t.domain });
+  }
+  if (order.length < o.concurrency) throw new Error(`${o.concurrency} clients need as many keys, have ${order.length}`);
+
+  let next = o.firstIndex ?? 0;
+  const last = o.count === undefined ? Infinity : next + o.count;
+  const latencies: number[] = [];
+  const errors = new Map<string, number>();
+  const startMs = performance.now();
+  await Promise.all(Array.from({ length: o.concurrency }, async (_, c) => {
+    const { key, domain } = order[c]!;
+    while (next < last && (o.untilMs === undefined || performance.now() < o.untilMs)) {
+      const i = next++;
+      const t0 = performance.now();
+      try {
+        await key.v1.services.sendEmail({ from: `Bench <no-reply@${domain}>`, to: `rcpt-${i}@dest.test`, subject: `${SUBJECT} ${i}`, text: TEXT });
+        latencies.push(performance.now() - t0);
+      } catch (err) {
+        const what = err instanceof SvcError ? `${err.status} ${err.code}` : String(err);
+        errors.set(what, (errors.get(what) ?? 0) + 1);
+      }
+    }
+  }));
+  const endMs = performance.now();
+  return { ok: latencies.length, errors, latencies: Float64Array.from(latencies).sort(), startMs, endMs };
+}

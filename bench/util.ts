@@ -1,0 +1,80 @@
+// Small helpers shared by the bench modules.
+import { readFileSync, readdirSync } from 'node:fs';
+import net from 'node:net';
+
+export async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve, reject) => {
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', resolve);
+  });
+  const { port } = srv.address() as net.AddressInfo;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+/** uid/gid of a system user, from /etc/passwd (Node has no getpwnam). */
+export function user(name: string): { uid: number; gid: number } {
+  const f = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith(`${name}:`))?.split(':');
+  if (!f || f.length < 4) throw new Error(`no "${name}" user in /etc/passwd`);
+  return { uid: Number(f[2]), gid: Number(f[3]) };
+}
+
+export const nobody = () => user('nobody');
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The value at quantile q (0..1) of an ascending array. */
+export function quantile(sorted: ArrayLike<number>, q: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+}
+
+/** Resolves once 127.0.0.1:port accepts a connection; `dead` returns a reason to give up early. */
+export async function waitPort(port: number, timeoutMs: number, dead: () => string | null = () => null): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const why = dead();
+    if (why) throw new Error(why);
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1', () => (s.destroy(), resolve(true)));
+      s.on('error', () => resolve(false));
+    });
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`nothing listens on 127.0.0.1:${port} after ${timeoutMs} ms`);
+    await sleep(25);
+  }
+}
+
+export interface Proc {
+  pid: number;
+  pgrp: number;
+  cmdline: string;
+  /** CPU time (user + system) so far, in seconds. */
+  cpu: number;
+  /** CPU time of its children that exited and were reaped, in seconds. */
+  reapedCpu: number;
+}
+
+/** Every process now running, from /proc (Linux). */
+export function processes(): Proc[] {
+  const out: Proc[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      // Fields after "pid (comm) ": state ppid pgrp … utime(14) stime(15) cutime(16) cstime(17), in 1/100 s.
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+      out.push({
+        pid: Number(name), pgrp: f[2]!, cmdline: readFileSync(`/proc/${name}/cmdline`, 'latin1'),
+        cpu: (f[11]! + f[12]!) / 100, reapedCpu: (f[13]! + f[14]!) / 100,
+      });
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+/** CPU seconds used so far by the processes `match` picks. */
+export const cpuSecondsOf = (match: (p: Proc) => boolean) => processes().filter(match).reduce((sum, p) => sum + p.cpu, 0);
