@@ -23,7 +23,13 @@ export function checkScope(p: Principal | null, scope: Scope | undefined): void 
   }
 }
 
-function decide(p: Principal, found: { organizationId: string; role: OrgRole | null }, permission: Permission | undefined, what: string): Access {
+/** What a route asks of a member beyond membership: a permission (spec §5.5) and/or a role (spec §4.13). */
+export interface Requirement {
+  permission?: Permission;
+  role?: 'owner';
+}
+
+function decide(p: Principal, found: { organizationId: string; role: OrgRole | null }, need: Requirement, what: string): Access {
   const base = { organizationId: found.organizationId, projectId: null };
   switch (p.kind) {
     case 'platform_admin':
@@ -33,7 +39,8 @@ function decide(p: Principal, found: { organizationId: string; role: OrgRole | n
       return { ...base, role: null, via: 'organization_token' };
     case 'account_token':
       if (found.role) {
-        if (permission && !can(found.role, permission)) throw fail('forbidden', `Your role (${found.role}) lacks ${permission}.`);
+        if (need.permission && !can(found.role, need.permission)) throw fail('forbidden', `Your role (${found.role}) lacks ${need.permission}.`);
+        if (need.role && found.role !== need.role) throw fail('forbidden', `Only an ${need.role} may do this; your role is ${found.role}.`);
         return { ...base, role: found.role, via: 'member' };
       }
       // gaps-filled.md #8: staff act on every organization, read and write.
@@ -44,13 +51,15 @@ function decide(p: Principal, found: { organizationId: string; role: OrgRole | n
   }
 }
 
-export async function authorizeOrganization(q: Queryable, p: Principal, orgId: string, permission?: Permission): Promise<Access> {
+export async function authorizeOrganization(q: Queryable, p: Principal, orgId: string, permission?: Permission, role?: Requirement['role']): Promise<Access> {
   const row = await orgAccessRow(q, orgId, p.kind === 'account_token' ? p.userId : null);
   if (!row) throw notFound('organization');
-  return decide(p, { organizationId: row.id, role: row.role }, permission, 'organization');
+  return decide(p, { organizationId: row.id, role: row.role }, { permission, role }, 'organization');
 }
 
-export async function authorizeProject(q: Queryable, p: Principal, projectId: string, permission?: Permission, scope?: Scope): Promise<Access> {
+export async function authorizeProject(
+  q: Queryable, p: Principal, projectId: string, permission?: Permission, scope?: Scope, role?: Requirement['role'],
+): Promise<Access> {
   const row = await projectAccessRow(q, projectId, p.kind === 'account_token' ? p.userId : null);
   if (!row) throw notFound('project');
   if (p.kind === 'project_api_key') {
@@ -58,7 +67,7 @@ export async function authorizeProject(q: Queryable, p: Principal, projectId: st
     checkScope(p, scope);
     return { organizationId: row.organization_id, projectId: row.id, role: null, via: 'project_api_key' };
   }
-  return { ...decide(p, { organizationId: row.organization_id, role: row.role }, permission, 'project'), projectId: row.id };
+  return { ...decide(p, { organizationId: row.organization_id, role: row.role }, { permission, role }, 'project'), projectId: row.id };
 }
 
 /** Runs the route's declared access check; null for routes without a target. */
@@ -73,6 +82,6 @@ export async function authorizeRoute(
   const id = (input[spec.target.in] as Record<string, unknown> | undefined)?.[spec.target.field];
   if (typeof id !== 'string') throw notFound(spec.target.kind);
   return spec.target.kind === 'organization'
-    ? authorizeOrganization(q, p, id, spec.permission)
-    : authorizeProject(q, p, id, spec.permission, spec.scope);
+    ? authorizeOrganization(q, p, id, spec.permission, spec.role)
+    : authorizeProject(q, p, id, spec.permission, spec.scope, spec.role);
 }

@@ -17,6 +17,7 @@ export function openApiDocument(): Record<string, unknown> {
       security: r.auth === 'public' ? [] : [{ svcHmac: [] }],
       'x-credentials': r.auth,
       ...(r.permission ? { 'x-permission': r.permission } : {}),
+      ...(r.role ? { 'x-role': r.role } : {}),
       ...(r.scope ? { 'x-scope': r.scope } : {}),
       ...(parameters.length ? { parameters } : {}),
       ...(r.body ? { requestBody: { required: true, content: { 'application/json': { schema: r.body } } } } : {}),

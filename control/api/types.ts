@@ -24,12 +24,17 @@ export interface RouteSpec {
   auth: 'public' | readonly CredentialKind[];
   /** Role permission a member needs (spec §5.5); reads declare none and need membership only. */
   permission?: Permission;
+  /**
+   * The role a member needs, on top of any permission: `owner` where the spec says a route is the
+   * owner's (spec §4.13: template writes). Tokens, staff and the platform key act as for `permission`.
+   */
+  role?: 'owner';
   /** Scope a project key needs (spec §5.3). */
   scope?: Scope;
   /**
    * The organization or project the route acts on, and where its id is in the request. The app
    * loads it and checks access before the handler runs: a non-member gets 404, a member whose role
-   * lacks `permission` 403, a project key without `scope` 403.
+   * lacks `permission` (or is not `role`) 403, a project key without `scope` 403.
    */
   target?: { kind: 'organization' | 'project'; in: 'params' | 'query' | 'body'; field: string };
   params?: TObject;

@@ -1,7 +1,7 @@
 // Suppressions (spec §2.2, §6 rule 4): per project, one row per address, the address stored with
 // its domain in lower case. sendEmail reads them (storage/pg/messages.ts), the MTA adds bounce and
-// complaint rows, the data layer (spec §4.1 rule 3) adds and lifts them; row-scoped reads are the
-// data layer's (storage/pg/data-layer.ts).
+// complaint rows, the data layer (spec §4.1 rule 3) and the console (§4.9) add and lift them;
+// row-scoped reads are the data layer's (storage/pg/data-layer.ts).
 import type { Queryable } from './client.js';
 import { isUuid } from './organizations.js';
 
@@ -47,4 +47,28 @@ export async function listRecentSuppressions(q: Queryable, projectId: string, li
     `SELECT ${COLUMNS} FROM suppressions WHERE project_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
     [projectId, limit],
   );
+}
+
+/** One suppression of a project by id, or null. */
+export async function getSuppression(q: Queryable, projectId: string, id: string): Promise<SuppressionRecord | null> {
+  if (!isUuid(id)) return null;
+  const rows = await q.query<SuppressionRecord>(`SELECT ${COLUMNS} FROM suppressions WHERE project_id = $1 AND id = $2`, [projectId, id]);
+  return rows[0] ?? null;
+}
+
+/** A project's suppressions, newest first, at most `limit`; with `address` (normalized), only that one. */
+export async function listSuppressions(
+  q: Queryable,
+  f: { projectId: string; address: string | null; limit: number },
+): Promise<SuppressionRecord[]> {
+  return q.query<SuppressionRecord>(
+    `SELECT ${COLUMNS} FROM suppressions WHERE project_id = $1 AND ($2::text IS NULL OR address = $2)
+     ORDER BY created_at DESC, id DESC LIMIT $3`,
+    [f.projectId, f.address, f.limit],
+  );
+}
+
+/** Lifts the project's suppression of an address (normalized); false when there is none. */
+export async function deleteSuppressionByAddress(q: Queryable, projectId: string, address: string): Promise<boolean> {
+  return (await q.query('DELETE FROM suppressions WHERE project_id = $1 AND address = $2 RETURNING id', [projectId, address])).length > 0;
 }
