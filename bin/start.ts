@@ -11,6 +11,8 @@ import type { Deps } from '../control/deps.js';
 import { createResolver } from '../mta/dns.js';
 import { startDeliveryWorker, type WorkerOptions } from '../mta/outbound/worker.js';
 import { startNotificationSender } from '../mta/outbound/notifications.js';
+import { listenMx } from '../mta/inbound/listener.js';
+import { startWebhookDispatcher, type WebhookDispatcherOptions } from '../mta/webhooks/dispatcher.js';
 
 export type Role = 'all' | 'control' | 'mta' | 'imap';
 
@@ -24,13 +26,15 @@ export interface StartOptions {
    * control plane alone turn it off so that accepted messages stay `queued` while they look.
    */
   mta?: boolean | WorkerOptions;
+  /** Options of the webhook dispatcher, which runs wherever the MTA does. */
+  webhooks?: WebhookDispatcherOptions;
 }
 
 export interface RunningService {
   ctx: Context;
   storage: Storage;
   /** Bound ports of the listeners this process runs. */
-  ports: { http?: number };
+  ports: { http?: number; smtp?: number };
   publicUrl: string;
   stop(): Promise<void>;
 }
@@ -59,12 +63,19 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
     if (mta) {
       const worker = startDeliveryWorker(ctx, storage, typeof mta === 'object' ? mta : {});
       const notifications = startNotificationSender(ctx, storage, worker.pools);
+      const webhooks = startWebhookDispatcher(ctx, storage, opts.webhooks);
       // Pushed first so that it stops last (stops run in reverse): no new sends, then the drain.
       stops.push(async () => {
         await notifications.stop();
-        await worker.stop();
+        await Promise.all([worker.stop(), webhooks.stop()]);
       });
       ctx.log.info({ role, outboundPort: config.outboundPort, hostname: config.hostname }, 'MTA delivering');
+      // The MX listener (DSN and ARF reports at the VERP return paths). Pushed after the worker, so it
+      // stops first: no report is taken while the drain runs.
+      const mx = await listenMx(ctx, storage);
+      ports.smtp = mx.port;
+      stops.push(mx.close);
+      ctx.log.info({ role, smtp: mx.port, host: config.bindHost }, 'MX listener accepting');
     }
 
     if (role === 'all' || role === 'control') {

@@ -8,8 +8,7 @@
 // scope to read it, `readScope`, and the exact-match `filters` its list takes. A read-only table
 // needs nothing else: no handler, no SQL. Only a column not stored as it is returned, a key other
 // than a uuid `id`, an order other than oldest first or a filter not matched as given needs a line
-// in that file's TABLE_SQL. Still to come with their issues, each one entry: webhook_endpoints
-// (owner { project: 'project_id' }) and the read-only engine table webhook_deliveries.
+// in that file's TABLE_SQL.
 //
 // A write is one entry in its table's `writes` (body, response, permission, scope) plus its
 // handler in control/handlers/data-layer.ts, which the compiler then requires.
@@ -19,7 +18,8 @@ import { Email, Nullable, Obj, Ok, Timestamp, type CredentialKind, type Permissi
 import { Project, Scope as ScopeSchema } from './projects.js';
 import { User } from './auth.js';
 import { Organization, Role } from './organizations.js';
-import { Message, MessageEventTypeSchema, MessageStatusSchema, SuppressionReasonSchema } from './mail-records.js';
+import { Message, MessageEventTypeSchema, MessageStatusSchema, SuppressionReasonSchema, WebhookEventSchema } from './mail-records.js';
+import { WebhookEvents, WebhookUrl } from './webhooks.js';
 import { Limit } from './types.js';
 
 export type WriteVerb = 'create' | 'update' | 'upsert' | 'delete';
@@ -176,6 +176,38 @@ const SuppressionRow = Obj({
   detail: Nullable(Type.String()),
   created_at: Timestamp,
 });
+const WebhookEndpointRow = Obj({
+  id: Type.String(),
+  project_id: Type.String(),
+  url: Type.String(),
+  /** The kinds subscribed to; empty: every kind (gaps-filled.md #5). */
+  events: Type.Array(WebhookEventSchema),
+  created_at: Timestamp,
+});
+const WEBHOOK_DELIVERY_STATUSES = ['pending', 'succeeded', 'retrying', 'failed'] as const;
+const WebhookDeliveryStatusSchema = Type.Union(WEBHOOK_DELIVERY_STATUSES.map((s) => Type.Literal(s)));
+/** One attempt to deliver one event to one endpoint (spec §6 rule 3). */
+const WebhookDeliveryRow = Obj({
+  id: Type.String(),
+  /** The Standard Webhooks `webhook-id` header: the same on every attempt of one event to one endpoint. */
+  webhook_id: Type.String(),
+  endpoint_id: Type.String(),
+  project_id: Type.String(),
+  /** The message_events row delivered. */
+  event_id: Type.String(),
+  event_type: WebhookEventSchema,
+  attempt: Type.Integer({ minimum: 1 }),
+  /** pending (not made yet), succeeded (2xx), retrying (failed; the next attempt is its own row), failed (given up). */
+  status: WebhookDeliveryStatusSchema,
+  /** The HTTP status answered, null when none was (timeout, connection error). */
+  status_code: Nullable(Type.Integer()),
+  latency_ms: Nullable(Type.Integer()),
+  error: Nullable(Type.String()),
+  /** For a pending attempt: when it is due. */
+  next_attempt_at: Nullable(Timestamp),
+  created_at: Timestamp,
+  attempted_at: Nullable(Timestamp),
+});
 const Uuid = Type.String({ format: 'uuid' });
 /** An address as a client writes it; the handler checks it is a mailbox and normalizes it. */
 const Address = Type.String({ minLength: 3, maxLength: 320 });
@@ -299,7 +331,7 @@ export const dataTables = {
     filters: { project_id: Uuid },
   },
   // Spec §4.1 rules 3 and 7: create and delete. The MTA adds hard_bounce, soft_bounce_max and
-  // complaint rows itself (gaps-filled.md #10); the console's own routes (§4.9) come with their issue.
+  // complaint rows itself (gaps-filled.md #10); the console's routes (§4.9) are control/api/suppressions.ts.
   suppressions: {
     row: SuppressionRow,
     owner: { project: 'project_id' },
@@ -326,6 +358,36 @@ export const dataTables = {
         permission: 'projects:manage', scope: 'suppressions:write',
       },
     },
+  },
+  // Spec §4.1 rule 3 and §4.8: the console's webhooks, as rows. Managing them is project:admin's
+  // (spec §5.3), so reading is too, as for api_keys. The secret is in the answer to create, once.
+  webhook_endpoints: {
+    row: WebhookEndpointRow,
+    owner: { project: 'project_id' },
+    readScope: 'project:admin',
+    filters: { project_id: Uuid },
+    writes: {
+      create: {
+        summary:
+          'Register a webhook endpoint for project_id (as POST /console/v1/projects/{id}/webhooks): events empty or absent ' +
+          'subscribes to every kind; http(s) and public addresses only; the row carries its whsec_ secret, this once.',
+        body: Obj({ project_id: Id, url: WebhookUrl, events: Type.Optional(WebhookEvents) }),
+        response: rowOf(withSecret(WebhookEndpointRow)), status: 201,
+        permission: 'projects:manage', scope: 'project:admin', target: { kind: 'project', in: 'body', field: 'project_id' },
+      },
+      delete: {
+        summary: 'Delete a webhook endpoint, with its delivery attempts: attempts still pending are never made.',
+        body: ById, response: Ok,
+        permission: 'projects:manage', scope: 'project:admin',
+      },
+    },
+  },
+  // Read-only engine table (spec §2.1, §6 rule 3): one row per attempt, newest first.
+  webhook_deliveries: {
+    row: WebhookDeliveryRow,
+    owner: { project: 'project_id' },
+    readScope: 'project:admin',
+    filters: { project_id: Uuid, endpoint_id: Uuid, event_id: Uuid, status: WebhookDeliveryStatusSchema },
   },
 } as const satisfies Record<string, TableSpec>;
 

@@ -12,6 +12,9 @@ import { customDomainRoutes } from './custom-domains.js';
 import { domainRoutes } from './domains.js';
 import { messageRoutes } from './messages.js';
 import { sendRoutes } from './send.js';
+import { suppressionRoutes } from './suppressions.js';
+import { templateRoutes } from './templates.js';
+import { webhookRoutes } from './webhooks.js';
 
 export const routeTable = {
   ...serviceRoutes,
@@ -25,6 +28,9 @@ export const routeTable = {
   ...domainRoutes,
   ...messageRoutes,
   ...sendRoutes,
+  ...suppressionRoutes,
+  ...templateRoutes,
+  ...webhookRoutes,
 };
 
 export type RouteTable = typeof routeTable;

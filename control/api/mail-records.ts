@@ -1,7 +1,7 @@
-// Schemas of the records sending leaves behind: messages, their events (spec §2.2, gaps-filled.md #4)
-// and suppressions (spec §2.2, §6 rule 4). A leaf module (it imports only ./types.js), so that the
-// message routes, the project detail and the data-layer registry can all use these shapes without
-// importing each other.
+// Schemas of the records sending leaves behind: messages, their events (spec §2.2, gaps-filled.md #4),
+// suppressions (spec §2.2, §6 rule 4) and webhook endpoints (§6 rule 2). A leaf module (it imports
+// only ./types.js), so that the message routes, the project detail and the data-layer registry can
+// all use these shapes without importing each other.
 import { Type } from '@sinclair/typebox';
 import { Nullable, Timestamp } from './types.js';
 
@@ -57,5 +57,21 @@ export const Suppression = Type.Object({
   address: Type.String(),
   reason: SuppressionReasonSchema,
   detail: Nullable(Type.String()),
+  createdAt: Timestamp,
+});
+
+/** Spec §2.2 WebhookEvent: the message event kinds a webhook subscribes to (§6 rule 2). */
+export const WEBHOOK_EVENTS = ['delivered', 'deferred', 'bounced', 'failed', 'suppressed', 'complained'] as const;
+export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
+export const WebhookEventSchema = Type.Union(WEBHOOK_EVENTS.map((s) => Type.Literal(s)));
+
+/**
+ * A webhook endpoint (spec §2.2: id, url, events; the secret only in the answer to its creation).
+ * `events` is as registered: empty means every kind (gaps-filled.md #5).
+ */
+export const Webhook = Type.Object({
+  id: Type.String(),
+  url: Type.String(),
+  events: Type.Array(WebhookEventSchema),
   createdAt: Timestamp,
 });

@@ -1,7 +1,7 @@
 // Spec §4.6 projects and §4.7 project API keys.
 import { Type } from '@sinclair/typebox';
 import { Nullable, Obj, Ok, SCOPES, Timestamp, routes, type CredentialKind, type RouteSpec } from './types.js';
-import { Message, Suppression } from './mail-records.js';
+import { Message, Suppression, Webhook } from './mail-records.js';
 
 /** Project routes: a member's account token, the org token, staff, the platform key, or a key of the project with project:admin. */
 export const PROJECT_AUTH: readonly CredentialKind[] = ['account_token', 'organization_token', 'project_api_key', 'platform_admin'];
@@ -67,7 +67,7 @@ export const projectRoutes = routes({
       project: Project,
       apiKeys: Type.Array(ApiKey),
       domains: Type.Array(Type.Unknown()),
-      webhooks: Type.Array(Type.Unknown()),
+      webhooks: Type.Array(Webhook),
       suppressions: Type.Array(Suppression),
       messages: Type.Array(Message),
     }),

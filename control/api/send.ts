@@ -3,6 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { MB, Obj, routes } from './types.js';
 import { PROJECT_AUTH } from './projects.js';
 import { ADMIN_AUTH } from './admin.js';
+import { TemplateValues } from './templates.js';
 
 const fields = {
   to: Type.String({ minLength: 3, maxLength: 320 }),
@@ -12,8 +13,13 @@ const fields = {
   text: Type.Optional(Type.String()),
   html: Type.Optional(Type.String()),
   idempotencyKey: Type.Optional(Type.String({ minLength: 8, maxLength: 128 })),
+  // Spec §4.11: the template's html and text replace the message's own (modules/templates, §4.13).
   templateId: Type.Optional(Type.String({ maxLength: 64 })),
-  variables: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  // Values of the {{name}} placeholders: strings, numbers, booleans, or null for "not given".
+  variables: Type.Optional(TemplateValues),
+  // One-click unsubscribe (RFC 8058): an https URL; the message gets List-Unsubscribe and
+  // List-Unsubscribe-Post, both covered by the DKIM signature.
+  unsubscribeUrl: Type.Optional(Type.String({ minLength: 9, maxLength: 900 })),
 };
 export const SendBody = Obj(fields);
 

@@ -16,6 +16,8 @@ import { renameProject, softDeleteProject } from '../../storage/pg/projects.js';
 import { renameApiKey, revokeApiKey } from '../../storage/pg/api-keys.js';
 import { revokeAccountToken } from '../../storage/pg/account-tokens.js';
 import { deleteSuppression, insertSuppression } from '../../storage/pg/suppressions.js';
+import { deleteWebhookEndpoint } from '../../storage/pg/webhooks.js';
+import { registerWebhook } from './webhooks.js';
 import { deleteUserCascade, getRow, listRows, updateUserEmail, type Row, type TableRead, type Viewer } from '../../storage/pg/data-layer.js';
 
 type Routes = typeof dataLayerRoutes;
@@ -194,6 +196,27 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
     const row = await visibleRow(db, 'suppressions', viewerOf(rc.principal), body.id);
     await authorizeRowWrite(rc, ['suppressions', 'delete'], row.project_id, row.address);
     if (!(await deleteSuppression(db, row.id))) throw fail('not_found', 'No such row in suppressions.');
+    return { ok: true as const };
+  },
+
+  // The route's target check (body.project_id) found the project visible and the caller allowed.
+  async 'v1.webhook_endpoints.create'({ body }, rc) {
+    const projectId = rc.access?.projectId;
+    if (!projectId) throw new Error('v1.webhook_endpoints.create reached without its project target');
+    const { db, sealer } = rc.deps.storage;
+    const { endpoint, secret } = await registerWebhook(db, sealer, {
+      projectId, url: body.url, events: body.events, allowPrivate: rc.deps.ctx.config.allowPrivateWebhooks, now: rc.now, field: 'body.url',
+    });
+    rc.audit.targetId = endpoint.id;
+    const row = await visibleRow(db, 'webhook_endpoints', viewerOf(rc.principal), endpoint.id);
+    return { row: { ...row, secret } };
+  },
+
+  async 'v1.webhook_endpoints.delete'({ body }, rc) {
+    const { db } = rc.deps.storage;
+    const row = await visibleRow(db, 'webhook_endpoints', viewerOf(rc.principal), body.id);
+    await authorizeRowWrite(rc, ['webhook_endpoints', 'delete'], row.project_id, row.id);
+    if (!(await deleteWebhookEndpoint(db, row.project_id, row.id))) throw fail('not_found', 'No such row in webhook_endpoints.');
     return { ok: true as const };
   },
 

@@ -12,6 +12,9 @@ import { customDomainHandlers } from './custom-domains.js';
 import { domainHandlers } from './domains.js';
 import { messageHandlers } from './messages.js';
 import { sendHandlers } from './send.js';
+import { suppressionHandlers } from './suppressions.js';
+import { templateHandlers } from './templates.js';
+import { webhookHandlers } from './webhooks.js';
 
 export const handlers: Handlers<RouteTable> = {
   ...serviceHandlers,
@@ -25,4 +28,7 @@ export const handlers: Handlers<RouteTable> = {
   ...domainHandlers,
   ...messageHandlers,
   ...sendHandlers,
+  ...suppressionHandlers,
+  ...templateHandlers,
+  ...webhookHandlers,
 };

@@ -14,6 +14,8 @@ import { expireApiKey, findApiKey, insertApiKey, listApiKeys, renameApiKey, revo
 import { listMessages } from '../../storage/pg/message-reads.js';
 import { listRecentSuppressions, type SuppressionRecord } from '../../storage/pg/suppressions.js';
 import { messageJson } from './messages.js';
+import { listWebhookEndpoints } from '../../storage/pg/webhooks.js';
+import { webhookJson } from './webhooks.js';
 
 /** Spec §3 and §8: a rotated key works 24 h more. */
 export const ROTATION_GRACE_MS = 24 * 3_600_000;
@@ -109,15 +111,16 @@ export const projectHandlers: Handlers<typeof projectRoutes> = {
   async 'console.projects.get'(_in, rc) {
     const { projectId } = granted(rc);
     const { db } = rc.deps.storage;
-    const [project, keys, suppressions, messages] = await Promise.all([
+    const [project, keys, suppressions, messages, webhooks] = await Promise.all([
       loadProject(db, projectId),
       listApiKeys(db, projectId, rc.now),
       listRecentSuppressions(db, projectId, PROJECT_DETAIL_RECENT),
       listMessages(db, { projectId, limit: PROJECT_DETAIL_RECENT }),
+      listWebhookEndpoints(db, projectId),
     ]);
-    // Sender domains and webhooks join this view as their issues land.
+    // Sender domains join this view as their issue lands.
     return {
-      project: projectJson(project), apiKeys: keys.map(keyJson), domains: [], webhooks: [],
+      project: projectJson(project), apiKeys: keys.map(keyJson), domains: [], webhooks: webhooks.map(webhookJson),
       suppressions: suppressions.map(suppressionJson), messages: messages.map(messageJson),
     };
   },

@@ -8,6 +8,8 @@ import { composeMessage, normalizeMailbox, parseFrom } from '../compose.js';
 import { FREE_DAILY_LIMIT } from '../usage.js';
 import { encodeReturnPath } from '../../mta/verp.js';
 import { acceptMessage, findSendingCapability } from '../../storage/pg/messages.js';
+import { renderTemplate } from '../templates/render.js';
+import { renderedOrFail, usableTemplate } from './templates.js';
 
 /** gaps-filled.md #3: an idempotency key dedupes for 24 h. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
@@ -27,6 +29,52 @@ function canonical(v: unknown): string {
 type Body = Static<typeof SendBody>;
 
 /**
+ * RFC 8058 one-click unsubscribe: List-Unsubscribe with the https URL (§3.1 requires https for the
+ * POST), and List-Unsubscribe-Post saying the receiver may POST to it without a human.
+ */
+function unsubscribeHeaders(url: string | undefined): Record<string, string> | undefined {
+  if (url === undefined) return undefined;
+  let u: URL | null = null;
+  try {
+    u = new URL(url);
+  } catch {
+    // reported below
+  }
+  // The URL goes between angle brackets in a header (RFC 2369 §2): no space, no '>' or line break.
+  if (!u || u.protocol !== 'https:' || !u.hostname || /[\s<>"\0]/.test(url)) {
+    throw fail('invalid_request', 'unsubscribeUrl must be an https URL.', [{ field: 'body.unsubscribeUrl', message: 'must be an absolute https URL without spaces or angle brackets' }]);
+  }
+  return { 'List-Unsubscribe': `<${url}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' };
+}
+
+/**
+ * What the message says. With `templateId` (spec §4.11), html and text are the template's (of the
+ * sending project's organization, or public; else 404), rendered with `variables` over its defaults;
+ * the subject stays the request's (required, also with a template), rendered with the same values.
+ * With `variables` alone the request's own subject, html and text are rendered. With neither, all
+ * three go out as given, `{{` and all. The message records the template and the version it used.
+ */
+async function renderContent(rc: RequestCtx, body: Body, organizationId: string) {
+  const own = { subject: body.subject, html: body.html, text: body.text, template: null as { id: string; version: number } | null };
+  if (body.templateId === undefined && body.variables === undefined) return own;
+  const t = body.templateId === undefined ? null : await usableTemplate(rc.deps.storage.db, body.templateId, organizationId);
+  const parts = renderedOrFail(
+    renderTemplate(
+      { subject: body.subject, html: t ? t.html : body.html ?? null, text: t ? t.text : body.text ?? null },
+      t?.variables ?? [],
+      body.variables,
+    ),
+    'body.variables',
+  );
+  return {
+    subject: parts.subject ?? body.subject,
+    html: parts.html ?? undefined,
+    text: parts.text ?? undefined,
+    template: t ? { id: t.id, version: t.version } : null,
+  };
+}
+
+/**
  * Validates, composes, and accepts one message. `projectId` is the project that must own the sender
  * domain, or null for send-on-behalf with the platform key (the domain's capability names the project).
  */
@@ -36,8 +84,7 @@ export async function send(rc: RequestCtx, body: Body, projectId: string | null)
     throw fail('invalid_request', `Line breaks and NUL are not allowed in ${bad.join(', ')}.`,
       bad.map((f) => ({ field: `body.${f}`, message: 'must not contain CR, LF or NUL' })));
   }
-  if (body.templateId !== undefined) throw fail('not_found', 'No such template.');
-  if (body.text === undefined && body.html === undefined) {
+  if (body.templateId === undefined && body.text === undefined && body.html === undefined) {
     throw fail('invalid_request', 'Give text, html or templateId.', [{ field: 'body.text', message: 'one of text, html or templateId is required' }]);
   }
   const from = parseFrom(body.from);
@@ -53,14 +100,16 @@ export async function send(rc: RequestCtx, body: Body, projectId: string | null)
     throw fail('sender_domain_not_verified', `${fromDomain} is not a verified sending domain of this project.`);
   }
 
+  const content = await renderContent(rc, body, cap.organizationId);
+
   const id = randomUUID();
   const messageIdHeader = `${id}@${fromDomain}`;
   const returnPath = encodeReturnPath(id, `${cap.returnPathSubdomain}.${cap.domain}`);
   // Spec §4.11 display-name rule: the message's own name, else the domain's default, else none.
   const name = from.name ?? cap.defaultDisplayName;
   const raw = await composeMessage({
-    from: { name, address: from.address }, to, subject: body.subject, text: body.text, html: body.html,
-    messageId: messageIdHeader, date: rc.now,
+    from: { name, address: from.address }, to, subject: content.subject, text: content.text, html: content.html,
+    messageId: messageIdHeader, date: rc.now, headers: unsubscribeHeaders(body.unsubscribeUrl),
   });
 
   const outcome = await acceptMessage(
@@ -68,7 +117,7 @@ export async function send(rc: RequestCtx, body: Body, projectId: string | null)
     {
       id, projectId: cap.projectId, organizationId: cap.organizationId, payg: cap.plan === 'payg', dailyLimit: FREE_DAILY_LIMIT,
       outboundId: cap.outboundId, fromHeader: name ? `${name} <${from.address}>` : from.address, fromAddress: from.address, to,
-      subject: body.subject, messageIdHeader, returnPath, sizeBytes: raw.length, now: rc.now,
+      subject: content.subject, messageIdHeader, returnPath, sizeBytes: raw.length, template: content.template, now: rc.now,
       idempotency: body.idempotencyKey ? { key: body.idempotencyKey, bodyHash: createHash('sha256').update(canonical(body)).digest('hex'), ttlMs: IDEMPOTENCY_TTL_MS } : null,
     },
     () => spool.enqueue(

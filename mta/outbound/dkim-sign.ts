@@ -38,8 +38,11 @@ const { generateCanonicalizedHeader } = require('mailauth/lib/dkim/header/index.
   ): { canonicalizedHeader: Buffer; dkimHeaderOpts: Record<string, unknown> };
 };
 
-/** The headers every signature covers (issue 5): the ones a forger would change. */
-export const SIGNED_HEADERS = 'From:To:Subject:Date:Message-ID:MIME-Version:Content-Type';
+/**
+ * The headers every signature covers (issue 5), and the one-click unsubscribe pair when present
+ * (RFC 8058 §4 requires both signed). Names absent from a message are not listed in its h=.
+ */
+export const SIGNED_HEADERS = 'From:To:Subject:Date:Message-ID:MIME-Version:Content-Type:List-Unsubscribe:List-Unsubscribe-Post';
 
 export interface SigningKey {
   domain: string;

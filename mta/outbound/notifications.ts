@@ -5,7 +5,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';
-import { claimNotifications, notificationFailed, notificationSent, verifiedCapabilityOf, type ClaimedNotification } from '../../storage/pg/deliveries.js';
+import { verifiedCapabilityOf } from '../../storage/pg/deliveries.js';
+import { claimNotifications, notificationFailed, notificationSent, type ClaimedNotification } from '../../storage/pg/notification-outbox.js';
 import { composeMessage } from '../../control/compose.js';
 import { dkimSign } from './dkim-sign.js';
 import { createKeyCache } from './signing-keys.js';

@@ -13,7 +13,7 @@ import type { SendResult } from './pool.js';
  * Refusals of this message's content or of us (spam, policy, authentication, size) do not: the
  * address is fine and the next message may well pass.
  */
-const SUPPRESSING: ReadonlySet<BounceClass> = new Set(['unknown_user', 'bad_domain', 'mailbox_full', 'relay_denied', 'other']);
+export const SUPPRESSING: ReadonlySet<BounceClass> = new Set(['unknown_user', 'bad_domain', 'mailbox_full', 'relay_denied', 'other']);
 
 export interface Decision {
   status: OutcomeStatus;

@@ -27,7 +27,7 @@ export interface WorkerOptions {
 
 /** A spooled id without a row may be a sendEmail whose commit is still in flight: wait this long. */
 const ORPHAN_GRACE_MS = 5 * 60_000;
-const ORPHAN_RECHECK_MS = 2_000;
+const ORPHAN_RECHECK_MS = 250;
 
 export function startDeliveryWorker(ctx: Context, storage: Storage, opts: WorkerOptions = {}) {
   const { config, clock, log } = ctx;
@@ -148,8 +148,6 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     .finally(() => schedule(0));
 
   return {
-    /** Looks for due work now (after an enqueue in this process). */
-    kick: () => schedule(0),
     inFlight: () => inFlight.size,
     pools,
     /** SIGTERM: take no more work, let deliveries in progress finish (up to drainMs), then close. */

@@ -83,6 +83,8 @@ const TABLE_SQL: Record<string, TableSql> = {
     key: { expr: `t.project_id::text || ':' || t.key`, uuid: false },
     order: 't.created_at, t.project_id, t.key',
   },
+  // Newest first, like every log; attempts of one event in reverse order of attempt.
+  webhook_deliveries: { order: 't.created_at DESC, t.attempt DESC, t.id DESC' },
   // Addresses are stored with the domain in lower case (control/compose.ts normalizeMailbox); a
   // filter matches the value given with its domain (after the last @) lower-cased the same way.
   suppressions: {

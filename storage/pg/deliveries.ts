@@ -1,7 +1,9 @@
 // What the MTA reads and writes in Postgres around a delivery: the current status of spooled messages,
 // the DKIM keys of a capability, and the outcomes of attempts, written in batches (one transaction for
 // many deliveries: a status update, an event, maybe a suppression and the capability's sent count).
+import { randomUUID } from 'node:crypto';
 import type { Db, Queryable } from './client.js';
+import { fanOut } from './webhooks.js';
 
 export type FinalStatus = 'delivered' | 'bounced' | 'failed';
 export type OutcomeStatus = FinalStatus | 'deferred';
@@ -62,6 +64,8 @@ export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Prom
   const col = <T>(f: (o: Outcome) => T) => outcomes.map(f);
   const suppress = outcomes.filter((o) => o.suppress);
   const sent = outcomes.filter((o) => o.status === 'delivered' && o.outboundId).map((o) => o.outboundId as string);
+  // Event ids are made here so that the webhook fan-out can name the events it was inserted with.
+  const eventIds = outcomes.map(() => randomUUID());
   await db.tx(async (q) => {
     await q.query(
       `UPDATE messages m SET status = u.status, attempts = u.attempts, updated_at = u.at
@@ -71,10 +75,12 @@ export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Prom
     );
     await q.query(
       `INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
-       SELECT gen_random_uuid(), u.message_id, u.project_id, u.type, u.detail::jsonb, u.at
-       FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::timestamptz[]) AS u(message_id, project_id, type, detail, at)`,
-      [col((o) => o.messageId), col((o) => o.projectId), col((o) => o.status), col((o) => JSON.stringify(o.detail)), col((o) => o.at)],
+       SELECT u.id, u.message_id, u.project_id, u.type, u.detail::jsonb, u.at
+       FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::timestamptz[]) AS u(id, message_id, project_id, type, detail, at)`,
+      [eventIds, col((o) => o.messageId), col((o) => o.projectId), col((o) => o.status), col((o) => JSON.stringify(o.detail)), col((o) => o.at)],
     );
+    // The webhook deliveries of these events, in the same transaction (storage/pg/webhooks.ts).
+    await fanOut(q, outcomes.map((o, i) => ({ id: eventIds[i]!, projectId: o.projectId, type: o.status, at: o.at })));
     if (suppress.length) {
       await q.query(
         `INSERT INTO suppressions (project_id, address, reason, detail, created_at)
@@ -92,43 +98,4 @@ export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Prom
       );
     }
   });
-}
-
-// --- The notification outbox (platform mail) -----------------------------------------------------
-
-export interface ClaimedNotification {
-  id: string;
-  kind: string;
-  sender: string;
-  recipient: string;
-  subject: string;
-  bodySealed: string;
-  createdAt: Date;
-  attempts: number;
-}
-
-/**
- * Takes up to `limit` due notifications and moves their next attempt to `leaseUntil` in the same
- * statement (SKIP LOCKED: two MTA nodes never take the same row). `attempts` counts this one.
- */
-export async function claimNotifications(q: Queryable, now: Date, limit: number, leaseUntil: Date): Promise<ClaimedNotification[]> {
-  return q.query<ClaimedNotification>(
-    `UPDATE notification_outbox o SET next_attempt_at = $3, attempts = o.attempts + 1
-     WHERE o.id IN (SELECT id FROM notification_outbox WHERE sent_at IS NULL AND next_attempt_at <= $1
-                    ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-     RETURNING o.id, o.kind, o.sender, o.recipient, o.subject, o.body_sealed AS "bodySealed", o.created_at AS "createdAt", o.attempts`,
-    [now, limit, leaseUntil],
-  );
-}
-
-export async function notificationSent(q: Queryable, id: string, at: Date): Promise<void> {
-  await q.query('UPDATE notification_outbox SET sent_at = $2, last_error = NULL WHERE id = $1', [id, at]);
-}
-
-/** A failed attempt: try again at `nextAt`, or never (null: given up, kept with its error for operators). */
-export async function notificationFailed(q: Queryable, id: string, error: string, nextAt: Date | null): Promise<void> {
-  await q.query(
-    `UPDATE notification_outbox SET last_error = $2, next_attempt_at = coalesce($3::timestamptz, 'infinity') WHERE id = $1`,
-    [id, error.slice(0, 1000), nextAt],
-  );
 }

@@ -1,6 +1,8 @@
 // Accepting a message: idempotency, the daily quota, the suppression check, the message row and its
 // first event, in one transaction (one round trip each, no read-then-write races).
+import { randomUUID } from 'node:crypto';
 import type { Db, Queryable } from './client.js';
+import { fanOut } from './webhooks.js';
 
 export type AcceptStatus = 'queued' | 'suppressed';
 
@@ -48,6 +50,8 @@ export interface NewMessage {
   messageIdHeader: string;
   returnPath: string;
   sizeBytes: number;
+  /** The template (modules/templates) and the version of it the message was rendered from, if any. */
+  template?: { id: string; version: number } | null;
   idempotency: { key: string; bodyHash: string; ttlMs: number } | null;
   now: Date;
 }
@@ -109,15 +113,18 @@ export async function acceptMessage(db: Db, m: NewMessage, spool: () => Promise<
       const status: AcceptStatus = suppressed[0] ? 'suppressed' : 'queued';
       await q.query(
         `INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address, to_address, subject,
-           message_id_header, return_path, idempotency_key, size_bytes, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)`,
+           message_id_header, return_path, idempotency_key, size_bytes, created_at, updated_at, template_id, template_version)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15, $16)`,
         [m.id, m.projectId, m.organizationId, m.outboundId, status, m.fromHeader, m.fromAddress, m.to, m.subject, m.messageIdHeader,
-          m.returnPath, m.idempotency?.key ?? null, m.sizeBytes, m.now],
+          m.returnPath, m.idempotency?.key ?? null, m.sizeBytes, m.now, m.template?.id ?? null, m.template?.version ?? null],
       );
+      const eventId = randomUUID();
       await q.query(
-        `INSERT INTO message_events (id, message_id, project_id, type, detail, created_at) VALUES (gen_random_uuid(), $1, $2, $3, $4::jsonb, $5)`,
-        [m.id, m.projectId, status, suppressed[0] ? JSON.stringify({ reason: suppressed[0].reason }) : null, m.now],
+        `INSERT INTO message_events (id, message_id, project_id, type, detail, created_at) VALUES ($1, $2, $3, $4, $5::jsonb, $6)`,
+        [eventId, m.id, m.projectId, status, suppressed[0] ? JSON.stringify({ reason: suppressed[0].reason }) : null, m.now],
       );
+      // `suppressed` is a webhook kind, `queued` is not: a queued send costs no statement more.
+      if (status === 'suppressed') await fanOut(q, [{ id: eventId, projectId: m.projectId, type: status, at: m.now }]);
       if (status === 'queued') await spool();
       return { kind: 'accepted' as const, messageId: m.id, status };
     });

@@ -95,6 +95,8 @@ t.test('the route table holds exactly the registered tables and their enabled ve
     message_events: ['list', 'get'],
     idempotency_keys: ['list', 'get'],
     suppressions: ['list', 'get', 'create', 'delete'],
+    webhook_endpoints: ['list', 'get', 'create', 'delete'],
+    webhook_deliveries: ['list', 'get'],
   });
   t.equal(routeTable['v1.messages.get'].path, '/v1/messages/get', 'the get of messages is the message read of spec §4.11');
 });

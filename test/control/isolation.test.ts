@@ -66,9 +66,23 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, 'victim-suppressed@example.test', 'hard_bounce', now()) RETURNING id`,
     [project.id],
   );
+  // A private template of the victim (spec §4.13), for the template routes' `id`.
+  const { template: victimTemplate } = await owner.client.modules.templates.templates.create({
+    organizationId: org.id, name: 'Victim template', subject: 'Victim template subject', text: 'victim template body',
+  });
+
+  // A webhook of the victim's project and one delivery attempt of its event (spec §4.8, §6 rule 3).
+  const victimHook = await owner.client.console.projects.webhooks.create({ id: project.id, url: 'https://victim-hooks.example.test/h' });
+  const [victimDelivery] = await svc.running.storage.db.query<{ id: string }>(
+    `INSERT INTO webhook_deliveries (id, webhook_id, endpoint_id, project_id, event_id, event_type, attempt, status, status_code, created_at)
+     VALUES (gen_random_uuid(), 'msg_victim', $1, $2, $3, 'delivered', 1, 'succeeded', 200, now()) RETURNING id`,
+    [victimHook.id, project.id, victimEvent],
+  );
 
   // Ids a data-layer route of each table would act on, by table.
   const rowIds: Record<string, string> = {
+    webhook_endpoints: victimHook.id,
+    webhook_deliveries: victimDelivery!.id,
     projects: project.id,
     api_keys: extraKey.id,
     users: owner.userId,
@@ -90,6 +104,7 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     codeId: joinCode.id,
     userId: member.userId,
     keyId: extraKey.keyId,
+    webhookId: victimHook.id,
   };
   // Parameters whose victim value depends on the route: {domainId} is a claim under projects and a
   // custom webmail domain under organizations; {capId} an outbound or an inbound capability.
@@ -97,12 +112,15 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     if (param === 'id') return id;
     if (param === 'domainId') return name.includes('customDomains') ? customDomain.id : claim.id;
     if (param === 'capId') return name.includes('inbound') ? inboundCap.id : outboundCap.id;
+    if (param === 'address') return 'victim-suppressed@example.test';
     const v = paramValues[param];
     if (!v) throw new Error(`isolation matrix: no victim value for path parameter {${param}} of ${name}; add one`);
     return v;
   }
   function idFor(name: string, r: RouteSpec): string {
     const hasId = r.path.includes('{id}') || 'id' in (r.query?.properties ?? {}) || 'id' in (r.body?.properties ?? {});
+    // Template routes name the organization in organizationId and the template in id.
+    if (name.startsWith('modules.templates.') && hasId) return victimTemplate.id;
     if (!hasId || r.target?.kind === 'organization') return org.id;
     if (r.target?.kind === 'project') return project.id;
     const table = /^v1\.(\w+)\.\w+$/.exec(name)?.[1];
@@ -133,7 +151,7 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
 
   const secrets = [org.id, project.id, org.name, project.name, owner.email, member.email, apiKey.keyId, extraKey.keyId, orgToken.tokenId,
     'invitee@example.test', 'victim-domain.test', outboundCap.selector, 'Victim subject', victimMessage, victimEvent,
-    'victim-idempotency-key', 'victim-suppressed@example.test'];
+    'victim-idempotency-key', 'victim-suppressed@example.test', victimHook.id, victimHook.secret, 'victim-hooks', victimDelivery!.id, victimTemplate.id, 'Victim template', 'victim template body'];
   const covered: string[] = [];
 
   for (const [name, r] of Object.entries(routeTable) as [string, RouteSpec][]) {
@@ -193,6 +211,11 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   t.ok(customAfter.some((d) => d.id === customDomain.id), 'custom domain not deleted');
   tick();
   t.same((await owner.client.v1.suppressions.list()).rows.map((r) => r.address), ['victim-suppressed@example.test'], 'suppression not deleted, none added');
+  tick();
+  t.same((await owner.client.console.projects.webhooks.list({ id: project.id })).webhooks.map((w) => w.id), [victimHook.id], 'webhook not deleted, none added');
+  tick();
+  t.match((await owner.client.modules.templates.templates.get({ organizationId: org.id, id: victimTemplate.id })).template,
+    { name: 'Victim template', version: 1, is_public: false }, 'template not changed, published or deleted');
   tick();
   t.match(await svc.client({ keyId: extraKey.keyId, secret: extraKey.secret }).v1.services.whoami(), { projectId: project.id }, 'victim key still works');
   tick();

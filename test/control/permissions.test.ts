@@ -1,7 +1,8 @@
 // The permission matrix of spec §5.5, generated from the route table: each of the five roles calls
-// every route that declares a permission, on fresh fixtures of its own organization, and gets the
-// route's success status exactly when ROLE_PERMISSIONS grants that permission, 403 `forbidden`
-// otherwise. A new write route is covered as soon as it declares its permission.
+// every route that declares a permission (or a role, spec §4.13), on fresh fixtures of its own
+// organization, and gets the route's success status exactly when ROLE_PERMISSIONS grants that
+// permission (or the caller has that role), 403 `forbidden` otherwise. A new write route is covered
+// as soon as it declares its permission.
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
 import { routeTable, ROLES, can, type OrgRole, type RouteSpec, type Permission } from '../../control/api/index.js';
@@ -35,7 +36,7 @@ t.test('five roles × every route that declares a permission', async (t) => {
     const v: Record<string, unknown> = { organizationId: org.id, organization_id: org.id, name: `n-${randomUUID().slice(0, 8)}`, email: uniqueEmail('invitee') };
     v.domain = `d-${randomUUID().slice(0, 8)}.test`;
     const wantsProject = r.target?.kind === 'project' || needs('project_id') || name.startsWith('v1.projects.') || name.startsWith('v1.api_keys.') ||
-      name.startsWith('v1.suppressions.');
+      name.startsWith('v1.suppressions.') || name.startsWith('v1.webhook_endpoints.');
     if (wantsProject) {
       tick();
       const p = await owner.client.console.projects.create({ name: 'fixture', organizationId: org.id });
@@ -50,8 +51,22 @@ t.test('five roles × every route that declares a permission', async (t) => {
         v.keyId = k.keyId;
         v.keyRowId = k.id;
       }
+      // A URL to register, and for a webhook's own routes one registered (spec §4.8).
+      if (name.includes('.webhooks.') || name.startsWith('v1.webhook_endpoints.')) {
+        v.url = `https://hooks-${randomUUID().slice(0, 8)}.example.com/h`;
+        if (needs('webhookId') || name === 'v1.webhook_endpoints.delete') {
+          tick();
+          v.webhookId = (await owner.client.console.projects.webhooks.create({ id: p.project.id, url: v.url as string })).id;
+        }
+      }
       // An address to suppress, and for a suppression's own routes one already suppressed.
       if (needs('address')) v.address = `Rcpt-${randomUUID().slice(0, 8)}@Matrix.Example`;
+      if (name === 'console.projects.suppressions.delete') {
+        await svc.running.storage.db.query(
+          `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, $2, 'manual', now())`,
+          [p.project.id, (v.address as string).replace(/@.*$/, (d) => d.toLowerCase())],
+        );
+      }
       if (name.startsWith('v1.suppressions.') && needs('id')) {
         const [row] = await svc.running.storage.db.query<{ id: string }>(
           `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, $2, 'manual', now()) RETURNING id`,
@@ -115,13 +130,22 @@ t.test('five roles × every route that declares a permission', async (t) => {
       v.userId = m.userId;
       v.role = 'auditor';
     }
+    // Templates (spec §4.13): a part to create one with, and for update and delete an own template.
+    if (name.startsWith('modules.templates.')) {
+      v.text = 'Hello {{name}}';
+      if (needs('id')) {
+        tick();
+        v.templateId = (await owner.client.modules.templates.templates.create({ organizationId: org.id, name: 'fixture', subject: 's', text: 't' })).template.id;
+      }
+    }
     // A data-layer write without a target acts on a row by id (a key, a suppression).
-    const rowId = name.startsWith('v1.api_keys.') ? v.keyRowId : name.startsWith('v1.suppressions.') ? v.suppressionId : undefined;
-    v.id = r.target?.kind === 'organization' ? org.id : rowId ?? v.projectId ?? org.id;
+    const rowId = name.startsWith('v1.api_keys.') ? v.keyRowId : name.startsWith('v1.suppressions.') ? v.suppressionId
+      : name.startsWith('v1.webhook_endpoints.') ? v.webhookId : undefined;
+    v.id = v.templateId ?? (r.target?.kind === 'organization' ? org.id : rowId ?? v.projectId ?? org.id);
     return v;
   }
 
-  const routes = (Object.entries(routeTable) as [string, RouteSpec][]).filter(([, r]) => r.permission);
+  const routes = (Object.entries(routeTable) as [string, RouteSpec][]).filter(([, r]) => r.permission || r.role);
   t.ok(routes.length >= 15, `${routes.length} routes declare a permission`);
 
   for (const [name, r] of routes) {
@@ -140,9 +164,10 @@ t.test('five roles × every route that declares a permission', async (t) => {
         status = (e as { status: number }).status;
         code = (e as { code: string }).code;
       }
-      const allowed = can(role, r.permission as Permission);
-      if (allowed) t.equal(status, r.status ?? 200, `${role} may ${name} (${r.permission})${code ? ` — got ${code}` : ''}`);
-      else t.same({ status, code }, { status: 403, code: 'forbidden' }, `${role} may not ${name} (${r.permission})`);
+      const allowed = (!r.permission || can(role, r.permission as Permission)) && (!r.role || role === r.role);
+      const needed = [r.permission, r.role].filter(Boolean).join(', ');
+      if (allowed) t.equal(status, r.status ?? 200, `${role} may ${name} (${needed})${code ? ` — got ${code}` : ''}`);
+      else t.same({ status, code }, { status: 403, code: 'forbidden' }, `${role} may not ${name} (${needed})`);
     }
   }
 });

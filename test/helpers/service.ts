@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { loadConfig } from '../../config/load.js';
 import { startService, type RunningService } from '../../bin/start.js';
 import type { WorkerOptions } from '../../mta/outbound/worker.js';
+import type { WebhookDispatcherOptions } from '../../mta/webhooks/dispatcher.js';
 import { createClient, type Client, type Credential } from '../../sdk/src/index.js';
 import { testClock, type TestClock } from './clock.js';
 import { createTestDatabase, prepareEmbedded, type TestDatabase } from './database.js';
@@ -56,6 +57,8 @@ export interface TestServiceOptions {
    * control-plane tests see accepted messages stay `queued`; delivery tests turn it on.
    */
   mta?: boolean | WorkerOptions;
+  /** Options of the webhook dispatcher, which runs with the MTA. */
+  webhooks?: WebhookDispatcherOptions;
 }
 
 export async function startTestService(t: Teardown, opts: TestServiceOptions = {}): Promise<TestService> {
@@ -83,7 +86,7 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
     ...shared,
     ...opts.env,
   });
-  const boot = () => startService(config, { clock, checkResponses: true, log: opts.log, mta: opts.mta ?? false });
+  const boot = () => startService(config, { clock, checkResponses: true, log: opts.log, mta: opts.mta ?? false, webhooks: opts.webhooks });
   let running = await boot();
   let stopped = false;
 

@@ -79,6 +79,26 @@ t.test('delivered: STARTTLS, EHLO, VERP, two DKIM signatures, one reused connect
   await allSigned(t, w);
 });
 
+t.test('one-click unsubscribe (RFC 8058): both headers, both signed', async (t) => {
+  const w = await world(t);
+  const url = 'https://example.test/unsubscribe?u=42&list=news';
+  const r = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'u@dest.test', subject: 'News', text: 'x', unsubscribeUrl: url });
+  const [m] = await w.sink.waitForMessages(1);
+  await waitStatus(w, r.providerMessageId, 'delivered');
+  const head = m!.raw.toString('latin1').split('\r\n\r\n')[0]!;
+  t.match(head, new RegExp(`^List-Unsubscribe: <${url.replace(/[?.]/g, '\\$&')}>\r$`, 'm'));
+  t.match(head, /^List-Unsubscribe-Post: List-Unsubscribe=One-Click\r$/m);
+  for (const h of head.replace(/\r\n[ \t]+/g, ' ').match(/^DKIM-Signature:.*$/gm) ?? []) {
+    t.match(h, /\bh=[^;]*List-Unsubscribe-Post[^;]*;/i, 'h= covers List-Unsubscribe-Post');
+    t.match(h, /\bh=[^;]*List-Unsubscribe[:;]/i, 'h= covers List-Unsubscribe');
+  }
+  await allSigned(t, w);
+  for (const bad of ['http://example.test/u', 'https://example.test/a b', 'mailto:u@example.test', 'https://example.test/<x>']) {
+    const e = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'u@dest.test', subject: 'News', text: 'x', unsubscribeUrl: bad }).catch((err: { status: number }) => err);
+    t.equal((e as { status: number }).status, 400, `refused: ${bad}`);
+  }
+});
+
 t.test('at most 8 connections at once to one destination, however many messages are due', async (t) => {
   const w = await world(t);
   const ids = await Promise.all(Array.from({ length: 60 }, async (_, i) =>
