@@ -19,7 +19,10 @@ async function world(t: Test): Promise<World> {
   const zone = await startDnsZone(t);
   const sink = await startSmtpSink(t);
   zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, { env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port) }, mta: { pollMs: 20 } });
+  const svc = await startTestService(t, {
+    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_ALLOW_PRIVATE_WEBHOOKS: '1' },
+    mta: { pollMs: 20 },
+  });
   return { svc, sink, s: await sender(svc) };
 }
 
@@ -169,8 +172,12 @@ ${originalHeaders(m, 'annoyed@dest.test')}
 Thanks
 --part1_13d.2e68ed54_boundary--
 `;
+  // Subscribed only to complaints: the ARF below is what fires it (the attempt itself is the webhooks tests' job).
+  await w.s.owner.client.console.projects.webhooks.create({ id: w.s.projectId, url: 'http://127.0.0.1:9/hook', events: ['complained'] });
   t.equal((await swaks(w, m.verp, arf)).code, 0);
   t.equal(await status(w, m.id), 'delivered', 'a complaint does not undo the delivery');
+  const hooks = await w.svc.running.storage.db.query<{ event_type: string }>('SELECT event_type FROM webhook_deliveries WHERE project_id = $1 AND attempt = 1', [w.s.projectId]);
+  t.same(hooks.map((h) => h.event_type), ['complained'], 'the complaint fans out to the webhook, in the same transaction');
   t.match((await events(w, m.id)).at(-1), { type: 'complained', detail: { source: 'arf', feedbackType: 'abuse', userAgent: 'SomeGenerator/1.0' } });
   t.equal(await suppression(w, 'annoyed@dest.test'), 'complaint');
   const again = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'annoyed@dest.test', subject: 'x', text: 'x' });
