@@ -99,30 +99,36 @@ export async function acceptMessage(db: Db, m: NewMessage, spool: () => Promise<
         }
       }
 
-      // gaps-filled.md #13: every 200 counts, queued or suppressed. The row lock serializes the
-      // organization's concurrent sends, so exactly `dailyLimit` pass on a free plan.
-      const counted = await q.query(
-        `INSERT INTO quota_days AS d (organization_id, day, accepted) VALUES ($1, $2, 1)
-         ON CONFLICT (organization_id, day) DO UPDATE SET accepted = d.accepted + 1 WHERE $3 OR d.accepted < $4
-         RETURNING accepted`,
-        [m.organizationId, utcDay(m.now), m.payg, m.dailyLimit],
-      );
-      if (counted.length === 0) throw new Refused({ kind: 'quota_exceeded' });
-
-      const suppressed = await q.query<{ reason: string }>('SELECT reason FROM suppressions WHERE project_id = $1 AND address = $2', [m.projectId, m.to]);
-      const status: AcceptStatus = suppressed[0] ? 'suppressed' : 'queued';
-      await q.query(
-        `INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address, to_address, subject,
-           message_id_header, return_path, idempotency_key, size_bytes, created_at, updated_at, template_id, template_version)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15, $16)`,
-        [m.id, m.projectId, m.organizationId, m.outboundId, status, m.fromHeader, m.fromAddress, m.to, m.subject, m.messageIdHeader,
-          m.returnPath, m.idempotency?.key ?? null, m.sizeBytes, m.now, m.template?.id ?? null, m.template?.version ?? null],
-      );
+      // One statement for the rest (one round trip, not four): the quota, the suppression check, the
+      // row and its first event. gaps-filled.md #13: every 200 counts, queued or suppressed. The quota
+      // row's lock serializes the organization's concurrent sends, so exactly `dailyLimit` pass on a
+      // free plan; when the quota refuses, `counted` is empty and nothing is inserted.
       const eventId = randomUUID();
-      await q.query(
-        `INSERT INTO message_events (id, message_id, project_id, type, detail, created_at) VALUES ($1, $2, $3, $4, $5::jsonb, $6)`,
-        [eventId, m.id, m.projectId, status, suppressed[0] ? JSON.stringify({ reason: suppressed[0].reason }) : null, m.now],
+      const rows = await q.query<{ status: AcceptStatus | null }>(
+        `WITH counted AS (
+           INSERT INTO quota_days AS d (organization_id, day, accepted) VALUES ($3::uuid, $16::date, 1)
+           ON CONFLICT (organization_id, day) DO UPDATE SET accepted = d.accepted + 1 WHERE $17::boolean OR d.accepted < $18::int
+           RETURNING accepted
+         ), sup AS (
+           SELECT reason FROM suppressions WHERE project_id = $2::uuid AND address = $7::text
+         ), msg AS (
+           INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address, to_address, subject,
+             message_id_header, return_path, idempotency_key, size_bytes, created_at, updated_at, template_id, template_version)
+           SELECT $1::uuid, $2::uuid, $3::uuid, $4::uuid, CASE WHEN EXISTS (SELECT 1 FROM sup) THEN 'suppressed' ELSE 'queued' END,
+             $5::text, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text, $12::int, $13::timestamptz, $13::timestamptz, $14::uuid, $15::int
+           WHERE EXISTS (SELECT 1 FROM counted)
+           RETURNING status
+         ), ev AS (
+           INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
+           SELECT $19::uuid, $1::uuid, $2::uuid, msg.status, (SELECT jsonb_build_object('reason', reason) FROM sup LIMIT 1), $13::timestamptz FROM msg
+         )
+         SELECT (SELECT status FROM msg) AS status`,
+        [m.id, m.projectId, m.organizationId, m.outboundId, m.fromHeader, m.fromAddress, m.to, m.subject, m.messageIdHeader,
+          m.returnPath, m.idempotency?.key ?? null, m.sizeBytes, m.now, m.template?.id ?? null, m.template?.version ?? null,
+          utcDay(m.now), m.payg, m.dailyLimit, eventId],
       );
+      const status = rows[0]?.status ?? null;
+      if (status === null) throw new Refused({ kind: 'quota_exceeded' });
       // `suppressed` is a webhook kind, `queued` is not: a queued send costs no statement more.
       if (status === 'suppressed') await fanOut(q, [{ id: eventId, projectId: m.projectId, type: status, at: m.now }]);
       if (status === 'queued') await spool();
