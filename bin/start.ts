@@ -8,6 +8,7 @@ import { sweepExpired } from '../storage/pg/request-guard.js';
 import { createApp } from '../control/app.js';
 import { listenHttp } from '../control/server.js';
 import type { Deps } from '../control/deps.js';
+import { LOG_N } from '../control/passwords.js';
 import { createResolver } from '../mta/dns.js';
 import { startDeliveryWorker, type WorkerOptions } from '../mta/outbound/worker.js';
 import { startNotificationSender } from '../mta/outbound/notifications.js';
@@ -26,6 +27,8 @@ export interface StartOptions {
    * control plane alone turn it off so that accepted messages stay `queued` while they look.
    */
   mta?: boolean | WorkerOptions;
+  /** scrypt cost (log2 N) of new password hashes; default LOG_N (15). Tests lower it: hashing is CPU-bound. */
+  passwordLogN?: number;
   /** Options of the webhook dispatcher, which runs wherever the MTA does. */
   webhooks?: WebhookDispatcherOptions;
 }
@@ -79,7 +82,7 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
     }
 
     if (role === 'all' || role === 'control') {
-      const deps: Deps = { ctx, storage, publicUrl: () => publicUrl };
+      const deps: Deps = { ctx, storage, publicUrl: () => publicUrl, passwordLogN: opts.passwordLogN ?? LOG_N };
       const http = await listenHttp(createApp(deps, { checkResponses: opts.checkResponses }), config.bindHost, config.httpPort);
       ports.http = http.port;
       const host = config.bindHost.includes(':') ? `[${config.bindHost}]` : config.bindHost;

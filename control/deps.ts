@@ -10,6 +10,8 @@ export interface Deps {
   storage: Storage;
   /** SVC_PUBLIC_URL, or http://<bind>:<bound port> when unset. */
   publicUrl(): string;
+  /** scrypt cost (log2 N) for new password hashes; LOG_N in production, lower in tests. */
+  passwordLogN: number;
 }
 
 export interface RequestCtx {

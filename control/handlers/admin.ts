@@ -26,7 +26,7 @@ export const adminHandlers: Handlers<typeof adminRoutes> = {
   },
 
   async 'admin.users.create'({ body }, rc) {
-    const passwordHash = await hashPassword(body.password);
+    const passwordHash = await hashPassword(body.password, rc.deps.passwordLogN);
     const user = await insertUser(rc.deps.storage.db, { id: randomUUID(), email: body.email.trim(), passwordHash, role: body.role, now: rc.now });
     if (!user) throw fail('conflict', 'An account with this email already exists.');
     rc.audit.targetId = user.id;

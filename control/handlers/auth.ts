@@ -3,7 +3,7 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { authRoutes } from '../api/auth.js';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
-import { hashPassword, verifyPassword, UNUSABLE_HASH } from '../passwords.js';
+import { hashPassword, verifyPassword, unusableHash } from '../passwords.js';
 import { mintAccountToken, SECRET_WARNING } from '../tokens.js';
 import { queueNotification } from '../notify.js';
 import type { PrincipalOf } from '../principal.js';
@@ -35,7 +35,7 @@ const badLogin = () => fail('unauthorized', 'Email or password is wrong.');
 
 export const authHandlers: Handlers<typeof authRoutes> = {
   async 'auth.signup'({ body }, { deps, now }) {
-    const passwordHash = await hashPassword(body.password);
+    const passwordHash = await hashPassword(body.password, deps.passwordLogN);
     const { db, sealer } = deps.storage;
     return db.tx(async (q) => {
       const user = await insertUser(q, { id: randomUUID(), email: body.email.trim(), passwordHash, role: 'customer', now });
@@ -49,7 +49,7 @@ export const authHandlers: Handlers<typeof authRoutes> = {
     const { db, sealer } = deps.storage;
     const found = await findUserWithHashByEmail(db, body.email.trim());
     // Verify against a dummy hash when there is no such user, so timing does not tell.
-    const ok = await verifyPassword(body.password, found?.password_hash ?? UNUSABLE_HASH);
+    const ok = await verifyPassword(body.password, found?.password_hash ?? unusableHash(deps.passwordLogN));
     if (!found || !ok) throw badLogin();
     const { password_hash: _, ...user } = found;
     const token = await mintAccountToken(db, sealer, { userId: user.id, label: 'login', now });
@@ -86,7 +86,7 @@ export const authHandlers: Handlers<typeof authRoutes> = {
   },
 
   async 'auth.password.reset'({ body }, { deps, now }) {
-    const passwordHash = await hashPassword(body.password);
+    const passwordHash = await hashPassword(body.password, deps.passwordLogN);
     await deps.storage.db.tx(async (q) => {
       const userId = await consumePasswordReset(q, hashToken(body.token), now);
       if (!userId) throw fail('unauthorized', 'The reset link is invalid, expired or already used.');
@@ -105,7 +105,7 @@ export const authHandlers: Handlers<typeof authRoutes> = {
     if (!user || !(await verifyPassword(body.currentPassword, user.password_hash))) {
       throw fail('unauthorized', 'The current password is wrong.');
     }
-    await setPasswordHash(db, me.userId, await hashPassword(body.newPassword), rc.now);
+    await setPasswordHash(db, me.userId, await hashPassword(body.newPassword, rc.deps.passwordLogN), rc.now);
     return { ok: true as const };
   },
 
