@@ -6,6 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createClient, SvcError, type Client, type Credential } from '../sdk/src/index.js';
 import { cpuSecondsOf, freePort, sleep } from './util.js';
+import { leanFetch } from './lean-fetch.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const ADMIN_KEY = 'bench-platform-admin-key-0123456789';
@@ -123,7 +124,7 @@ export async function sendLoad(url: string, tenants: Tenant[], o: { concurrency:
   // Interleaved, so that neighbouring clients belong to different organizations.
   const order: { key: Client; domain: string }[] = [];
   for (let k = 0; k < Math.max(...tenants.map((t) => t.keys.length)); k++) {
-    for (const t of tenants) if (t.keys[k]) order.push({ key: createClient({ baseUrl: url, credential: t.keys[k] }), domain: t.domain });
+    for (const t of tenants) if (t.keys[k]) order.push({ key: createClient({ baseUrl: url, credential: t.keys[k], fetch: leanFetch }), domain: t.domain });
   }
   if (order.length < o.concurrency) throw new Error(`${o.concurrency} clients need as many keys, have ${order.length}`);
 

@@ -7,9 +7,19 @@ import { ApiError, fail } from '../errors.js';
 import { composeMessage, normalizeMailbox, parseFrom } from '../compose.js';
 import { FREE_DAILY_LIMIT } from '../usage.js';
 import { encodeReturnPath } from '../../mta/verp.js';
-import { acceptMessage, findSendingCapability } from '../../storage/pg/messages.js';
+import { acceptMessage, findSendingCapability, type AcceptOutcome, type SendingCapability } from '../../storage/pg/messages.js';
 import { renderTemplate } from '../templates/render.js';
 import { renderedOrFail, usableTemplate } from './templates.js';
+
+// Sending capabilities by domain, per database (tests run several services in one process).
+const cachedSenders = new WeakMap<object, Map<string, SendingCapability>>();
+const SENDERS_MAX = 10_000;
+
+function sendersOf(db: object): Map<string, SendingCapability> {
+  let m = cachedSenders.get(db);
+  if (!m) cachedSenders.set(db, (m = new Map()));
+  return m;
+}
 
 /** gaps-filled.md #3: an idempotency key dedupes for 24 h. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
@@ -95,39 +105,68 @@ export async function send(rc: RequestCtx, body: Body, projectId: string | null)
 
   const { db, spool } = rc.deps.storage;
   const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
-  const cap = await findSendingCapability(db, fromDomain);
-  if (!cap || (projectId !== null && cap.projectId !== projectId)) {
-    throw fail('sender_domain_not_verified', `${fromDomain} is not a verified sending domain of this project.`);
-  }
+  const refused = () => fail('sender_domain_not_verified', `${fromDomain} is not a verified sending domain of this project.`);
+  const senders = sendersOf(db);
+  // A cached capability only ever speeds up a send that succeeds: acceptMessage's statement checks it
+  // still stands as cached, and every refusal is decided on a fresh lookup.
+  const cachedCap = senders.get(fromDomain);
+  let fromCache = cachedCap !== undefined;
+  let cap = cachedCap ?? (await findSendingCapability(db, fromDomain));
+  const lookAgain = async () => {
+    senders.delete(fromDomain);
+    if (!fromCache) throw refused();
+    fromCache = false;
+    return findSendingCapability(db, fromDomain);
+  };
+  for (;;) {
+    if (!cap || (projectId !== null && cap.projectId !== projectId)) {
+      cap = await lookAgain();
+      continue;
+    }
+    if (senders.size >= SENDERS_MAX) senders.clear();
+    senders.set(fromDomain, cap);
 
-  const content = await renderContent(rc, body, cap.organizationId);
+    const content = await renderContent(rc, body, cap.organizationId);
+    const id = randomUUID();
+    const messageIdHeader = `${id}@${fromDomain}`;
+    const returnPath = encodeReturnPath(id, `${cap.returnPathSubdomain}.${cap.domain}`);
+    // Spec §4.11 display-name rule: the message's own name, else the domain's default, else none.
+    const name = from.name ?? cap.defaultDisplayName;
+    const raw = await composeMessage({
+      from: { name, address: from.address }, to, subject: content.subject, text: content.text, html: content.html,
+      messageId: messageIdHeader, date: rc.now, headers: unsubscribeHeaders(body.unsubscribeUrl),
+    });
 
-  const id = randomUUID();
-  const messageIdHeader = `${id}@${fromDomain}`;
-  const returnPath = encodeReturnPath(id, `${cap.returnPathSubdomain}.${cap.domain}`);
-  // Spec §4.11 display-name rule: the message's own name, else the domain's default, else none.
-  const name = from.name ?? cap.defaultDisplayName;
-  const raw = await composeMessage({
-    from: { name, address: from.address }, to, subject: content.subject, text: content.text, html: content.html,
-    messageId: messageIdHeader, date: rc.now, headers: unsubscribeHeaders(body.unsubscribeUrl),
-  });
-
-  const outcome = await acceptMessage(
-    db,
-    {
-      id, projectId: cap.projectId, organizationId: cap.organizationId, payg: cap.plan === 'payg', dailyLimit: FREE_DAILY_LIMIT,
-      outboundId: cap.outboundId, fromHeader: name ? `${name} <${from.address}>` : from.address, fromAddress: from.address, to,
-      subject: content.subject, messageIdHeader, returnPath, sizeBytes: raw.length, template: content.template, now: rc.now,
-      idempotency: body.idempotencyKey ? { key: body.idempotencyKey, bodyHash: createHash('sha256').update(canonical(body)).digest('hex'), ttlMs: IDEMPOTENCY_TTL_MS } : null,
-    },
-    () => spool.enqueue(
+    // Durable before the row commits (acceptMessage), taken back unless the message is queued.
+    await spool.enqueue(
       {
         id, projectId: cap.projectId, domain: to.slice(to.lastIndexOf('@') + 1), mailFrom: returnPath, rcptTo: to,
         outboundId: cap.outboundId, nextAttemptMs: rc.now.getTime(), attempts: 0, createdMs: rc.now.getTime(),
       },
       raw,
-    ),
-  );
+    );
+    let outcome: AcceptOutcome;
+    try {
+      outcome = await acceptMessage(db, {
+        id, sender: cap, dailyLimit: FREE_DAILY_LIMIT,
+        fromHeader: name ? `${name} <${from.address}>` : from.address, fromAddress: from.address, to,
+        subject: content.subject, messageIdHeader, returnPath, sizeBytes: raw.length, template: content.template, now: rc.now,
+        idempotency: body.idempotencyKey ? { key: body.idempotencyKey, bodyHash: createHash('sha256').update(canonical(body)).digest('hex'), ttlMs: IDEMPOTENCY_TTL_MS } : null,
+      });
+    } catch (err) {
+      await spool.remove(id).catch(() => {}); // else the MTA drops it as an orphan after its grace
+      throw err;
+    }
+    if (outcome.kind !== 'accepted' || outcome.status !== 'queued') await spool.remove(id);
+    if (outcome.kind === 'sender_changed') {
+      cap = await lookAgain();
+      continue;
+    }
+    return answer(rc, cap, outcome);
+  }
+}
+
+function answer(rc: RequestCtx, cap: SendingCapability, outcome: Exclude<AcceptOutcome, { kind: 'sender_changed' }>) {
   rc.audit.projectId = cap.projectId;
   switch (outcome.kind) {
     case 'accepted':

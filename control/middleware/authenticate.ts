@@ -10,8 +10,8 @@ import { HEADER_ADMIN_KEY, HEADER_NONCE, HEADER_TIMESTAMP, sha256Hex, signature,
 import type { Principal } from '../principal.js';
 import type { Deps } from '../deps.js';
 import { credentialAad } from '../tokens.js';
-import { findCredential, type StoredCredential } from '../../storage/pg/credentials.js';
-import { guardRequest, type Bucket } from '../../storage/pg/request-guard.js';
+import { credentialLookup, findCredential, type StoredCredential } from '../../storage/pg/credentials.js';
+import { guardRequest, type Bucket, type GuardResult } from '../../storage/pg/request-guard.js';
 
 /** Spec §5.1 rule 1 and §8. */
 export const SKEW_MS = 5 * 60_000;
@@ -46,6 +46,18 @@ function openSecret(deps: Deps, cred: StoredCredential): string {
     opened.set(cred.secretSealed, secret);
   }
   return secret;
+}
+
+// Credentials by key id, so that a request costs one round trip (the guard's statement, which reads the
+// credential again and consumes nothing when it is gone or changed) instead of two. Per database:
+// tests run several services in one process.
+const cachedCredentials = new WeakMap<object, Map<string, StoredCredential>>();
+const CREDENTIALS_MAX = 10_000;
+
+function credentialCache(deps: Deps): Map<string, StoredCredential> {
+  let cache = cachedCredentials.get(deps.storage.db);
+  if (!cache) cachedCredentials.set(deps.storage.db, (cache = new Map()));
+  return cache;
 }
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
@@ -104,45 +116,62 @@ export async function authenticate(req: SignedRequest, accepted: readonly Creden
   const nowMs = clock.now();
   const now = new Date(nowMs);
 
-  let principal: Principal;
-  let bucketKey: string;
-  let nonce: string;
-  let nonceExpiresAt: Date;
-
   if (keyId === 'admin' && sig === 'bootstrap') {
     // Spec §5.3: the platform key, for bootstrap and break-glass use, on the routes that list it.
     const given = header(req.headers, HEADER_ADMIN_KEY);
     if (!config.platformAdminKey || given === undefined || !sameSecret(given, config.platformAdminKey)) throw unauthorized();
     if (!accepted.includes('platform_admin')) throw unauthorized();
-    principal = { kind: 'platform_admin' };
-    bucketKey = 'platform_admin';
-    nonce = randomUUID();
-    nonceExpiresAt = new Date(nowMs + SKEW_MS);
-  } else {
-    const ts = header(req.headers, HEADER_TIMESTAMP) ?? '';
-    nonce = header(req.headers, HEADER_NONCE) ?? '';
-    if (!/^\d{1,16}$/.test(ts) || !NONCE_RE.test(nonce) || !/^[0-9a-f]{64}$/.test(sig)) throw unauthorized();
-    const tsMs = Number(ts);
-    if (Math.abs(nowMs - tsMs) > SKEW_MS) throw unauthorized();
-
-    const cred = await findCredential(deps.storage.db, keyId, now);
-    const expected = signature(
-      cred ? openSecret(deps, cred) : 'no-such-credential',
-      stringToSign(req.method, req.target, ts, nonce, sha256Hex(req.rawBody)),
-    );
-    const matches = timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(sig, 'hex'));
-    if (!cred || !matches) throw unauthorized();
-    if (cred.kind === 'project_api_key' && cred.managed === 'platform' && !sourceAllowed(cred.allowedCidrs, req.ip)) throw unauthorized();
-
-    principal = toPrincipal(cred);
-    const refused = admit(accepted, principal);
-    if (refused) throw refused;
-    bucketKey = keyId;
-    // The nonce must be remembered for as long as its timestamp would still be accepted.
-    nonceExpiresAt = new Date(tsMs + SKEW_MS);
+    checkGuard(await guardRequest(deps.storage.db, { keyId: 'platform_admin', nonce: randomUUID(), nonceExpiresAt: new Date(nowMs + SKEW_MS), now, bucket: BUCKET }));
+    return { kind: 'platform_admin' };
   }
 
-  const guard = await guardRequest(deps.storage.db, { keyId: bucketKey, nonce, nonceExpiresAt, now, bucket: BUCKET });
+  const ts = header(req.headers, HEADER_TIMESTAMP) ?? '';
+  const nonce = header(req.headers, HEADER_NONCE) ?? '';
+  if (!/^\d{1,16}$/.test(ts) || !NONCE_RE.test(nonce) || !/^[0-9a-f]{64}$/.test(sig)) throw unauthorized();
+  const tsMs = Number(ts);
+  if (Math.abs(nowMs - tsMs) > SKEW_MS) throw unauthorized();
+
+  const cache = credentialCache(deps);
+  const toSign = stringToSign(req.method, req.target, ts, nonce, sha256Hex(req.rawBody));
+  const signedBy = (c: StoredCredential | null) => {
+    const expected = signature(c ? openSecret(deps, c) : 'no-such-credential', toSign);
+    return c !== null && timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(sig, 'hex'));
+  };
+  let cred = cache.get(keyId) ?? null;
+  // A cached credential whose secret does not match is looked up again before the request fails.
+  if (!cred || !signedBy(cred)) {
+    cred = await findCredential(deps.storage.db, keyId, now);
+    if (!signedBy(cred)) throw unauthorized();
+  }
+  const checked = cred!;
+  refuseUnless(accepted, checked, req.ip);
+  if (cache.size >= CREDENTIALS_MAX) cache.clear();
+  cache.set(keyId, checked);
+  // The nonce must be remembered for as long as its timestamp would still be accepted.
+  const guard = await guardRequest(deps.storage.db, {
+    keyId, nonce, nonceExpiresAt: new Date(tsMs + SKEW_MS), now, bucket: BUCKET,
+    credential: { lookup: credentialLookup(keyId)!, secretSealed: checked.secretSealed },
+  });
+  // Revoked, expired or changed since it was cached: nothing was consumed, and the request fails.
+  const fresh = guard.credential;
+  if (!fresh || fresh.secretSealed !== checked.secretSealed) {
+    cache.delete(keyId);
+    throw unauthorized();
+  }
+  cache.set(keyId, fresh);
+  refuseUnless(accepted, fresh, req.ip);
+  checkGuard(guard);
+  return toPrincipal(fresh);
+}
+
+/** Throws the answer for a credential that may not call this route (or not from this address). */
+function refuseUnless(accepted: readonly CredentialKind[], cred: StoredCredential, ip: string): void {
+  if (cred.kind === 'project_api_key' && cred.managed === 'platform' && !sourceAllowed(cred.allowedCidrs, ip)) throw unauthorized();
+  const refused = admit(accepted, toPrincipal(cred));
+  if (refused) throw refused;
+}
+
+function checkGuard(guard: GuardResult): void {
   if (!guard.freshNonce) throw unauthorized();
   if (!guard.allowed) {
     const retryAfter = Math.max(1, Math.ceil((1 - guard.tokens) / BUCKET.perSecond));
@@ -150,5 +179,4 @@ export async function authenticate(req: SignedRequest, accepted: readonly Creden
       'Retry-After': String(retryAfter),
     });
   }
-  return principal;
 }

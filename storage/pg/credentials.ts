@@ -1,5 +1,7 @@
 // Credential lookup for request authentication: the key id's prefix names the table it lives in.
-// Adding a credential kind is one more entry in `lookups`.
+// Adding a credential kind is one more entry in `lookups`. Each lookup is a statement (with $1 the
+// key id and $2 the instant) and a row mapper, so that request-guard.ts can run the same lookup
+// inside its statement and re-check a cached credential without a round trip of its own.
 import type { Queryable } from './client.js';
 import type { UserRole } from './users.js';
 import type { Managed } from './api-keys.js';
@@ -15,50 +17,56 @@ export type StoredCredential =
   | (Common & { kind: 'organization_token'; organizationId: string })
   | (Common & { kind: 'project_api_key'; projectId: string; organizationId: string; scopes: string[]; managed: Managed; allowedCidrs: string[] });
 
-type Lookup = (q: Queryable, keyId: string, now: Date) => Promise<StoredCredential | null>;
+export interface CredentialLookup {
+  /** Selects at most one row; `$1` is the key id, `$2` the instant (timestamptz). */
+  sql: string;
+  map(row: Record<string, unknown>, keyId: string): StoredCredential;
+}
 
-const accountToken: Lookup = async (q, keyId) => {
-  const rows = await q.query<{ id: string; secret_sealed: string; user_id: string; role: UserRole; email: string }>(
-    `SELECT t.id, t.secret_sealed, t.user_id, u.role, u.email FROM account_tokens t JOIN users u ON u.id = t.user_id
-     WHERE t.token_id = $1 AND t.revoked_at IS NULL`,
-    [keyId],
-  );
-  const r = rows[0];
-  return r ? { kind: 'account_token', id: r.id, keyId, secretSealed: r.secret_sealed, userId: r.user_id, userRole: r.role, userEmail: r.email } : null;
+const accountToken: CredentialLookup = {
+  sql: `SELECT t.id, t.secret_sealed, t.user_id, u.role, u.email FROM account_tokens t JOIN users u ON u.id = t.user_id
+        WHERE t.token_id = $1::text AND t.revoked_at IS NULL AND $2::timestamptz IS NOT NULL`,
+  map: (r, keyId) => ({
+    kind: 'account_token', id: r.id as string, keyId, secretSealed: r.secret_sealed as string,
+    userId: r.user_id as string, userRole: r.role as UserRole, userEmail: r.email as string,
+  }),
 };
 
-const organizationToken: Lookup = async (q, keyId) => {
-  const rows = await q.query<{ id: string; secret_sealed: string; organization_id: string }>(
-    `SELECT id, secret_sealed, organization_id FROM organization_tokens WHERE token_id = $1 AND revoked_at IS NULL`,
-    [keyId],
-  );
-  const r = rows[0];
-  return r ? { kind: 'organization_token', id: r.id, keyId, secretSealed: r.secret_sealed, organizationId: r.organization_id } : null;
+const organizationToken: CredentialLookup = {
+  sql: `SELECT id, secret_sealed, organization_id FROM organization_tokens
+        WHERE token_id = $1::text AND revoked_at IS NULL AND $2::timestamptz IS NOT NULL`,
+  map: (r, keyId) => ({
+    kind: 'organization_token', id: r.id as string, keyId, secretSealed: r.secret_sealed as string, organizationId: r.organization_id as string,
+  }),
 };
 
 // A key of a deleted project, a revoked key and a rotated key past its grace window all fail here.
-const projectKey: Lookup = async (q, keyId, now) => {
-  const rows = await q.query<{ id: string; secret_sealed: string; project_id: string; organization_id: string; scopes: string[]; managed: Managed; allowed_cidrs: string[] }>(
-    `SELECT k.id, k.secret_sealed, k.project_id, p.organization_id, k.scopes, k.managed, k.allowed_cidrs
-     FROM api_keys k JOIN projects p ON p.id = k.project_id
-     WHERE k.key_id = $1 AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > $2) AND p.deleted_at IS NULL`,
-    [keyId, now],
-  );
-  const r = rows[0];
-  return r
-    ? { kind: 'project_api_key', id: r.id, keyId, secretSealed: r.secret_sealed, projectId: r.project_id, organizationId: r.organization_id,
-        scopes: r.scopes, managed: r.managed, allowedCidrs: r.allowed_cidrs }
-    : null;
+const projectKey: CredentialLookup = {
+  sql: `SELECT k.id, k.secret_sealed, k.project_id, p.organization_id, k.scopes, k.managed, k.allowed_cidrs
+        FROM api_keys k JOIN projects p ON p.id = k.project_id
+        WHERE k.key_id = $1::text AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > $2::timestamptz) AND p.deleted_at IS NULL`,
+  map: (r, keyId) => ({
+    kind: 'project_api_key', id: r.id as string, keyId, secretSealed: r.secret_sealed as string, projectId: r.project_id as string,
+    organizationId: r.organization_id as string, scopes: r.scopes as string[], managed: r.managed as Managed, allowedCidrs: r.allowed_cidrs as string[],
+  }),
 };
 
-const lookups: [prefix: string, lookup: Lookup][] = [
+const lookups: [prefix: string, lookup: CredentialLookup][] = [
   ['svca_', accountToken],
   ['svco_', organizationToken],
   ['tk_', projectKey],
   ['svc_', projectKey],
 ];
 
-export async function findCredential(q: Queryable, keyId: string, now: Date): Promise<StoredCredential | null> {
-  for (const [prefix, lookup] of lookups) if (keyId.startsWith(prefix)) return lookup(q, keyId, now);
+/** The lookup for a key id, or null when its prefix names no credential kind. */
+export function credentialLookup(keyId: string): CredentialLookup | null {
+  for (const [prefix, lookup] of lookups) if (keyId.startsWith(prefix)) return lookup;
   return null;
+}
+
+export async function findCredential(q: Queryable, keyId: string, now: Date): Promise<StoredCredential | null> {
+  const lookup = credentialLookup(keyId);
+  if (!lookup) return null;
+  const rows = await q.query<Record<string, unknown>>(lookup.sql, [keyId, now]);
+  return rows[0] ? lookup.map(rows[0], keyId) : null;
 }

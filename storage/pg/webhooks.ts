@@ -73,19 +73,27 @@ export interface FannedEvent {
 export async function fanOut(q: Queryable, events: readonly FannedEvent[]): Promise<void> {
   const kinds = events.filter((e) => KINDS.has(e.type));
   if (kinds.length === 0) return;
+  await q.query(
+    fanOutSql('unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[]) AS e(id, project_id, type, at)'),
+    [kinds.map((e) => e.id), kinds.map((e) => e.projectId), kinds.map((e) => e.type), kinds.map((e) => e.at)],
+  );
+}
+
+/**
+ * The fan-out statement over `events`, a FROM item with columns (id, project_id, type, at): also a
+ * data-modifying CTE of a statement that inserts the events (acceptMessage), so they commit together.
+ */
+export function fanOutSql(events: string): string {
   // gen_random_uuid() sits in a subquery's select list, which the planner never flattens, so
   // each row gets its own; the webhook-id is derived from the first attempt's id.
-  await q.query(
-    `INSERT INTO webhook_deliveries (id, webhook_id, endpoint_id, project_id, event_id, event_type, attempt, status, next_attempt_at, created_at)
+  return `INSERT INTO webhook_deliveries (id, webhook_id, endpoint_id, project_id, event_id, event_type, attempt, status, next_attempt_at, created_at)
      SELECT d.id, 'msg_' || replace(d.id::text, '-', ''), d.endpoint_id, d.project_id, d.event_id, d.type, 1, 'pending', d.at, d.at
      FROM (
        SELECT gen_random_uuid() AS id, w.id AS endpoint_id, e.project_id, e.id AS event_id, e.type, e.at
-       FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::timestamptz[]) AS e(id, project_id, type, at)
+       FROM ${events}
        JOIN webhook_endpoints w ON w.project_id = e.project_id AND (cardinality(w.events) = 0 OR e.type = ANY (w.events))
        JOIN projects p ON p.id = e.project_id AND p.deleted_at IS NULL
-     ) d`,
-    [kinds.map((e) => e.id), kinds.map((e) => e.projectId), kinds.map((e) => e.type), kinds.map((e) => e.at)],
-  );
+     ) d`;
 }
 
 /** A claimed attempt with everything its request needs. */

@@ -95,6 +95,24 @@ t.test('validation, sender check and header injection', async (t) => {
   t.equal(count[0]!.n, 1, 'nothing rejected was recorded');
 });
 
+t.test('the sender check sees a removed capability at once, though the service caches capabilities', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  const ok = { from: `a@${s.domain}`, to: 'r@example.com', subject: 'Hi', text: 'x' };
+  const first = await s.key.v1.services.sendEmail(ok);
+  t.equal(first.status, 'queued', 'sent once: the capability is now cached');
+  await s.owner.client.console.projects.outbound.delete({ id: s.projectId, capId: s.outboundId });
+  const e = await errorOf(s.key.v1.services.sendEmail(ok));
+  t.same([e.status, e.code], [422, 'sender_domain_not_verified'], 'the next send is refused');
+  const { db, spool } = svc.running.storage;
+  const rows = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM messages');
+  t.equal(rows[0]!.n, 1, 'no row for the refused send');
+  t.same(spool.list(10).map((x) => x.id), [first.providerMessageId], 'and nothing spooled for it');
+  const quota = await db.query<{ accepted: number }>('SELECT accepted FROM quota_days WHERE organization_id = $1', [s.orgId]);
+  t.same(quota.map((q) => q.accepted), [1], 'nor counted');
+
+});
+
 t.test('a suppressed recipient is accepted as suppressed and never spooled', async (t) => {
   const svc = await startTestService(t);
   const s = await sender(svc);
