@@ -1,7 +1,8 @@
 // Credential lookup for request authentication: the key id's prefix names the table it lives in.
-// Adding a credential kind is one more entry in `lookups`. Each lookup is a statement (with $1 the
-// key id and $2 the instant) and a row mapper, so that request-guard.ts can run the same lookup
-// inside its statement and re-check a cached credential without a round trip of its own.
+// Adding a credential kind is one more entry in `lookups`. Each lookup is a query over a key id and
+// an instant (SQL expressions) and a row mapper, so that request-guard.ts can run the same lookup
+// inside its statement, for one request or a batch, and re-check a cached credential without a
+// round trip of its own.
 import type { Queryable } from './client.js';
 import type { UserRole } from './users.js';
 import type { Managed } from './api-keys.js';
@@ -18,14 +19,14 @@ export type StoredCredential =
   | (Common & { kind: 'project_api_key'; projectId: string; organizationId: string; scopes: string[]; managed: Managed; allowedCidrs: string[] });
 
 export interface CredentialLookup {
-  /** Selects at most one row; `$1` is the key id, `$2` the instant (timestamptz). */
-  sql: string;
+  /** Selects at most one row for the key id `key` (a text expression) at `now` (a timestamptz one). */
+  sql(key: string, now: string): string;
   map(row: Record<string, unknown>, keyId: string): StoredCredential;
 }
 
 const accountToken: CredentialLookup = {
-  sql: `SELECT t.id, t.secret_sealed, t.user_id, u.role, u.email FROM account_tokens t JOIN users u ON u.id = t.user_id
-        WHERE t.token_id = $1::text AND t.revoked_at IS NULL AND $2::timestamptz IS NOT NULL`,
+  sql: (key) => `SELECT t.id, t.secret_sealed, t.user_id, u.role, u.email FROM account_tokens t JOIN users u ON u.id = t.user_id
+        WHERE t.token_id = ${key} AND t.revoked_at IS NULL`,
   map: (r, keyId) => ({
     kind: 'account_token', id: r.id as string, keyId, secretSealed: r.secret_sealed as string,
     userId: r.user_id as string, userRole: r.role as UserRole, userEmail: r.email as string,
@@ -33,8 +34,7 @@ const accountToken: CredentialLookup = {
 };
 
 const organizationToken: CredentialLookup = {
-  sql: `SELECT id, secret_sealed, organization_id FROM organization_tokens
-        WHERE token_id = $1::text AND revoked_at IS NULL AND $2::timestamptz IS NOT NULL`,
+  sql: (key) => `SELECT id, secret_sealed, organization_id FROM organization_tokens WHERE token_id = ${key} AND revoked_at IS NULL`,
   map: (r, keyId) => ({
     kind: 'organization_token', id: r.id as string, keyId, secretSealed: r.secret_sealed as string, organizationId: r.organization_id as string,
   }),
@@ -42,9 +42,9 @@ const organizationToken: CredentialLookup = {
 
 // A key of a deleted project, a revoked key and a rotated key past its grace window all fail here.
 const projectKey: CredentialLookup = {
-  sql: `SELECT k.id, k.secret_sealed, k.project_id, p.organization_id, k.scopes, k.managed, k.allowed_cidrs
+  sql: (key, now) => `SELECT k.id, k.secret_sealed, k.project_id, p.organization_id, k.scopes, k.managed, k.allowed_cidrs
         FROM api_keys k JOIN projects p ON p.id = k.project_id
-        WHERE k.key_id = $1::text AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > $2::timestamptz) AND p.deleted_at IS NULL`,
+        WHERE k.key_id = ${key} AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > ${now}) AND p.deleted_at IS NULL`,
   map: (r, keyId) => ({
     kind: 'project_api_key', id: r.id as string, keyId, secretSealed: r.secret_sealed as string, projectId: r.project_id as string,
     organizationId: r.organization_id as string, scopes: r.scopes as string[], managed: r.managed as Managed, allowedCidrs: r.allowed_cidrs as string[],
@@ -67,6 +67,7 @@ export function credentialLookup(keyId: string): CredentialLookup | null {
 export async function findCredential(q: Queryable, keyId: string, now: Date): Promise<StoredCredential | null> {
   const lookup = credentialLookup(keyId);
   if (!lookup) return null;
-  const rows = await q.query<Record<string, unknown>>(lookup.sql, [keyId, now]);
+  const sql = lookup.sql('$1::text', '$2::timestamptz');
+  const rows = await q.query<Record<string, unknown>>(sql, sql.includes('$2') ? [keyId, now] : [keyId]);
   return rows[0] ? lookup.map(rows[0], keyId) : null;
 }

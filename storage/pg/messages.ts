@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db, Queryable } from './client.js';
 import { fanOutSql } from './webhooks.js';
+import { ALONE, batched } from './batch.js';
 
 export type AcceptStatus = 'queued' | 'suppressed';
 
@@ -67,61 +68,105 @@ class Refused extends Error {
 /** The UTC calendar day (gaps-filled.md #11) of an instant, as a date literal. */
 export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 
-// One statement for all of it but the idempotency key: the sender check, the quota, the suppression
-// check, the row, its first event and, for a suppressed message, its webhook fan-out. Every insert
-// depends on `cap` (the capability still verified and as the caller composed the message with) and
-// on `counted` (gaps-filled.md #13: every 200 counts, queued or suppressed). The quota row's lock
-// serializes the organization's concurrent sends, so exactly `dailyLimit` pass on a free plan; when
-// either refuses, nothing is written.
+// One statement for all of it but the idempotency key, for one message or a batch of them: the
+// sender check, the quota, the suppression check, the rows, their first events and, for suppressed
+// messages, the webhook fan-out. Every insert depends on `cap` (the capability still verified and
+// as the caller composed the message with) and on `counted` (gaps-filled.md #13: every 200 counts,
+// queued or suppressed). The quota row's lock serializes an organization's concurrent statements;
+// a statement adds all of its messages of an organization or none, so a free organization never
+// passes `$20`, and the batch sends the messages of an organization it refused one at a time
+// (exactly `dailyLimit` pass). Where a check refuses, nothing of that message is written.
+//
+// Parameters: per message arrays $1–$19 (see acceptRows), $20 the daily limit of the free plan.
 const ACCEPT_SQL = `
-WITH cap AS (
-  SELECT o.plan FROM outbound_capabilities c JOIN projects p ON p.id = c.project_id JOIN organizations o ON o.id = p.organization_id
-  WHERE c.id = $4::uuid AND c.project_id = $2::uuid AND p.organization_id = $3::uuid AND c.domain = $19::text AND c.status = 'verified'
-    AND p.deleted_at IS NULL AND c.return_path_subdomain = $20::text AND c.default_display_name IS NOT DISTINCT FROM $21::text
+WITH req AS (
+  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+    $10::text[], $11::int[], $12::timestamptz[], $13::uuid[], $14::int[], $15::date[], $16::uuid[], $17::text[], $18::text[], $19::text[])
+    WITH ORDINALITY AS q(id, project_id, organization_id, outbound_id, from_header, from_address, to_address, subject, message_id_header,
+      return_path, size_bytes, at, template_id, template_version, day, event_id, domain, return_path_subdomain, display_name, i)
+), cap AS (
+  SELECT req.i, o.plan FROM req
+  JOIN outbound_capabilities c ON c.id = req.outbound_id AND c.project_id = req.project_id AND c.domain = req.domain AND c.status = 'verified'
+    AND c.return_path_subdomain = req.return_path_subdomain AND c.default_display_name IS NOT DISTINCT FROM req.display_name
+  JOIN projects p ON p.id = c.project_id AND p.organization_id = req.organization_id AND p.deleted_at IS NULL
+  JOIN organizations o ON o.id = p.organization_id
 ), counted AS (
-  INSERT INTO quota_days AS d (organization_id, day, accepted) SELECT $3::uuid, $16::date, 1 FROM cap
-  ON CONFLICT (organization_id, day) DO UPDATE SET accepted = d.accepted + 1 WHERE (SELECT plan FROM cap) = 'payg' OR d.accepted < $17::int
-  RETURNING accepted
+  INSERT INTO quota_days AS d (organization_id, day, accepted)
+  SELECT req.organization_id, req.day, count(*) FROM req JOIN cap ON cap.i = req.i
+  GROUP BY req.organization_id, req.day, cap.plan HAVING cap.plan = 'payg' OR count(*) <= $20::int
+  ORDER BY req.organization_id, req.day -- one lock order for every statement: no deadlock between batches
+  ON CONFLICT (organization_id, day) DO UPDATE SET accepted = d.accepted + excluded.accepted
+  WHERE (SELECT plan FROM organizations WHERE id = d.organization_id) = 'payg' OR d.accepted + excluded.accepted <= $20::int
+  RETURNING organization_id, day
 ), sup AS (
-  SELECT reason FROM suppressions WHERE project_id = $2::uuid AND address = $7::text
+  SELECT req.i, s.reason FROM req JOIN suppressions s ON s.project_id = req.project_id AND s.address = req.to_address
 ), msg AS (
   INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address, to_address, subject,
     message_id_header, return_path, idempotency_key, size_bytes, created_at, updated_at, template_id, template_version)
-  SELECT $1::uuid, $2::uuid, $3::uuid, $4::uuid, CASE WHEN EXISTS (SELECT 1 FROM sup) THEN 'suppressed' ELSE 'queued' END,
-    $5::text, $6::text, $7::text, $8::text, $9::text, $10::text, $11::text, $12::int, $13::timestamptz, $13::timestamptz, $14::uuid, $15::int
-  WHERE EXISTS (SELECT 1 FROM counted)
-  RETURNING status
+  SELECT req.id, req.project_id, req.organization_id, req.outbound_id, CASE WHEN sup.i IS NULL THEN 'queued' ELSE 'suppressed' END,
+    req.from_header, req.from_address, req.to_address, req.subject, req.message_id_header, req.return_path, $21::text, req.size_bytes,
+    req.at, req.at, req.template_id, req.template_version
+  FROM req JOIN cap ON cap.i = req.i JOIN counted ON counted.organization_id = req.organization_id AND counted.day = req.day
+  LEFT JOIN sup ON sup.i = req.i
+  RETURNING id, status
 ), ev AS (
   INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
-  SELECT $18::uuid, $1::uuid, $2::uuid, msg.status, (SELECT jsonb_build_object('reason', reason) FROM sup LIMIT 1), $13::timestamptz FROM msg
+  SELECT req.event_id, req.id, req.project_id, msg.status, CASE WHEN sup.i IS NULL THEN NULL ELSE jsonb_build_object('reason', sup.reason) END, req.at
+  FROM msg JOIN req ON req.id = msg.id LEFT JOIN sup ON sup.i = req.i
   RETURNING id, project_id, type, created_at AS at
 ), hooks AS (
   ${fanOutSql(`(SELECT * FROM ev WHERE type = 'suppressed') AS e`)}
 )
-SELECT (SELECT status FROM msg) AS status, EXISTS (SELECT 1 FROM cap) AS "senderStands"`;
+SELECT msg.status, cap.i IS NOT NULL AS "senderStands" FROM req LEFT JOIN cap ON cap.i = req.i LEFT JOIN msg ON msg.id = req.id ORDER BY req.i`;
 
-async function insertAccepted(q: Queryable, m: NewMessage): Promise<AcceptOutcome> {
-  const s = m.sender;
+/** Accepts `ms` in one statement; an outcome per message, in order. `idempotencyKey` is stored on every row. */
+async function acceptRows(q: Queryable, ms: readonly NewMessage[], idempotencyKey: string | null): Promise<AcceptOutcome[]> {
+  const col = <T>(f: (m: NewMessage) => T) => ms.map(f);
   const rows = await q.query<{ status: AcceptStatus | null; senderStands: boolean }>(ACCEPT_SQL, [
-    m.id, s.projectId, s.organizationId, s.outboundId, m.fromHeader, m.fromAddress, m.to, m.subject, m.messageIdHeader,
-    m.returnPath, m.idempotency?.key ?? null, m.sizeBytes, m.now, m.template?.id ?? null, m.template?.version ?? null,
-    utcDay(m.now), m.dailyLimit, randomUUID(), s.domain, s.returnPathSubdomain, s.defaultDisplayName,
+    col((m) => m.id), col((m) => m.sender.projectId), col((m) => m.sender.organizationId), col((m) => m.sender.outboundId),
+    col((m) => m.fromHeader), col((m) => m.fromAddress), col((m) => m.to), col((m) => m.subject), col((m) => m.messageIdHeader),
+    col((m) => m.returnPath), col((m) => m.sizeBytes), col((m) => m.now), col((m) => m.template?.id ?? null),
+    col((m) => m.template?.version ?? null), col((m) => utcDay(m.now)), col(() => randomUUID()), col((m) => m.sender.domain),
+    col((m) => m.sender.returnPathSubdomain), col((m) => m.sender.defaultDisplayName), ms[0]!.dailyLimit, idempotencyKey,
   ]);
-  const r = rows[0];
-  if (!r?.senderStands) return { kind: 'sender_changed' };
-  if (r.status === null) return { kind: 'quota_exceeded' };
-  return { kind: 'accepted', messageId: m.id, status: r.status };
+  if (rows.length !== ms.length) throw new Error(`accept returned ${rows.length} rows for ${ms.length} messages`);
+  return rows.map((r, i): AcceptOutcome => {
+    if (!r.senderStands) return { kind: 'sender_changed' };
+    if (r.status === null) return { kind: 'quota_exceeded' };
+    return { kind: 'accepted', messageId: ms[i]!.id, status: r.status };
+  });
+}
+
+// Concurrent sends without an idempotency key share statements (batch.ts), per database. In a batch,
+// a refused quota may be a batch too large for what is left today: those messages go alone.
+const batchers = new WeakMap<Db, (m: NewMessage) => Promise<AcceptOutcome>>();
+
+function acceptBatched(db: Db): (m: NewMessage) => Promise<AcceptOutcome> {
+  let accept = batchers.get(db);
+  if (!accept) {
+    accept = batched<NewMessage, AcceptOutcome>(
+      async (ms) => {
+        if (ms.some((m) => m.dailyLimit !== ms[0]!.dailyLimit)) return ms.map(() => ALONE);
+        const out = await acceptRows(db, ms, null);
+        return ms.length === 1 ? out : out.map((o) => (o.kind === 'quota_exceeded' ? ALONE : o));
+      },
+      async (m) => (await acceptRows(db, [m], null))[0]!,
+      { max: 256, inFlight: 4 },
+    );
+    batchers.set(db, accept);
+  }
+  return accept;
 }
 
 /**
- * Accepts a message: one statement (one round trip), or with an idempotency key a transaction that
- * takes the key first. The caller spools the body durably BEFORE (gaps-filled.md #15: the commit,
+ * Accepts a message: one statement (one round trip, shared with concurrent sends), or with an
+ * idempotency key a transaction that takes the key first. The caller spools the body durably BEFORE (gaps-filled.md #15: the commit,
  * and so the 200, come after it) and removes it again unless the outcome is `accepted` + `queued`.
  * A crash in between leaves a spooled body without a row, which the MTA drops; never a row without
  * its body. Spooling first also keeps the LMDB sync out of the time the quota row is locked.
  */
 export async function acceptMessage(db: Db, m: NewMessage): Promise<AcceptOutcome> {
-  if (!m.idempotency) return insertAccepted(db, m);
+  if (!m.idempotency) return acceptBatched(db)(m);
   const { key, bodyHash, ttlMs } = m.idempotency;
   try {
     return await db.tx(async (q) => {
@@ -146,10 +191,10 @@ export async function acceptMessage(db: Db, m: NewMessage): Promise<AcceptOutcom
         if (!h || h.body_hash !== bodyHash) throw new Refused({ kind: 'key_reused' });
         throw new Refused({ kind: 'replayed', messageId: h.message_id, status: h.status === 'suppressed' ? 'suppressed' : 'queued' });
       }
-      const outcome = await insertAccepted(q, m);
+      const [outcome] = await acceptRows(q, [m], key);
       // The key was taken in this transaction: a refusal must give it back.
-      if (outcome.kind !== 'accepted') throw new Refused(outcome);
-      return outcome;
+      if (outcome!.kind !== 'accepted') throw new Refused(outcome!);
+      return outcome!;
     });
   } catch (err) {
     if (err instanceof Refused) return err.outcome;

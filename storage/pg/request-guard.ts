@@ -2,8 +2,10 @@
 // take a token from the credential's bucket, both in one statement (one round trip). With a
 // credential lookup, the same statement reads the credential again: a cached credential is checked
 // for revocation, expiry and changes in that round trip, and a stale one consumes nothing.
-import type { Queryable } from './client.js';
+// Concurrent requests of different credentials share a statement (batch.ts).
+import type { Db, Queryable } from './client.js';
 import type { CredentialLookup, StoredCredential } from './credentials.js';
+import { batched } from './batch.js';
 
 export interface GuardResult {
   /** false when the nonce was seen before (a replay), or when the credential is gone or changed. */
@@ -21,55 +23,96 @@ export interface Bucket {
   perSecond: number;
 }
 
-// Parameters: $1 key id, $2 now, $3 nonce, $4 nonce expiry, $5 burst, $6 refill per second, and with
-// a credential $7 the sealed secret the signature was checked with.
-//
-// The bucket refills at perSecond up to burst; a request takes one token if at least one is there.
-// A rejected request takes nothing, so a client that backs off per Retry-After gets through.
-// In DO UPDATE SET every right-hand side reads the old row, so REFILL means the same in each line.
-const REFILL = `least($5::float8, r.tokens + greatest(0, extract(epoch FROM ($2::timestamptz - r.updated_at))::float8) * $6::float8)`;
+export interface GuardInput {
+  keyId: string;
+  nonce: string;
+  nonceExpiresAt: Date;
+  now: Date;
+  bucket: Bucket;
+  /** The credential the signature was checked with, to be read again (and matched) in the statement. */
+  credential?: { lookup: CredentialLookup; secretSealed: string };
+}
 
-// The bucket's INSERT takes its row from the nonce CTE: a replayed nonce inserts nothing there, so
-// a replay (refused with 401) costs the credential's owner no token; nor does a request signed with
-// a credential that was revoked (or whose secret changed) since it was cached.
+// The bucket refills at perSecond ($5) up to burst ($4) from its last update to the request's instant
+// (the proposed row's updated_at); a request takes one token if at least one is there. A rejected
+// request takes nothing, so a client that backs off per Retry-After gets through. In DO UPDATE SET
+// every right-hand side reads the old row, so REFILL means the same in each line.
+const REFILL = `least($4::float8, r.tokens + greatest(0, extract(epoch FROM (excluded.updated_at - r.updated_at))::float8) * $5::float8)`;
+
+// The bucket's INSERT takes its rows from the nonce CTE: a replayed nonce inserts nothing there, so a
+// replay (refused with 401) costs the credential's owner no token; nor does a request signed with a
+// credential that was revoked (or whose secret changed) since it was cached.
+//
+// Parameters: arrays $1 key ids, $2 instants, $3 nonces, $6 nonce expiries, $7 sealed secrets (with a
+// lookup); scalars $4 burst, $5 refill per second. One row per request, in order. A key id appears
+// at most once per statement (an upsert may not touch the bucket's row twice).
 const guardSql = (lookup: CredentialLookup | null) => `
-WITH ${lookup ? `cred AS (${lookup.sql}),` : ''} nonce AS (
+WITH req AS (
+  SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $6::timestamptz[]${lookup ? ', $7::text[]' : ''})
+    WITH ORDINALITY AS q(key_id, at, nonce, expires_at${lookup ? ', sealed' : ''}, i)
+), ${lookup ? `cred AS (
+  SELECT req.i, c.* FROM req CROSS JOIN LATERAL (${lookup.sql('req.key_id', 'req.at')}) c
+), ` : ''}nonce AS (
   INSERT INTO request_nonces (key_id, nonce, expires_at)
-  ${lookup ? 'SELECT $1::text, $3::text, $4::timestamptz FROM cred WHERE cred.secret_sealed = $7::text' : 'VALUES ($1::text, $3::text, $4::timestamptz)'}
-  ON CONFLICT DO NOTHING RETURNING 1
+  SELECT req.key_id, req.nonce, req.expires_at FROM req
+  ${lookup ? 'JOIN cred ON cred.i = req.i AND cred.secret_sealed = req.sealed' : ''}
+  ON CONFLICT DO NOTHING RETURNING key_id
 ), bucket AS (
   INSERT INTO rate_limits AS r (key, tokens, allowed, updated_at)
-  SELECT $1::text, $5::float8 - 1, true, $2::timestamptz FROM nonce
+  SELECT nonce.key_id, $4::float8 - 1, true, req.at FROM nonce JOIN req ON req.key_id = nonce.key_id
+  ORDER BY nonce.key_id -- one lock order for every statement: no deadlock between batches
   ON CONFLICT (key) DO UPDATE SET
     tokens = CASE WHEN ${REFILL} >= 1 THEN ${REFILL} - 1 ELSE ${REFILL} END,
     allowed = ${REFILL} >= 1,
-    updated_at = greatest($2::timestamptz, r.updated_at)
-  RETURNING r.tokens, r.allowed
+    updated_at = greatest(excluded.updated_at, r.updated_at)
+  RETURNING r.key, r.tokens, r.allowed
 )
-SELECT (SELECT count(*) FROM nonce)::int AS fresh, b.tokens, b.allowed${lookup ? ', (SELECT row_to_json(cred) FROM cred) AS cred' : ''}
-FROM (SELECT 1) AS one LEFT JOIN bucket b ON true`;
+SELECT (nonce.key_id IS NOT NULL) AS fresh, bucket.tokens, bucket.allowed${lookup ? ', (SELECT row_to_json(cred) FROM cred WHERE cred.i = req.i) AS cred' : ''}
+FROM req LEFT JOIN nonce ON nonce.key_id = req.key_id LEFT JOIN bucket ON bucket.key = req.key_id
+ORDER BY req.i`;
+
+type Row = { fresh: boolean; tokens: number | null; allowed: boolean | null; cred?: Record<string, unknown> | string | null };
 
 const sqlOf = new Map<CredentialLookup | null, string>();
 
-export async function guardRequest(
-  q: Queryable,
-  g: { keyId: string; nonce: string; nonceExpiresAt: Date; now: Date; bucket: Bucket; credential?: { lookup: CredentialLookup; secretSealed: string } },
-): Promise<GuardResult> {
-  const lookup = g.credential?.lookup ?? null;
+async function guardMany(q: Queryable, lookup: CredentialLookup | null, gs: readonly GuardInput[]): Promise<GuardResult[]> {
   let sql = sqlOf.get(lookup);
   if (sql === undefined) sqlOf.set(lookup, (sql = guardSql(lookup)));
-  const params: unknown[] = [g.keyId, g.now, g.nonce, g.nonceExpiresAt, g.bucket.burst, g.bucket.perSecond];
-  if (g.credential) params.push(g.credential.secretSealed);
-  const rows = await q.query<{ fresh: number; tokens: number | null; allowed: boolean | null; cred?: Record<string, unknown> | string | null }>(sql, params);
-  const r = rows[0];
-  if (!r) throw new Error('request guard returned no row');
-  const raw = typeof r.cred === 'string' ? (JSON.parse(r.cred) as Record<string, unknown>) : r.cred ?? null;
-  return {
-    freshNonce: r.fresh === 1,
-    allowed: r.allowed === true,
-    tokens: r.tokens ?? 0,
-    credential: lookup && raw ? lookup.map(raw, g.keyId) : null,
-  };
+  const { burst, perSecond } = gs[0]!.bucket;
+  const params: unknown[] = [gs.map((g) => g.keyId), gs.map((g) => g.now), gs.map((g) => g.nonce), burst, perSecond, gs.map((g) => g.nonceExpiresAt)];
+  if (lookup) params.push(gs.map((g) => g.credential!.secretSealed));
+  const rows = await q.query<Row>(sql, params);
+  if (rows.length !== gs.length) throw new Error(`request guard returned ${rows.length} rows for ${gs.length} requests`);
+  return rows.map((r, i) => {
+    const raw = typeof r.cred === 'string' ? (JSON.parse(r.cred) as Record<string, unknown>) : r.cred ?? null;
+    return {
+      freshNonce: r.fresh === true,
+      allowed: r.allowed === true,
+      tokens: r.tokens ?? 0,
+      credential: lookup && raw ? lookup.map(raw, gs[i]!.keyId) : null,
+    };
+  });
+}
+
+// One batcher per database and credential kind (the lookup is part of the statement). Requests
+// with another bucket shape (none today) go alone.
+const batchers = new WeakMap<Db, Map<CredentialLookup | null, (g: GuardInput) => Promise<GuardResult>>>();
+
+export async function guardRequest(db: Db, g: GuardInput): Promise<GuardResult> {
+  const lookup = g.credential?.lookup ?? null;
+  let perDb = batchers.get(db);
+  if (!perDb) batchers.set(db, (perDb = new Map()));
+  let guard = perDb.get(lookup);
+  if (!guard) {
+    const one = async (x: GuardInput) => (await guardMany(db, lookup, [x]))[0]!;
+    guard = batched<GuardInput, GuardResult>(
+      (xs) => (xs.every((x) => x.bucket === xs[0]!.bucket) ? guardMany(db, lookup, xs) : Promise.reject(new Error('mixed buckets'))),
+      one,
+      { max: 128, inFlight: 4, keyOf: (x) => x.keyId },
+    );
+    perDb.set(lookup, guard);
+  }
+  return guard(g);
 }
 
 /** Forgets nonces whose timestamp window has closed and buckets idle long enough to be full again. */

@@ -124,3 +124,23 @@ t.test('a replayed request costs the credential owner no token', async (t) => {
   t.equal(count(after, 200), 99, 'the owner keeps the rest of the burst');
   expect429(t, await whoami(svc, c), 'request 101 of the owner');
 });
+
+t.test('concurrent requests of many credentials share statements and still count exactly', async (t) => {
+  const svc = await startTestService(t);
+  const users = await Promise.all(Array.from({ length: 3 }, () => svc.signup()));
+  const creds: Cred[] = users.map((u) => ({ keyId: u.tokenId, secret: u.secret }));
+  svc.clock.freeze(svc.clock.now() + 60_000);
+  // 3 × 150 requests at once: batches mix credentials, and a credential's second request waits for
+  // the next statement (one bucket row is never updated twice in one statement).
+  const all = await Promise.all(creds.map((c) => Promise.all(Array.from({ length: 150 }, () => whoami(svc, c)))));
+  for (const [i, rs] of all.entries()) {
+    t.equal(count(rs, 200), 100, `credential ${i + 1}: exactly the burst of 100`);
+    t.equal(count(rs, 429), 50, `credential ${i + 1}: the rest 429`);
+  }
+  // The same signed request 20 times at once: one is accepted, whatever batch each lands in.
+  svc.clock.advance(3600_000);
+  const headers = signHeaders({ method: 'GET', target: WHOAMI, body: '', keyId: creds[0]!.keyId, secret: creds[0]!.secret, timestamp: String(svc.clock.now()) });
+  const replays = await Promise.all(Array.from({ length: 20 }, () => fetch(svc.url + WHOAMI, { headers }).then((r) => r.status)));
+  t.same(replays.filter((s) => s === 200).length, 1, 'one 200');
+  t.same(replays.filter((s) => s === 401).length, 19, 'nineteen 401');
+});

@@ -199,6 +199,44 @@ t.test('the daily quota is shared by the organization, race-safe (spec §8)', as
   t.equal(tomorrow.status, 'queued', 'a new UTC day has a new allowance');
 });
 
+t.test('concurrent sends of several organizations share statements; every count stays exact', async (t) => {
+  const svc = await startTestService(t);
+  svc.clock.freeze();
+  const { db } = svc.running.storage;
+  const [a, b] = [await sender(svc), await sender(svc)];
+  const keysOf = async (s: Sender) => Promise.all(Array.from({ length: 3 }, async () => {
+    const k = await s.owner.client.console.projects.apiKeys.create({ id: s.projectId, scopes: ['messages:send'] });
+    return svc.client({ keyId: k.keyId, secret: k.secret });
+  }));
+  const [ka, kb] = [await keysOf(a), await keysOf(b)];
+  // B has 50 messages left today; five of A's recipients are suppressed.
+  await db.query(`INSERT INTO quota_days (organization_id, day, accepted) VALUES ($1, $2, 450)`, [b.orgId, new Date(svc.clock.now()).toISOString().slice(0, 10)]);
+  for (let i = 0; i < 5; i++) {
+    await db.query(`INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, $2, 'complaint', now())`, [a.projectId, `r${i * 7}@example.com`]);
+  }
+  const send = (s: Sender, keys: Client[], i: number) =>
+    keys[i % 3]!.v1.services.sendEmail({ from: `q@${s.domain}`, to: `r${i}@example.com`, subject: 'q', text: 'x' }).then(
+      (r) => r.status as string,
+      (e: { code: string }) => e.code,
+    );
+  const [ra, rb] = await Promise.all([
+    Promise.all(Array.from({ length: 200 }, (_, i) => send(a, ka, i))),
+    Promise.all(Array.from({ length: 100 }, (_, i) => send(b, kb, i))),
+  ]);
+  const tally = (rs: string[]) => rs.reduce<Record<string, number>>((m, r) => ({ ...m, [r]: (m[r] ?? 0) + 1 }), {});
+  t.same(tally(ra), { queued: 195, suppressed: 5 }, 'A: all accepted, the suppressed five as suppressed');
+  t.same(tally(rb), { queued: 50, quota_exceeded: 50 }, 'B: exactly the 50 left, then 429');
+  const rows = await db.query<{ org: string; status: string; n: number; events: number }>(
+    `SELECT m.organization_id AS org, m.status, count(*)::int AS n, sum((SELECT count(*) FROM message_events e WHERE e.message_id = m.id))::int AS events
+     FROM messages m GROUP BY 1, 2 ORDER BY 1, 2`);
+  const byOrg = (org: string) => Object.fromEntries(rows.filter((r) => r.org === org).map((r) => [r.status, [r.n, r.events]]));
+  t.same(byOrg(a.orgId), { queued: [195, 195], suppressed: [5, 5] }, "A's rows, one event each");
+  t.same(byOrg(b.orgId), { queued: [50, 50] }, "B's rows, one event each");
+  const quota = await db.query<{ org: string; accepted: number }>('SELECT organization_id AS org, accepted FROM quota_days');
+  t.same(Object.fromEntries(quota.map((q) => [q.org, q.accepted])), { [a.orgId]: 200, [b.orgId]: 500 }, 'the quota rows');
+  t.equal(svc.running.storage.spool.count(), 245, 'exactly the queued messages are spooled');
+});
+
 t.test('send-on-behalf and the test-message routes', async (t) => {
   const svc = await startTestService(t);
   const s = await sender(svc);
