@@ -30,7 +30,7 @@ import { startDnsZone } from '../test/helpers/dns-zone.js';
 import { composeMessage } from '../control/compose.js';
 import { startSink, type Sink } from './sink.js';
 import { startRelay } from './postfix.js';
-import { createTenants, sendLoad, startChild, SUBJECT, TEXT, type LoadResult, type Tenant } from './service.js';
+import { createTenants, KEYS_PER_CLIENT, sendLoad, startChild, SUBJECT, TEXT, type LoadResult, type Tenant } from './service.js';
 import { cpuSecondsOf, quantile, sleep } from './util.js';
 
 const run = promisify(execFile);
@@ -110,7 +110,7 @@ try {
   cleanups.push(() => ourSink.stop());
   const svc = await startChild('all', { ...env, SVC_OUTBOUND_PORT: String(ourSink.port) }, nodeFlags);
   cleanups.push(() => svc.stop());
-  const tenants = await createTenants(svc.url, ORGS, Math.ceil(C / ORGS));
+  const tenants = await createTenants(svc.url, ORGS, KEYS_PER_CLIENT * Math.ceil(C / ORGS));
   for (const t of tenants) for (const [host, value] of Object.entries(t.dkimTxt)) zone.txt(host, value);
 
   checked('svc warm-up', await sendLoad(svc.url, tenants, { concurrency: C, count: WARMUP }), WARMUP);

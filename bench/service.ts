@@ -59,9 +59,12 @@ export interface Tenant {
 /**
  * `orgs` payg organizations (a free one stops at 500 a day), each with one project, a verified sending
  * domain bench-<i>.test (pgbench's script finds its tenants by that name) and `keysPerOrg` API keys.
- * Keys are many because each has its own rate limit (100 burst, 20/s): one key per client is a
- * fleet of senders, not one sender over its limit.
+ * Keys are many because each has its own rate limit (100 burst, 20/s): a fleet of senders, not one
+ * sender over its limit. Each client takes turns over KEYS_PER_CLIENT keys: at one key per client,
+ * 64 clients would be capped near 1,300 requests/s by the buckets alone.
  */
+export const KEYS_PER_CLIENT = 4;
+
 export async function createTenants(url: string, orgs: number, keysPerOrg: number): Promise<Tenant[]> {
   const admin = createClient({ baseUrl: url, credential: { adminKey: ADMIN_KEY } });
   return Promise.all(Array.from({ length: orgs }, async (_, i) => {
@@ -134,8 +137,10 @@ export async function sendLoad(url: string, tenants: Tenant[], o: { concurrency:
   const errors = new Map<string, number>();
   const startMs = performance.now();
   await Promise.all(Array.from({ length: o.concurrency }, async (_, c) => {
-    const { key, domain } = order[c]!;
-    while (next < last && (o.untilMs === undefined || performance.now() < o.untilMs)) {
+    // Client c uses keys c, c + concurrency, …, in turn.
+    const mine = order.filter((_, k) => k % o.concurrency === c);
+    for (let n = 0; next < last && (o.untilMs === undefined || performance.now() < o.untilMs); n++) {
+      const { key, domain } = mine[n % mine.length]!;
       const i = next++;
       const t0 = performance.now();
       try {

@@ -151,7 +151,7 @@ function acceptBatched(db: Db): (m: NewMessage) => Promise<AcceptOutcome> {
         return ms.length === 1 ? out : out.map((o) => (o.kind === 'quota_exceeded' ? ALONE : o));
       },
       async (m) => (await acceptRows(db, [m], null))[0]!,
-      { max: 256, inFlight: 4 },
+      { max: 256, inFlight: 2 },
     );
     batchers.set(db, accept);
   }

@@ -108,7 +108,7 @@ export async function guardRequest(db: Db, g: GuardInput): Promise<GuardResult> 
     guard = batched<GuardInput, GuardResult>(
       (xs) => (xs.every((x) => x.bucket === xs[0]!.bucket) ? guardMany(db, lookup, xs) : Promise.reject(new Error('mixed buckets'))),
       one,
-      { max: 128, inFlight: 4, keyOf: (x) => x.keyId },
+      { max: 128, inFlight: 2, keyOf: (x) => x.keyId },
     );
     perDb.set(lookup, guard);
   }
