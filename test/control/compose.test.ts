@@ -1,8 +1,9 @@
 // control/compose.ts: the `from`/`to` address rules of sendEmail (spec §4.11, RFC 5321/5322) and the
 // MIME message built from customer JSON (issue 5 item 2).
 import t, { type Test } from 'tap';
+import { randomBytes } from 'node:crypto';
 import {
-  composeMessage, isDeliverableAddress, normalizeMailbox, parseFrom, type ComposeInput,
+  compileMessage, composeMessage, serializeMime, isDeliverableAddress, normalizeMailbox, parseFrom, type ComposeInput,
 } from '../../control/compose.js';
 
 const INJECTIONS = [
@@ -173,6 +174,39 @@ function assertWire(t: Test, raw: Buffer): void {
   t.ok(longest <= 998, `no line over 998 octets (longest ${longest})`);
   t.notMatch(s, /[^\x00-\x7f]|\x00/, '7-bit, no NUL');
 }
+
+t.test("serializeMime writes exactly the bytes of nodemailer's own streaming build()", async (t) => {
+  const bytes = (n: number) => randomBytes(n).toString('base64');
+  const long = 'word '.repeat(400);
+  const cases: [string, Partial<ComposeInput>][] = [
+    ['text only', {}],
+    ['html only', { text: undefined, html: '<p>Hi</p>' }],
+    ['both', { text: 'plain', html: '<p>html</p>' }],
+    ['non-ASCII text (quoted-printable)', { text: 'Grüße aus Köln, naïve café — ☃' }],
+    ['mostly non-ASCII (base64)', { text: 'Привет мир, как дела? '.repeat(20), html: '<p>日本語のテキスト</p>'.repeat(30) }],
+    ['long ASCII lines', { text: `${long}\n${'x'.repeat(3000)}`, html: `<p>${'y'.repeat(5000)}</p>` }],
+    ['trailing spaces and tabs', { text: 'end with space \nand tab\t\n\nlast ' }],
+    ['bare CR and LF, CRLF', { text: 'a\rb\nc\r\nd', html: 'e\rf\ng' }],
+    ['dots and From lines', { text: '.\n..\nFrom me\n.leading dot' }],
+    ['= signs and soft-break edges', { text: `${'='.repeat(100)} ${'a='.repeat(60)}` }],
+    ['random text', { text: bytes(3000), html: bytes(2000) }],
+    ['non-ASCII subject and name, extra headers', {
+      subject: 'Größe ☃ '.repeat(30), from: { name: 'Zoë "Support" Team', address: 'sender@example.com' },
+      headers: { 'List-Unsubscribe': '<https://example.com/u/1>', 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' },
+    }],
+    ['a very long ASCII subject word', { subject: 'S'.repeat(2000) }],
+  ];
+  const encodings = new Set<string>();
+  for (const [what, change] of cases) {
+    const root = compileMessage({ ...BASE, ...change } as ComposeInput);
+    const ours = serializeMime(root);
+    const theirs = await root.build();
+    t.equal(ours.toString('latin1'), theirs.toString('latin1'), what);
+    for (const m of theirs.toString('latin1').matchAll(/^Content-Transfer-Encoding: (\S+)/gim)) encodings.add(m[1]!.toLowerCase());
+  }
+  t.same([...encodings].sort(), ['7bit', 'base64', 'quoted-printable'], 'the cases cover every transfer encoding compose uses');
+  t.equal((await composeMessage(BASE)).length > 0, true, 'composeMessage goes through serializeMime');
+});
 
 t.test('text only: a single text/plain part with the standard headers', async (t) => {
   const raw = await composeMessage(BASE);
