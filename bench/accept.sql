@@ -1,10 +1,10 @@
--- The database work of one sendEmail, as pgbench sees it (bench/run.ts runs it with
--- -M prepared -c 64 -j 2 -D tenants=<orgs>): findSendingCapability, then acceptMessage's transaction
--- (storage/pg/messages.ts) without an idempotency key: the daily quota upsert, the suppression check,
--- the message row and its first event. Same statements, same tables, one round trip each, against a
--- database the service migrated and populated with its bench tenants (domains bench-1.test …).
--- Not here: the request guard (nonce, rate limit), the credential lookup and the audit row, which a
--- sendEmail also costs; and the LMDB spool write, which sendEmail makes inside the transaction.
+-- The database work of one sendEmail as one transaction per send, as pgbench runs it (bench/run.ts:
+-- -M prepared -c 64 -j 2 -D tenants=<orgs>): findSendingCapability, then the daily quota upsert, the
+-- suppression check, the message row and its first event, one round trip each, against a database the
+-- service migrated and populated with its bench tenants (domains bench-1.test …). The service does the
+-- same work in one statement shared by concurrent sends (storage/pg/messages.ts, group commit).
+-- Not here: the request guard (nonce, rate limit, credential), which a sendEmail also costs, and the
+-- LMDB spool write, which sendEmail makes before its statement.
 \set t random(1, :tenants)
 \set r random(1, 1000000000)
 SELECT c.id AS outbound, c.project_id AS project, p.organization_id AS org, o.plan AS plan
