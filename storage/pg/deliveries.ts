@@ -1,9 +1,9 @@
 // What the MTA reads and writes in Postgres around a delivery: the current status of spooled messages,
-// the DKIM keys of a capability, and the outcomes of attempts, written in batches (one transaction for
+// the DKIM keys of a capability, and the outcomes of attempts, written in batches (one statement for
 // many deliveries: a status update, an event, maybe a suppression and the capability's sent count).
 import { randomUUID } from 'node:crypto';
 import type { Db, Queryable } from './client.js';
-import { fanOut } from './webhooks.js';
+import { fanOutSql, WEBHOOK_EVENT_TYPES } from './webhooks.js';
 
 export type FinalStatus = 'delivered' | 'bounced' | 'failed';
 export type OutcomeStatus = FinalStatus | 'deferred';
@@ -55,47 +55,45 @@ export interface Outcome {
   at: Date;
 }
 
+// One statement for a batch of outcomes (one round trip; its CTEs commit together): the status
+// updates, one event each, their webhook fan-out (storage/pg/webhooks.ts), the suppressions and the
+// capabilities' sent counts. Per outcome arrays: $1 message, $2 status, $3 attempts, $4 at, $5 event
+// id, $6 project, $7 detail, $8–$10 the suppression (address, reason, detail; null for none), $11
+// the capability whose sent count grows (null unless delivered).
+const OUTCOMES_SQL = `
+WITH u AS (
+  SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::timestamptz[], $5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::text[],
+    $10::text[], $11::uuid[])
+    AS u(id, status, attempts, at, event_id, project_id, detail, sup_address, sup_reason, sup_detail, sent_by)
+), upd AS (
+  UPDATE messages m SET status = u.status, attempts = u.attempts, updated_at = u.at FROM u WHERE m.id = u.id
+), ev AS (
+  INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
+  SELECT u.event_id, u.id, u.project_id, u.status, u.detail::jsonb, u.at FROM u
+  RETURNING id, project_id, type, created_at AS at
+), hooks AS (
+  ${fanOutSql(`(SELECT * FROM ev WHERE type IN (${WEBHOOK_EVENT_TYPES.map((t) => `'${t}'`).join(', ')})) AS e`)}
+), sup AS (
+  INSERT INTO suppressions (project_id, address, reason, detail, created_at)
+  SELECT u.project_id, u.sup_address, u.sup_reason, u.sup_detail, u.at FROM u WHERE u.sup_address IS NOT NULL
+  ON CONFLICT (project_id, address) DO NOTHING
+), sent AS (
+  UPDATE outbound_capabilities c SET sent_count = c.sent_count + s.n
+  FROM (SELECT sent_by AS id, count(*) AS n FROM u WHERE sent_by IS NOT NULL GROUP BY sent_by) s WHERE c.id = s.id
+)
+SELECT 1`;
+
 /**
- * Writes a batch of outcomes in one transaction, one statement per table. A message appears at most
- * once per batch (the worker holds one attempt per message at a time).
+ * Writes a batch of outcomes in one statement. A message appears at most once per batch (the worker
+ * holds one attempt per message at a time).
  */
 export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Promise<void> {
   if (outcomes.length === 0) return;
   const col = <T>(f: (o: Outcome) => T) => outcomes.map(f);
-  const suppress = outcomes.filter((o) => o.suppress);
-  const sent = outcomes.filter((o) => o.status === 'delivered' && o.outboundId).map((o) => o.outboundId as string);
-  // Event ids are made here so that the webhook fan-out can name the events it was inserted with.
-  const eventIds = outcomes.map(() => randomUUID());
-  await db.tx(async (q) => {
-    await q.query(
-      `UPDATE messages m SET status = u.status, attempts = u.attempts, updated_at = u.at
-       FROM unnest($1::uuid[], $2::text[], $3::int[], $4::timestamptz[]) AS u(id, status, attempts, at)
-       WHERE m.id = u.id`,
-      [col((o) => o.messageId), col((o) => o.status), col((o) => o.attempts), col((o) => o.at)],
-    );
-    await q.query(
-      `INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
-       SELECT u.id, u.message_id, u.project_id, u.type, u.detail::jsonb, u.at
-       FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::timestamptz[]) AS u(id, message_id, project_id, type, detail, at)`,
-      [eventIds, col((o) => o.messageId), col((o) => o.projectId), col((o) => o.status), col((o) => JSON.stringify(o.detail)), col((o) => o.at)],
-    );
-    // The webhook deliveries of these events, in the same transaction (storage/pg/webhooks.ts).
-    await fanOut(q, outcomes.map((o, i) => ({ id: eventIds[i]!, projectId: o.projectId, type: o.status, at: o.at })));
-    if (suppress.length) {
-      await q.query(
-        `INSERT INTO suppressions (project_id, address, reason, detail, created_at)
-         SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])
-         ON CONFLICT (project_id, address) DO NOTHING`,
-        [suppress.map((o) => o.projectId), suppress.map((o) => o.suppress!.address), suppress.map((o) => o.suppress!.reason),
-          suppress.map((o) => o.suppress!.detail), suppress.map((o) => o.at)],
-      );
-    }
-    if (sent.length) {
-      await q.query(
-        `UPDATE outbound_capabilities c SET sent_count = c.sent_count + u.n
-         FROM (SELECT id, count(*) AS n FROM unnest($1::uuid[]) AS id GROUP BY id) u WHERE c.id = u.id`,
-        [sent],
-      );
-    }
-  });
+  await db.query(OUTCOMES_SQL, [
+    col((o) => o.messageId), col((o) => o.status), col((o) => o.attempts), col((o) => o.at), col(() => randomUUID()),
+    col((o) => o.projectId), col((o) => JSON.stringify(o.detail)), col((o) => o.suppress?.address ?? null),
+    col((o) => o.suppress?.reason ?? null), col((o) => o.suppress?.detail ?? null),
+    col((o) => (o.status === 'delivered' && o.outboundId ? o.outboundId : null)),
+  ]);
 }
