@@ -8,8 +8,8 @@
 // the delivery worker, which owns the message's Postgres row, records it `failed` ("cancelled by
 // operator") and removes it.
 //
-// Exit codes: 0 done; 1 bad usage, an id that is not spooled, or no spool under SVC_DATA_DIR. A bad
-// configuration is 2, as for every `svc` command (bin/svc.ts).
+// Exit codes, as for every `svc` command (bin/svc.ts): 0 done; 1 failed (an id that is not spooled, or
+// no spool under SVC_DATA_DIR); 2 bad usage or a bad configuration.
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -319,7 +319,7 @@ export async function queue(args: string[], config: Readonly<Config>, io: QueueI
   }
   if (sub === undefined) {
     io.err('svc queue: which subcommand? list, inspect, retry or delete (svc queue help)');
-    return 1;
+    return 2;
   }
   let plan: Plan;
   try {
@@ -329,7 +329,7 @@ export async function queue(args: string[], config: Readonly<Config>, io: QueueI
     if (e instanceof UsageError || (e instanceof TypeError && String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS'))) {
       // parseArgs writes some of its messages over several lines: one line on stderr, always.
       io.err(`svc queue${SUBCOMMANDS.includes(sub) ? ` ${sub}` : ''}: ${e.message.replace(/\s*\n\s*/g, ' ')}`);
-      return 1;
+      return 2;
     }
     throw e;
   }

@@ -150,46 +150,46 @@ t.test('svc queue against a spool shared with this (service-like) process', asyn
     t.match(JSON.parse(inspectJson.out), { ...ENTRIES[0], sizeBytes: bodyOf('m-b1').length });
   });
 
-  await t.test('unknown ids and bad usage: exit 1, one line on stderr, nothing on stdout', async (t) => {
+  await t.test('unknown ids exit 1, bad usage 2: one line on stderr, nothing on stdout', async (t) => {
     // Through the real command for a few; the whole matrix in-process (the same function, no spawn).
-    const children: [string[], RegExp][] = [
-      [['inspect', 'nope'], /^svc queue: no queued message "nope"/],
-      [[], /^svc queue: which subcommand\?/],
-      [['list', '--limit', 'ten'], /^svc queue list: --limit must be a whole number/],
+    const children: [string[], RegExp, number][] = [
+      [['inspect', 'nope'], /^svc queue: no queued message "nope"/, 1],
+      [[], /^svc queue: which subcommand\?/, 2],
+      [['list', '--limit', 'ten'], /^svc queue list: --limit must be a whole number/, 2],
     ];
-    const inProcess: [string[], RegExp][] = [
-      [['inspect', 'nope', '--body'], /^svc queue: no queued message "nope"/],
-      [['retry', 'nope'], /^svc queue: no queued message "nope"/],
-      [['delete', 'nope'], /^svc queue: no queued message "nope"/],
-      [['frobnicate'], /^svc queue: unknown subcommand "frobnicate"/],
-      [['list', '--limit=-1'], /^svc queue list: --limit must be a whole number/],
-      [['list', '--limit', '-1'], /^svc queue list: Option '--limit' argument is ambiguous\. Did you forget/],
-      [['list', '--colour'], /^svc queue list: Unknown option '--colour'/],
-      [['list', 'extra'], /^svc queue list: list takes no argument/],
-      [['list', '--domain'], /^svc queue list: Option '--domain <value>' argument missing/],
-      [['inspect'], /^svc queue inspect: inspect takes exactly one message id/],
-      [['inspect', 'm-a1', '--body', '--json'], /--body or --json/],
-      [['retry'], /^svc queue retry: retry \(or --all\) takes exactly one message id/],
-      [['retry', 'm-a1', '--all'], /a message id or --all, not both/],
-      [['retry', 'm-a1', '--domain', 'a.test'], /--domain goes with retry --all/],
-      [['delete', 'm-a1', 'm-a2'], /^svc queue delete: delete takes exactly one message id/],
+    const inProcess: [string[], RegExp, number][] = [
+      [['inspect', 'nope', '--body'], /^svc queue: no queued message "nope"/, 1],
+      [['retry', 'nope'], /^svc queue: no queued message "nope"/, 1],
+      [['delete', 'nope'], /^svc queue: no queued message "nope"/, 1],
+      [['frobnicate'], /^svc queue: unknown subcommand "frobnicate"/, 2],
+      [['list', '--limit=-1'], /^svc queue list: --limit must be a whole number/, 2],
+      [['list', '--limit', '-1'], /^svc queue list: Option '--limit' argument is ambiguous\. Did you forget/, 2],
+      [['list', '--colour'], /^svc queue list: Unknown option '--colour'/, 2],
+      [['list', 'extra'], /^svc queue list: list takes no argument/, 2],
+      [['list', '--domain'], /^svc queue list: Option '--domain <value>' argument missing/, 2],
+      [['inspect'], /^svc queue inspect: inspect takes exactly one message id/, 2],
+      [['inspect', 'm-a1', '--body', '--json'], /--body or --json/, 2],
+      [['retry'], /^svc queue retry: retry \(or --all\) takes exactly one message id/, 2],
+      [['retry', 'm-a1', '--all'], /a message id or --all, not both/, 2],
+      [['retry', 'm-a1', '--domain', 'a.test'], /--domain goes with retry --all/, 2],
+      [['delete', 'm-a1', 'm-a2'], /^svc queue delete: delete takes exactly one message id/, 2],
     ];
     const runs = await Promise.all(children.map(([args]) => svcQueue(dataDir, ...args)));
-    for (const [i, [args, message]] of children.entries()) {
+    for (const [i, [args, message, exit]] of children.entries()) {
       const r = runs[i]!;
       const what = `svc queue ${args.join(' ')}`;
-      t.equal(r.code, 1, `${what}: exit 1`);
+      t.equal(r.code, exit, `${what}: exit ${exit}`);
       t.equal(lines(r.stderr).length, 1, `${what}: one stderr line (${JSON.stringify(r.stderr)})`);
       t.match(r.stderr, message, `${what}: says why`);
       t.equal(r.out, '', `${what}: nothing on stdout`);
     }
     const config = loadConfig({ SVC_DATA_DIR: dataDir });
-    for (const [args, message] of inProcess) {
+    for (const [args, message, exit] of inProcess) {
       const out: string[] = [];
       const err: string[] = [];
       const code = await queue(args, config, { out: (l) => out.push(l), err: (l) => err.push(l), raw: (b) => out.push(String(b)) });
       const what = `svc queue ${args.join(' ')}`;
-      t.equal(code, 1, `${what}: exit 1`);
+      t.equal(code, exit, `${what}: exit ${exit}`);
       t.equal(err.length, 1, `${what}: one stderr line`);
       t.notOk(err[0]?.includes('\n'), `${what}: a single line`);
       t.match(err[0], message, `${what}: says why (${err[0]})`);
