@@ -45,7 +45,8 @@ const REFILL = `least($4::float8, r.tokens + greatest(0, extract(epoch FROM (exc
 //
 // Parameters: arrays $1 key ids, $2 instants, $3 nonces, $6 nonce expiries, $7 sealed secrets (with a
 // lookup); scalars $4 burst, $5 refill per second. One row per request, in order. A key id appears
-// at most once per statement (an upsert may not touch the bucket's row twice).
+// at most once per statement (an upsert may not touch the bucket's row twice). Rows are written in
+// key order, so concurrent statements take their row locks in one order and never deadlock.
 const guardSql = (lookup: CredentialLookup | null) => `
 WITH req AS (
   SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $6::timestamptz[]${lookup ? ', $7::text[]' : ''})
@@ -56,11 +57,12 @@ WITH req AS (
   INSERT INTO request_nonces (key_id, nonce, expires_at)
   SELECT req.key_id, req.nonce, req.expires_at FROM req
   ${lookup ? 'JOIN cred ON cred.i = req.i AND cred.secret_sealed = req.sealed' : ''}
+  ORDER BY req.key_id, req.nonce
   ON CONFLICT DO NOTHING RETURNING key_id
 ), bucket AS (
   INSERT INTO rate_limits AS r (key, tokens, allowed, updated_at)
   SELECT nonce.key_id, $4::float8 - 1, true, req.at FROM nonce JOIN req ON req.key_id = nonce.key_id
-  ORDER BY nonce.key_id -- one lock order for every statement: no deadlock between batches
+  ORDER BY nonce.key_id
   ON CONFLICT (key) DO UPDATE SET
     tokens = CASE WHEN ${REFILL} >= 1 THEN ${REFILL} - 1 ELSE ${REFILL} END,
     allowed = ${REFILL} >= 1,
