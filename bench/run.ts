@@ -1,21 +1,22 @@
 // `npm run bench`: throughput of the platform beside Debian's Postfix and beside pgbench, in one run on
 // one machine (issue 5). Sequential phases, so they never compete for the cores:
 //
-//   1. end to end: N sendEmail requests (SDK, signed, 64 in flight) to the service (a child process,
-//      every role) → its MTA, DKIM signing, delivering through a loopback DNS zone's MX → smtp-sink.
-//      From the first request to the N-th message counted by the sink.
+//   1. end to end: N sendEmail requests (SDK, signed, 64 in flight) to the service (its control and
+//      mta roles as two child processes on one spool, or with --one-process one `--role all`) → its
+//      MTA, DKIM signing, delivering through a loopback DNS zone's MX → smtp-sink. From the first
+//      request to the N-th message counted by the sink.
 //   2. Postfix: smtp-source (64 sessions) → a private Postfix relaying to an identical smtp-sink, the
 //      same N messages (same size, one recipient each). From smtp-source's start to the N-th message.
 //   3. sendEmail alone (the service with --role control: nothing delivers) for --seconds at 64
-//      clients, beside pgbench running bench/accept.sql, the same statements, on the same Postgres.
+//      clients, beside pgbench running bench/accept.sql, the same work per send, on the same Postgres.
 //
-// Both end-to-end sides first send --warmup messages that are not timed (a cold process on either
-// side is not what we measure). Needs root (postfix start), Debian's postfix (smtp-source, smtp-sink),
+// Both end-to-end sides first send --warmup messages that are not timed: a service runs for days, and
+// a process that V8 has not yet compiled is not what we measure (at 100 the service was ~35% slower). Needs root (postfix start), Debian's postfix (smtp-source, smtp-sink),
 // pgbench, and a PostgreSQL server (--pg, default postgres://postgres@127.0.0.1:5432/postgres) where it
 // creates a database of its own and drops it at the end.
 //
-//   node --import tsx bench/run.ts [--messages 2000] [--concurrency 64] [--seconds 10] [--orgs 8]
-//                                   [--warmup 100] [--pg URL] [--cpu-prof]
+//   node --import tsx bench/run.ts [--messages 10000] [--concurrency 64] [--seconds 10] [--orgs 8]
+//                                   [--warmup 2000] [--pg URL] [--one-process] [--cpu-prof]
 import { execFile } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
@@ -30,7 +31,7 @@ import { startDnsZone } from '../test/helpers/dns-zone.js';
 import { composeMessage } from '../control/compose.js';
 import { startSink, type Sink } from './sink.js';
 import { startRelay } from './postfix.js';
-import { createTenants, KEYS_PER_CLIENT, sendLoad, startChild, SUBJECT, TEXT, type LoadResult, type Tenant } from './service.js';
+import { createTenants, KEYS_PER_CLIENT, sendLoad, startChild, type Child, SUBJECT, TEXT, type LoadResult, type Tenant } from './service.js';
 import { cpuSecondsOf, quantile, sleep } from './util.js';
 
 const run = promisify(execFile);
@@ -42,13 +43,14 @@ const { dkimVerify } = require('mailauth/lib/dkim/verify.js') as {
 
 const { values: args } = parseArgs({
   options: {
-    messages: { type: 'string', default: '2000' },
+    messages: { type: 'string', default: '10000' },
     concurrency: { type: 'string', default: '64' },
     seconds: { type: 'string', default: '10' },
     orgs: { type: 'string', default: '8' },
-    warmup: { type: 'string', default: '100' },
+    warmup: { type: 'string', default: '2000' },
     pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
     'cpu-prof': { type: 'boolean', default: false },
+    'one-process': { type: 'boolean', default: false },
   },
 });
 const N = Number(args.messages);
@@ -108,7 +110,7 @@ try {
   // ---- 1. end to end through the service ---------------------------------------------------------
   const ourSink = await startSink('svc');
   cleanups.push(() => ourSink.stop());
-  const svc = await startChild('all', { ...env, SVC_OUTBOUND_PORT: String(ourSink.port) }, nodeFlags);
+  const svc = await startService({ ...env, SVC_OUTBOUND_PORT: String(ourSink.port) }, nodeFlags);
   cleanups.push(() => svc.stop());
   const tenants = await createTenants(svc.url, ORGS, KEYS_PER_CLIENT * Math.ceil(C / ORGS));
   for (const t of tenants) for (const [host, value] of Object.entries(t.dkimTxt)) zone.txt(host, value);
@@ -118,11 +120,13 @@ try {
   // Postgres backends serving the bench database: "postgres: <user> <db> <client> <state>".
   const pgCpu = () => cpuSecondsOf((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `));
   const cpu0 = svc.cpuSeconds();
+  const roleCpu0 = svc.roles.map((r) => r.cpuSeconds());
   const pgCpu0 = pgCpu();
   const benchCpu0 = process.cpuUsage();
   const e2e = await sendLoad(svc.url, tenants, { concurrency: C, count: N, firstIndex: WARMUP });
   const ourEnd = await ourSink.reached(WARMUP + N, DRAIN_MS).catch((err: Error) => (failures.push(err.message), NaN));
   const cpuMsPerMessage = ((svc.cpuSeconds() - cpu0) * 1000) / N;
+  const roleCpuMsPerMessage = Object.fromEntries(svc.roles.map((r, i) => [r.role, ((r.cpuSeconds() - roleCpu0[i]!) * 1000) / N]));
   const pgCpuMsPerMessage = ((pgCpu() - pgCpu0) * 1000) / N;
   // The load generator shares the cores (smtp-source does too, for Postfix): what it cost us.
   const benchCpu = process.cpuUsage(benchCpu0);
@@ -130,7 +134,10 @@ try {
   checked('svc end to end', e2e, N);
   await svc.stop();
   const dkim = await checkDelivered(ourSink, WARMUP + N, tenants);
-  const ours = { seconds: (ourEnd - e2e.startMs) / 1000, acceptSeconds: (e2e.endMs - e2e.startMs) / 1000, cpuMsPerMessage, pgCpuMsPerMessage, loadGenCpuMsPerMessage, dkim };
+  const ours = {
+    processes: svc.roles.map((r) => r.role), seconds: (ourEnd - e2e.startMs) / 1000, acceptSeconds: (e2e.endMs - e2e.startMs) / 1000,
+    cpuMsPerMessage, roleCpuMsPerMessage, pgCpuMsPerMessage, loadGenCpuMsPerMessage, dkim,
+  };
   results.svc = { ...ours, msgPerSec: N / ours.seconds, acceptedPerSec: N / ours.acceptSeconds };
 
   // ---- 2. the same through Postfix ---------------------------------------------------------------
@@ -197,7 +204,7 @@ try {
 
 // ---- report ----------------------------------------------------------------------------------------
 type Rate = { msgPerSec: number; seconds: number };
-const svcR = results.svc as (Rate & { acceptedPerSec: number; cpuMsPerMessage: number; pgCpuMsPerMessage: number }) | undefined;
+const svcR = results.svc as (Rate & { acceptedPerSec: number; cpuMsPerMessage: number; roleCpuMsPerMessage: Record<string, number>; pgCpuMsPerMessage: number }) | undefined;
 const pfR = results.postfix as (Rate & { version: string; cpuMsPerMessage: number }) | undefined;
 const seR = results.sendEmail as { rps: number; p50Ms: number; p99Ms: number; cpuMsPerRequest: number; pgCpuMsPerRequest: number } | undefined;
 const pgR = results.pgbench as { tps: number; p50Ms: number; p99Ms: number; pgCpuMsPerTx: number } | undefined;
@@ -219,7 +226,7 @@ console.log([
   `svc-mail bench: ${N} messages, ${C} in flight, ${ORGS} orgs; ${summary.machine.cpus} cores (${summary.machine.cpu}), load ${loadAtStart.toFixed(1)} at start`,
   row('end to end', 'rate', 'time'),
   row('  svc: sendEmail → MTA (DKIM) → smtp-sink', `${f(svcR?.msgPerSec)} msg/s`, `${f(svcR?.seconds, 1)} s`,
-    `accepted at ${f(svcR?.acceptedPerSec)}/s; CPU/msg: svc ${f(svcR?.cpuMsPerMessage, 1)} ms + Postgres ${f(svcR?.pgCpuMsPerMessage, 1)} ms`),
+    `accepted at ${f(svcR?.acceptedPerSec)}/s; CPU/msg: svc ${Object.entries(svcR?.roleCpuMsPerMessage ?? {}).map(([r, ms]) => `${f(ms, 2)} (${r})`).join(' + ')} ms + Postgres ${f(svcR?.pgCpuMsPerMessage, 2)} ms`),
   row(`  Postfix ${pfR?.version ?? ''}: smtp-source → Postfix → smtp-sink`, `${f(pfR?.msgPerSec)} msg/s`, `${f(pfR?.seconds, 1)} s`,
     `CPU/msg: Postfix ${f(pfR?.cpuMsPerMessage, 1)} ms`),
   row('  svc / Postfix', `${f(e2eRatio, 2)}×`, '', 'goal ≥ 2.0'),
@@ -239,6 +246,25 @@ if (failures.length) {
 process.exit(0);
 
 // ---- helpers ---------------------------------------------------------------------------------------
+
+/**
+ * The service end to end: by default its control and mta roles as two processes on one spool and
+ * database (architecture.md; config/svc@.service), so each role has a Node thread of its own, as
+ * Postfix spreads its work over smtpd, cleanup, qmgr and smtp; with --one-process, `--role all`.
+ */
+async function startService(env: Record<string, string>, flags: string[]) {
+  const roles: (Child & { role: string })[] = [];
+  const stop = () => Promise.all(roles.map((r) => r.stop())).then(() => undefined);
+  try {
+    for (const role of args['one-process'] ? (['all'] as const) : (['control', 'mta'] as const)) {
+      roles.push({ role, ...(await startChild(role, env, flags)) });
+    }
+  } catch (err) {
+    await stop().catch(() => {});
+    throw err;
+  }
+  return { url: roles[0]!.url, roles, cpuSeconds: () => roles.reduce((sum, r) => sum + r.cpuSeconds(), 0), stop };
+}
 
 /** Every request of a load answered 200 (and there were `expected`, when given), or the run fails. */
 function checked(what: string, r: LoadResult, expected = r.ok): void {

@@ -2,6 +2,7 @@
 // Postfix has its own, while the load generator, the DNS zone and the sink's bookkeeping run in the
 // bench process. Also: the tenants it sends for, and the sendEmail load.
 import { spawn, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createClient, SvcError, type Client, type Credential } from '../sdk/src/index.js';
@@ -19,13 +20,15 @@ export interface Child {
 }
 
 /** Starts `svc start --role <role>` with `env` on top of the bench's own SVC_* settings. */
-export async function startChild(role: 'all' | 'control', env: Record<string, string>, nodeFlags: string[] = []): Promise<Child> {
+export async function startChild(role: 'all' | 'control' | 'mta', env: Record<string, string>, nodeFlags: string[] = []): Promise<Child> {
   const port = await freePort();
+  // The mta role has no HTTP listener: it is up once its MX listener accepts connections.
+  const smtpPort = role === 'mta' ? await freePort() : 0;
   const child: ChildProcess = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', 'bin/svc.ts', 'start', '--role', role], {
     cwd: ROOT,
     env: {
       ...process.env,
-      SVC_HTTP_PORT: String(port), SVC_SMTP_PORT: '0', SVC_IMAP_PORT: '0', SVC_BIND_HOST: '127.0.0.1',
+      SVC_HTTP_PORT: String(port), SVC_SMTP_PORT: String(smtpPort), SVC_IMAP_PORT: '0', SVC_BIND_HOST: '127.0.0.1',
       SVC_HOSTNAME: 'mta.bench.test', SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY, SVC_LOG_LEVEL: 'warn', ...env,
     },
     stdio: ['ignore', 'inherit', 'inherit'],
@@ -34,9 +37,9 @@ export async function startChild(role: 'all' | 'control', env: Record<string, st
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     if (child.exitCode !== null) throw new Error(`svc start --role ${role} exited with ${child.exitCode}`);
-    const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
+    const ok = role === 'mta' ? await connects(smtpPort) : await fetch(`${url}/health`).then((r) => r.ok, () => false);
     if (ok) break;
-    if (i > 600) throw new Error('svc did not answer /health within 30 s');
+    if (i > 600) throw new Error(`svc start --role ${role} did not come up within 30 s`);
     await sleep(50);
   }
   return {
@@ -48,6 +51,13 @@ export async function startChild(role: 'all' | 'control', env: Record<string, st
       if (code !== 0) throw new Error(`svc exited with ${code}`);
     },
   };
+}
+
+function connects(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1', () => (socket.destroy(), resolve(true)));
+    socket.once('error', () => resolve(false));
+  });
 }
 
 export interface Tenant {
