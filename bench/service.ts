@@ -24,7 +24,8 @@ export async function startChild(role: 'all' | 'control' | 'mta', env: Record<st
   const port = await freePort();
   // The mta role has no HTTP listener: it is up once its MX listener accepts connections.
   const smtpPort = role === 'mta' ? await freePort() : 0;
-  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', 'bin/svc.ts', 'start', '--role', role], {
+  // The flags `npm start` and config/'s systemd units run the service with (see README, Configuration).
+  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, '--max-semi-space-size=32', '--import', 'tsx', 'bin/svc.ts', 'start', '--role', role], {
     cwd: ROOT,
     env: {
       ...process.env,

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --import=tsx
+#!/usr/bin/env -S node --import=tsx --max-semi-space-size=32
 // The `svc` command: argv → subcommand. Exit codes: 0 done, 1 failed, 2 bad usage or configuration.
 import { parseArgs } from 'node:util';
 import { loadConfig, describeConfig, ConfigError } from '../config/load.js';
