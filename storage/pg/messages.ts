@@ -137,8 +137,10 @@ async function acceptRows(q: Queryable, ms: readonly NewMessage[], idempotencyKe
   });
 }
 
-// Concurrent sends without an idempotency key share statements (batch.ts), per database. In a batch,
-// a refused quota may be a batch too large for what is left today: those messages go alone.
+// Concurrent sends without an idempotency key share statements (batch.ts), per database: one in
+// flight, the next batch forming meanwhile (classic group commit; two in flight measured ~5% slower
+// end to end, as batches were smaller). In a batch, a refused quota may be a batch too large for what
+// is left today: those messages go alone.
 const batchers = new WeakMap<Db, (m: NewMessage) => Promise<AcceptOutcome>>();
 
 function acceptBatched(db: Db): (m: NewMessage) => Promise<AcceptOutcome> {
@@ -151,7 +153,7 @@ function acceptBatched(db: Db): (m: NewMessage) => Promise<AcceptOutcome> {
         return ms.length === 1 ? out : out.map((o) => (o.kind === 'quota_exceeded' ? ALONE : o));
       },
       async (m) => (await acceptRows(db, [m], null))[0]!,
-      { max: 256, inFlight: 2 },
+      { max: 256, inFlight: 1 },
     );
     batchers.set(db, accept);
   }

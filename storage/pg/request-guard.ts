@@ -96,8 +96,8 @@ async function guardMany(q: Queryable, lookup: CredentialLookup | null, gs: read
   });
 }
 
-// One batcher per database and credential kind (the lookup is part of the statement). Requests
-// with another bucket shape (none today) go alone.
+// One batcher per database and credential kind (the lookup is part of the statement), one statement
+// in flight (see messages.ts). Requests with another bucket shape (none today) go alone.
 const batchers = new WeakMap<Db, Map<CredentialLookup | null, (g: GuardInput) => Promise<GuardResult>>>();
 
 export async function guardRequest(db: Db, g: GuardInput): Promise<GuardResult> {
@@ -110,7 +110,7 @@ export async function guardRequest(db: Db, g: GuardInput): Promise<GuardResult> 
     guard = batched<GuardInput, GuardResult>(
       (xs) => (xs.every((x) => x.bucket === xs[0]!.bucket) ? guardMany(db, lookup, xs) : Promise.reject(new Error('mixed buckets'))),
       one,
-      { max: 128, inFlight: 2, keyOf: (x) => x.keyId },
+      { max: 128, inFlight: 1, keyOf: (x) => x.keyId },
     );
     perDb.set(lookup, guard);
   }
