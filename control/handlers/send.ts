@@ -4,7 +4,7 @@ import type { Static } from '@sinclair/typebox';
 import type { SendBody, sendRoutes } from '../api/send.js';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { ApiError, fail } from '../errors.js';
-import { composeMessage, normalizeMailbox, parseFrom } from '../compose.js';
+import { composeMessage, normalizeMailbox, parseFrom, type Mailbox } from '../compose.js';
 import { FREE_DAILY_LIMIT } from '../usage.js';
 import { encodeReturnPath } from '../../mta/verp.js';
 import { acceptMessage, findSendingCapability, type AcceptOutcome, type SendingCapability } from '../../storage/pg/messages.js';
@@ -103,7 +103,7 @@ export async function send(rc: RequestCtx, body: Body, projectId: string | null)
   const to = normalizeMailbox(body.to);
   if (!to) throw fail('invalid_request', 'to is not a valid address.', [{ field: 'body.to', message: 'is not a valid address' }]);
 
-  const { db, spool } = rc.deps.storage;
+  const { db } = rc.deps.storage;
   const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
   const refused = () => fail('sender_domain_not_verified', `${fromDomain} is not a verified sending domain of this project.`);
   const senders = sendersOf(db);
@@ -126,44 +126,53 @@ export async function send(rc: RequestCtx, body: Body, projectId: string | null)
     if (senders.size >= SENDERS_MAX) senders.clear();
     senders.set(fromDomain, cap);
 
-    const content = await renderContent(rc, body, cap.organizationId);
-    const id = randomUUID();
-    const messageIdHeader = `${id}@${fromDomain}`;
-    const returnPath = encodeReturnPath(id, `${cap.returnPathSubdomain}.${cap.domain}`);
-    // Spec §4.11 display-name rule: the message's own name, else the domain's default, else none.
-    const name = from.name ?? cap.defaultDisplayName;
-    const raw = await composeMessage({
-      from: { name, address: from.address }, to, subject: content.subject, text: content.text, html: content.html,
-      messageId: messageIdHeader, date: rc.now, headers: unsubscribeHeaders(body.unsubscribeUrl),
-    });
-
-    // Durable before the row commits (acceptMessage), taken back unless the message is queued.
-    await spool.enqueue(
-      {
-        id, projectId: cap.projectId, domain: to.slice(to.lastIndexOf('@') + 1), mailFrom: returnPath, rcptTo: to,
-        outboundId: cap.outboundId, nextAttemptMs: rc.now.getTime(), attempts: 0, createdMs: rc.now.getTime(),
-      },
-      raw,
-    );
-    let outcome: AcceptOutcome;
-    try {
-      outcome = await acceptMessage(db, {
-        id, sender: cap, dailyLimit: FREE_DAILY_LIMIT,
-        fromHeader: name ? `${name} <${from.address}>` : from.address, fromAddress: from.address, to,
-        subject: content.subject, messageIdHeader, returnPath, sizeBytes: raw.length, template: content.template, now: rc.now,
-        idempotency: body.idempotencyKey ? { key: body.idempotencyKey, bodyHash: createHash('sha256').update(canonical(body)).digest('hex'), ttlMs: IDEMPOTENCY_TTL_MS } : null,
-      });
-    } catch (err) {
-      await spool.remove(id).catch(() => {}); // else the MTA drops it as an orphan after its grace
-      throw err;
-    }
-    if (outcome.kind !== 'accepted' || outcome.status !== 'queued') await spool.remove(id);
+    const outcome = await composeAndAccept(rc, body, from, to, cap);
     if (outcome.kind === 'sender_changed') {
       cap = await lookAgain();
       continue;
     }
     return answer(rc, cap, outcome);
   }
+}
+
+/**
+ * Renders, composes, spools and accepts the message as sent by `cap`. The body is durable before the
+ * row commits (acceptMessage), and taken back unless the message is queued.
+ */
+async function composeAndAccept(rc: RequestCtx, body: Body, from: Mailbox, to: string, cap: SendingCapability): Promise<AcceptOutcome> {
+  const { db, spool } = rc.deps.storage;
+  const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
+  const content = await renderContent(rc, body, cap.organizationId);
+  const id = randomUUID();
+  const messageIdHeader = `${id}@${fromDomain}`;
+  const returnPath = encodeReturnPath(id, `${cap.returnPathSubdomain}.${cap.domain}`);
+  // Spec §4.11 display-name rule: the message's own name, else the domain's default, else none.
+  const name = from.name ?? cap.defaultDisplayName;
+  const raw = await composeMessage({
+    from: { name, address: from.address }, to, subject: content.subject, text: content.text, html: content.html,
+    messageId: messageIdHeader, date: rc.now, headers: unsubscribeHeaders(body.unsubscribeUrl),
+  });
+  await spool.enqueue(
+    {
+      id, projectId: cap.projectId, domain: to.slice(to.lastIndexOf('@') + 1), mailFrom: returnPath, rcptTo: to,
+      outboundId: cap.outboundId, nextAttemptMs: rc.now.getTime(), attempts: 0, createdMs: rc.now.getTime(),
+    },
+    raw,
+  );
+  let outcome: AcceptOutcome;
+  try {
+    outcome = await acceptMessage(db, {
+      id, sender: cap, dailyLimit: FREE_DAILY_LIMIT,
+      fromHeader: name ? `${name} <${from.address}>` : from.address, fromAddress: from.address, to,
+      subject: content.subject, messageIdHeader, returnPath, sizeBytes: raw.length, template: content.template, now: rc.now,
+      idempotency: body.idempotencyKey ? { key: body.idempotencyKey, bodyHash: createHash('sha256').update(canonical(body)).digest('hex'), ttlMs: IDEMPOTENCY_TTL_MS } : null,
+    });
+  } catch (err) {
+    await spool.remove(id).catch(() => {}); // else the MTA drops it as an orphan after its grace
+    throw err;
+  }
+  if (outcome.kind !== 'accepted' || outcome.status !== 'queued') await spool.remove(id);
+  return outcome;
 }
 
 function answer(rc: RequestCtx, cap: SendingCapability, outcome: Exclude<AcceptOutcome, { kind: 'sender_changed' }>) {

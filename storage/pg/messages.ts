@@ -162,10 +162,11 @@ function acceptBatched(db: Db): (m: NewMessage) => Promise<AcceptOutcome> {
 
 /**
  * Accepts a message: one statement (one round trip, shared with concurrent sends), or with an
- * idempotency key a transaction that takes the key first. The caller spools the body durably BEFORE (gaps-filled.md #15: the commit,
- * and so the 200, come after it) and removes it again unless the outcome is `accepted` + `queued`.
- * A crash in between leaves a spooled body without a row, which the MTA drops; never a row without
- * its body. Spooling first also keeps the LMDB sync out of the time the quota row is locked.
+ * idempotency key a transaction that takes the key first. The caller spools the body durably before
+ * (gaps-filled.md #15: the commit, and so the 200, come after it) and removes it again unless the
+ * outcome is `accepted` + `queued`. A crash in between leaves a spooled body without a row, which the
+ * MTA drops; never a row without its body. Spooling first also keeps the LMDB sync out of the time
+ * the quota row is locked.
  */
 export async function acceptMessage(db: Db, m: NewMessage): Promise<AcceptOutcome> {
   if (!m.idempotency) return acceptBatched(db)(m);
