@@ -11,9 +11,10 @@
 //      clients, beside pgbench running bench/accept.sql, the same work per send, on the same Postgres.
 //
 // Both end-to-end sides first send --warmup messages that are not timed: a service runs for days, and
-// a process that V8 has not yet compiled is not what we measure (at 100 the service was ~35% slower). Needs root (postfix start), Debian's postfix (smtp-source, smtp-sink),
-// pgbench, and a PostgreSQL server (--pg, default postgres://postgres@127.0.0.1:5432/postgres) where it
-// creates a database of its own and drops it at the end.
+// a process that V8 has not yet compiled is not what we measure (at 100 the service was ~35% slower).
+// Needs root (postfix start), Debian's postfix (smtp-source, smtp-sink), pgbench, and a PostgreSQL
+// server (--pg, default postgres://postgres@127.0.0.1:5432/postgres) where it creates a database of its
+// own and drops it at the end.
 //
 //   node --import tsx bench/run.ts [--messages 10000] [--concurrency 64] [--seconds 10] [--orgs 8]
 //                                   [--warmup 2000] [--pg URL] [--one-process] [--cpu-prof]
@@ -204,7 +205,9 @@ try {
 
 // ---- report ----------------------------------------------------------------------------------------
 type Rate = { msgPerSec: number; seconds: number };
-const svcR = results.svc as (Rate & { acceptedPerSec: number; cpuMsPerMessage: number; roleCpuMsPerMessage: Record<string, number>; pgCpuMsPerMessage: number }) | undefined;
+const svcR = results.svc as (Rate & {
+  acceptedPerSec: number; cpuMsPerMessage: number; roleCpuMsPerMessage: Record<string, number>; pgCpuMsPerMessage: number; loadGenCpuMsPerMessage: number;
+}) | undefined;
 const pfR = results.postfix as (Rate & { version: string; cpuMsPerMessage: number }) | undefined;
 const seR = results.sendEmail as { rps: number; p50Ms: number; p99Ms: number; cpuMsPerRequest: number; pgCpuMsPerRequest: number } | undefined;
 const pgR = results.pgbench as { tps: number; p50Ms: number; p99Ms: number; pgCpuMsPerTx: number } | undefined;
@@ -226,7 +229,7 @@ console.log([
   `svc-mail bench: ${N} messages, ${C} in flight, ${ORGS} orgs; ${summary.machine.cpus} cores (${summary.machine.cpu}), load ${loadAtStart.toFixed(1)} at start`,
   row('end to end', 'rate', 'time'),
   row('  svc: sendEmail → MTA (DKIM) → smtp-sink', `${f(svcR?.msgPerSec)} msg/s`, `${f(svcR?.seconds, 1)} s`,
-    `accepted at ${f(svcR?.acceptedPerSec)}/s; CPU/msg: svc ${Object.entries(svcR?.roleCpuMsPerMessage ?? {}).map(([r, ms]) => `${f(ms, 2)} (${r})`).join(' + ')} ms + Postgres ${f(svcR?.pgCpuMsPerMessage, 2)} ms`),
+    `accepted at ${f(svcR?.acceptedPerSec)}/s; CPU/msg: svc ${Object.entries(svcR?.roleCpuMsPerMessage ?? {}).map(([r, ms]) => `${f(ms, 2)} (${r})`).join(' + ')} ms + Postgres ${f(svcR?.pgCpuMsPerMessage, 2)} ms; load generator ${f(svcR?.loadGenCpuMsPerMessage, 2)} ms`),
   row(`  Postfix ${pfR?.version ?? ''}: smtp-source → Postfix → smtp-sink`, `${f(pfR?.msgPerSec)} msg/s`, `${f(pfR?.seconds, 1)} s`,
     `CPU/msg: Postfix ${f(pfR?.cpuMsPerMessage, 1)} ms`),
   row('  svc / Postfix', `${f(e2eRatio, 2)}×`, '', 'goal ≥ 2.0'),
