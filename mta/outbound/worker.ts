@@ -12,6 +12,7 @@ import { createKeyCache } from './signing-keys.js';
 import { createOutcomeWriter, decide, type Decision } from './outcomes.js';
 import { createPools, type PoolOptions } from './pool.js';
 import { sourceAddressFor } from './source-address.js';
+import { pollLoop } from '../poll-loop.js';
 
 export interface WorkerOptions {
   /** Deliveries in progress at once, across destinations. */
@@ -42,20 +43,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   // Leased again while their attempt was finishing (rescheduled to a time already past): the lease
   // moved them away, so they are put back once that attempt is done.
   const relapsed = new Set<string>();
-  let stopping = false;
-  let timer: NodeJS.Timeout | null = null;
-  let polling = false;
-
-  function schedule(ms: number) {
-    if (stopping) return;
-    if (timer) clearTimeout(timer);
-    timer = setTimeout(poll, ms);
-  }
-
-  async function poll() {
-    timer = null;
-    if (polling || stopping) return;
-    polling = true;
+  const loop = pollLoop(async () => {
     try {
       const now = clock.now();
       const room = maxInFlight - inFlight.size;
@@ -68,11 +56,9 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       }
     } catch (err) {
       log.error({ err }, 'delivery poll failed');
-    } finally {
-      polling = false;
-      schedule(inFlight.size < maxInFlight && spool.due(clock.now(), 1).length ? 0 : pollMs);
     }
-  }
+    return inFlight.size < maxInFlight && spool.due(clock.now(), 1).length > 0;
+  }, pollMs);
 
   async function start(entries: SpoolEntry[]) {
     for (const e of entries) inFlight.add(e.id);
@@ -91,7 +77,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
         .finally(async () => {
           if (relapsed.delete(e.id)) await spool.reschedule(e.id, clock.now()).catch(() => {});
           inFlight.delete(e.id);
-          if (inFlight.size === maxInFlight - 1) schedule(0);
+          if (inFlight.size === maxInFlight - 1) loop.schedule(0);
         });
     }
   }
@@ -145,17 +131,16 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   spool.recoverLeases(clock.now())
     .then((n) => n && log.warn({ recovered: n }, 'deliveries interrupted by the last stop are retried now'))
     .catch((err) => log.error({ err }, 'recovering spool leases failed'))
-    .finally(() => schedule(0));
+    .finally(() => loop.schedule(0));
 
   return {
     inFlight: () => inFlight.size,
     pools,
     /** SIGTERM: take no more work, let deliveries in progress finish (up to drainMs), then close. */
     async stop(): Promise<void> {
-      stopping = true;
-      if (timer) clearTimeout(timer);
+      loop.stop();
       const deadline = Date.now() + (opts.drainMs ?? 30_000);
-      while ((inFlight.size || polling) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      while ((inFlight.size || loop.polling()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       if (inFlight.size) log.warn({ inFlight: inFlight.size }, 'stopped with deliveries in progress; they are retried after their lease');
       await writer.idle();
       await pools.close();

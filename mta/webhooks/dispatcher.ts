@@ -20,6 +20,7 @@ import { destinationOf } from './target.js';
 import { postWebhook, type PostResult } from './post.js';
 import { nextWebhookAttempt } from './retry.js';
 import { webhookHeaders } from './sign.js';
+import { pollLoop } from '../poll-loop.js';
 
 export interface WebhookDispatcherOptions {
   /** How often due attempts are looked for when the last look found none. */
@@ -62,20 +63,7 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
   const inFlight = new Map<string, string>();
   const busy = new Map<string, number>();
   const aborter = new AbortController();
-  let stopping = false;
-  let polling = false;
-  let timer: NodeJS.Timeout | null = null;
-
-  function schedule(ms: number) {
-    if (stopping) return;
-    if (timer) clearTimeout(timer);
-    timer = setTimeout(poll, ms);
-  }
-
-  async function poll() {
-    timer = null;
-    if (polling || stopping) return;
-    polling = true;
+  const loop = pollLoop(async () => {
     let claimed = 0;
     try {
       const room = maxInFlight - inFlight.size;
@@ -89,12 +77,10 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
       }
     } catch (err) {
       log.error({ err }, 'claiming webhook deliveries failed');
-    } finally {
-      polling = false;
-      // Found some: more may be due. Found none: wait.
-      schedule(claimed > 0 && inFlight.size < maxInFlight ? 0 : pollMs);
     }
-  }
+    // Found some: more may be due. Found none: wait.
+    return claimed > 0 && inFlight.size < maxInFlight;
+  }, pollMs);
 
   function start(d: ClaimedDelivery) {
     inFlight.set(d.id, d.endpointId);
@@ -107,7 +93,7 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
         if (n > 0) busy.set(d.endpointId, n);
         else busy.delete(d.endpointId);
         // A slot is free: the endpoint (or another) may have work waiting.
-        schedule(0);
+        loop.schedule(0);
       });
   }
 
@@ -155,18 +141,17 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
     return { ...base, status: 'retrying', statusCode, error, nextAt: new Date(next.atMs) };
   }
 
-  schedule(0);
+  loop.schedule(0);
 
   return {
     /** Looks for due attempts now. */
-    kick: () => schedule(0),
+    kick: () => loop.schedule(0),
     inFlight: () => inFlight.size,
     /** SIGTERM: take no more work; requests in progress get drainMs, then are aborted and given back. */
     async stop(): Promise<void> {
-      stopping = true;
-      if (timer) clearTimeout(timer);
+      loop.stop();
       const deadline = Date.now() + drainMs;
-      while ((inFlight.size || polling) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      while ((inFlight.size || loop.polling()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       if (inFlight.size) {
         log.warn({ inFlight: inFlight.size }, 'webhook requests still in progress at stop: aborted, retried at the next start');
         aborter.abort();
