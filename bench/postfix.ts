@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { masterCf } from '../test/helpers/postfix.js';
 import { freePort, processes, sleep, user, waitPort } from './util.js';
 
 const run = promisify(execFile);
@@ -68,26 +69,7 @@ export async function startRelay(sinkPort: number, overrides: Record<string, str
     ...overrides,
   };
   await writeFile(path.join(etc, 'main.cf'), Object.entries(main).map(([k, v]) => `${k} = ${v}\n`).join(''));
-  await writeFile(path.join(etc, 'master.cf'), `127.0.0.1:${port} inet n - n - - smtpd
-cleanup   unix n - n - 0 cleanup
-qmgr      unix n - n 300 1 qmgr
-rewrite   unix - - n - - trivial-rewrite
-bounce    unix - - n - 0 bounce
-defer     unix - - n - 0 bounce
-trace     unix - - n - 0 bounce
-verify    unix - - n - 1 verify
-flush     unix n - n 1000? 0 flush
-proxymap  unix - - n - - proxymap
-smtp      unix - - n - - smtp
-relay     unix - - n - - smtp
-showq     unix n - n - - showq
-error     unix - - n - - error
-retry     unix - - n - - error
-discard   unix - - n - - discard
-anvil     unix - - n - 1 anvil
-scache    unix - - n - 1 scache
-postlog   unix-dgram n - n - 1 postlogd
-`);
+  await writeFile(path.join(etc, 'master.cf'), masterCf(port, ['smtp      unix - - n - - smtp', 'relay     unix - - n - - smtp']));
 
   let stopped = false;
   // If the bench dies between start and stop, do not leave a master running.

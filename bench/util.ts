@@ -2,16 +2,7 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import net from 'node:net';
 
-export async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((resolve, reject) => {
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', resolve);
-  });
-  const { port } = srv.address() as net.AddressInfo;
-  await new Promise((r) => srv.close(r));
-  return port;
-}
+export { freePort } from '../test/helpers/postfix.js';
 
 /** uid/gid of a system user, from /etc/passwd (Node has no getpwnam). */
 export function user(name: string): { uid: number; gid: number } {

@@ -293,27 +293,32 @@ function mainCf(dir: string, ids: Ids, hostname: string, opts: PostfixOptions): 
   return Object.entries(settings).map(([k, v]) => `${k} = ${v}\n`).join('');
 }
 
-/** The services a receive-and-deliver-locally instance uses, none chrooted. */
-function masterCf(port: number): string {
-  return `127.0.0.1:${port} inet n - n - - smtpd
-cleanup   unix n - n - 0 cleanup
-qmgr      unix n - n 300 1 qmgr
-rewrite   unix - - n - - trivial-rewrite
-bounce    unix - - n - 0 bounce
-defer     unix - - n - 0 bounce
-trace     unix - - n - 0 bounce
-verify    unix - - n - 1 verify
-flush     unix n - n 1000? 0 flush
-proxymap  unix - - n - - proxymap
-showq     unix n - n - - showq
-error     unix - - n - - error
-retry     unix - - n - - error
-discard   unix - - n - - discard
-virtual   unix - n n - - virtual
-anvil     unix - - n - 1 anvil
-scache    unix - - n - 1 scache
-postlog   unix-dgram n - n - 1 postlogd
-`;
+/**
+ * master.cf of a private instance, none chrooted: the services every instance here uses, plus `extra`
+ * lines (this helper's instances deliver locally: `virtual`; the bench's relays: `smtp`, `relay`).
+ */
+export function masterCf(port: number, extra: readonly string[]): string {
+  return [
+    `127.0.0.1:${port} inet n - n - - smtpd`,
+    'cleanup   unix n - n - 0 cleanup',
+    'qmgr      unix n - n 300 1 qmgr',
+    'rewrite   unix - - n - - trivial-rewrite',
+    'bounce    unix - - n - 0 bounce',
+    'defer     unix - - n - 0 bounce',
+    'trace     unix - - n - 0 bounce',
+    'verify    unix - - n - 1 verify',
+    'flush     unix n - n 1000? 0 flush',
+    'proxymap  unix - - n - - proxymap',
+    'showq     unix n - n - - showq',
+    'error     unix - - n - - error',
+    'retry     unix - - n - - error',
+    'discard   unix - - n - - discard',
+    ...extra,
+    'anvil     unix - - n - 1 anvil',
+    'scache    unix - - n - 1 scache',
+    'postlog   unix-dgram n - n - 1 postlogd',
+    '',
+  ].join('\n');
 }
 
 function recipientAccess(replies: Readonly<Record<string, string>>): string {
@@ -337,7 +342,8 @@ async function writeConfig(file: string, text: string): Promise<void> {
   await utimes(file, past, past);
 }
 
-async function freePort(): Promise<number> {
+/** A TCP port free on 127.0.0.1 now (the bench uses it too). */
+export async function freePort(): Promise<number> {
   const srv = net.createServer();
   await new Promise<void>((resolve, reject) => {
     srv.once('error', reject);
@@ -488,7 +494,7 @@ export async function startPostfix(t: Teardown, opts: PostfixOptions = {}): Prom
   const deadline = Date.now() + (opts.startTimeoutMs ?? 30_000);
   for (let attempt = 1; ; attempt++) {
     port = await freePort();
-    await writeConfig(path.join(etc, 'master.cf'), masterCf(port));
+    await writeConfig(path.join(etc, 'master.cf'), masterCf(port, ['virtual   unix - n n - - virtual']));
     // postfix-script skips its integrity checks (check-fatal, check-warn: seconds of find and postconf)
     // once when this file exists; the tree they would check was made just above.
     await writeFile(path.join(queueDir, 'quick-start'), '');
