@@ -9,17 +9,11 @@ import { FREE_DAILY_LIMIT } from '../usage.js';
 import { encodeReturnPath } from '../../mta/verp.js';
 import { acceptMessage, findSendingCapability, type AcceptOutcome, type SendingCapability } from '../../storage/pg/messages.js';
 import { renderTemplate } from '../templates/render.js';
+import { perDatabase } from '../bounded-cache.js';
 import { renderedOrFail, usableTemplate } from './templates.js';
 
-// Sending capabilities by domain, per database (tests run several services in one process).
-const cachedSenders = new WeakMap<object, Map<string, SendingCapability>>();
-const SENDERS_MAX = 10_000;
-
-function sendersOf(db: object): Map<string, SendingCapability> {
-  let m = cachedSenders.get(db);
-  if (!m) cachedSenders.set(db, (m = new Map()));
-  return m;
-}
+// Sending capabilities by domain (see send() for how they are re-checked).
+const sendersOf = perDatabase<SendingCapability>();
 
 /** gaps-filled.md #3: an idempotency key dedupes for 24 h. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
@@ -123,7 +117,6 @@ export async function send(rc: RequestCtx, body: Body, projectId: string | null)
       cap = await lookAgain();
       continue;
     }
-    if (senders.size >= SENDERS_MAX) senders.clear();
     senders.set(fromDomain, cap);
 
     const outcome = await composeAndAccept(rc, body, from, to, cap);

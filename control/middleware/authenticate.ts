@@ -10,6 +10,7 @@ import { HEADER_ADMIN_KEY, HEADER_NONCE, HEADER_TIMESTAMP, sha256Hex, signature,
 import type { Principal } from '../principal.js';
 import type { Deps } from '../deps.js';
 import { credentialAad } from '../tokens.js';
+import { boundedCache, perDatabase } from '../bounded-cache.js';
 import { credentialLookup, findCredential, type StoredCredential } from '../../storage/pg/credentials.js';
 import { guardRequest, type Bucket, type GuardResult } from '../../storage/pg/request-guard.js';
 
@@ -35,30 +36,20 @@ export interface SignedRequest {
 
 // Secrets are sealed at rest; opening one costs an AES-GCM decryption, so opened secrets are kept
 // (keyed by the immutable sealed value) for the life of the process.
-const opened = new Map<string, string>();
-const OPENED_MAX = 10_000;
+const opened = boundedCache<string>();
 
 function openSecret(deps: Deps, cred: StoredCredential): string {
   let secret = opened.get(cred.secretSealed);
   if (secret === undefined) {
     secret = deps.storage.sealer.open(cred.secretSealed, credentialAad(cred.kind, cred.keyId));
-    if (opened.size >= OPENED_MAX) opened.clear();
     opened.set(cred.secretSealed, secret);
   }
   return secret;
 }
 
 // Credentials by key id, so that a request costs one round trip (the guard's statement, which reads the
-// credential again and consumes nothing when it is gone or changed) instead of two. Per database:
-// tests run several services in one process.
-const cachedCredentials = new WeakMap<object, Map<string, StoredCredential>>();
-const CREDENTIALS_MAX = 10_000;
-
-function credentialCache(deps: Deps): Map<string, StoredCredential> {
-  let cache = cachedCredentials.get(deps.storage.db);
-  if (!cache) cachedCredentials.set(deps.storage.db, (cache = new Map()));
-  return cache;
-}
+// credential again and consumes nothing when it is gone or changed) instead of two.
+const credentialCache = perDatabase<StoredCredential>();
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 const sameSecret = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
@@ -80,7 +71,7 @@ function toPrincipal(c: StoredCredential): Principal {
 }
 
 // Spec §4.7: allowedCidrs restricts the source addresses of a platform-managed key.
-const cidrLists = new Map<string, BlockList>();
+const cidrLists = boundedCache<BlockList>();
 function sourceAllowed(cidrs: string[], ip: string): boolean {
   if (cidrs.length === 0) return true;
   const key = cidrs.join(',');
@@ -92,7 +83,6 @@ function sourceAllowed(cidrs: string[], ip: string): boolean {
       const type = isIP(net) === 6 ? 'ipv6' : 'ipv4';
       list.addSubnet(net, Number(bits || (type === 'ipv6' ? 128 : 32)), type);
     }
-    if (cidrLists.size > 10_000) cidrLists.clear();
     cidrLists.set(key, list);
   }
   const addr = ip.startsWith('::ffff:') && isIP(ip.slice(7)) === 4 ? ip.slice(7) : ip;
@@ -131,7 +121,7 @@ export async function authenticate(req: SignedRequest, accepted: readonly Creden
   const tsMs = Number(ts);
   if (Math.abs(nowMs - tsMs) > SKEW_MS) throw unauthorized();
 
-  const cache = credentialCache(deps);
+  const cache = credentialCache(deps.storage.db);
   const toSign = stringToSign(req.method, req.target, ts, nonce, sha256Hex(req.rawBody));
   const signedBy = (c: StoredCredential | null) => {
     const expected = signature(c ? openSecret(deps, c) : 'no-such-credential', toSign);
@@ -145,7 +135,6 @@ export async function authenticate(req: SignedRequest, accepted: readonly Creden
   }
   const checked = cred!;
   refuseUnless(accepted, checked, req.ip);
-  if (cache.size >= CREDENTIALS_MAX) cache.clear();
   cache.set(keyId, checked);
   // The nonce must be remembered for as long as its timestamp would still be accepted.
   const guard = await guardRequest(deps.storage.db, {

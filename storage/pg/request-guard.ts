@@ -5,7 +5,7 @@
 // Concurrent requests of different credentials share a statement (batch.ts).
 import type { Db, Queryable } from './client.js';
 import type { CredentialLookup, StoredCredential } from './credentials.js';
-import { batched } from './batch.js';
+import { ALONE, batched } from './batch.js';
 
 export interface GuardResult {
   /** false when the nonce was seen before (a replay), or when the credential is gone or changed. */
@@ -108,7 +108,7 @@ export async function guardRequest(db: Db, g: GuardInput): Promise<GuardResult> 
   if (!guard) {
     const one = async (x: GuardInput) => (await guardMany(db, lookup, [x]))[0]!;
     guard = batched<GuardInput, GuardResult>(
-      (xs) => (xs.every((x) => x.bucket === xs[0]!.bucket) ? guardMany(db, lookup, xs) : Promise.reject(new Error('mixed buckets'))),
+      async (xs) => (xs.every((x) => x.bucket === xs[0]!.bucket) ? guardMany(db, lookup, xs) : xs.map(() => ALONE)),
       one,
       { max: 128, inFlight: 1, keyOf: (x) => x.keyId },
     );
