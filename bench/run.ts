@@ -29,7 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import pg from 'pg';
 import { startDnsZone } from '../test/helpers/dns-zone.js';
-import { composeMessage } from '../control/compose.js';
+import { composeMessage } from '../mail/compose.js';
 import { startSink, type Sink } from './sink.js';
 import { startRelay } from './postfix.js';
 import { createTenants, KEYS_PER_CLIENT, sendLoad, startChild, type Child, SUBJECT, TEXT, type LoadResult, type Tenant } from './service.js';

@@ -2,7 +2,7 @@
 // wrong. For operators and customers alike: it reads the claim and its capabilities from the database
 // (no HTTP, so it works while the API is down) and asks the DNS of SVC_DNS_SERVERS, bypassing caches.
 //
-// The expected records come from the same builders the API answers with (control/handlers/domains.ts),
+// The expected records come from the same builders the API answers with (mail/dns-records.ts),
 // so what doctor checks is exactly what the console told the customer to publish.
 //
 // Exit codes: 0 every required record is right; 1 a required record is missing, wrong or could not
@@ -13,12 +13,11 @@ import { parseArgs } from 'node:util';
 import pino from 'pino';
 import type { Config } from '../config/schema.js';
 import { systemClock } from '../config/context.js';
-import type { Deps } from '../control/deps.js';
-import { normalizeDomain } from '../control/domain-names.js';
-import { inboundJson, outboundJson, ownershipRecord } from '../control/handlers/domains.js';
-import { publishedKey } from '../mta/dkim-keys.js';
-import { createResolver } from '../mta/dns.js';
-import { DnsError, type Resolver } from '../mta/resolver.js';
+import { normalizeDomain } from '../mail/domain-names.js';
+import { inboundRecords, outboundRecords, ownershipRecord, type DnsRecord } from '../mail/dns-records.js';
+import { publishedKey } from '../mail/dkim-keys.js';
+import { createResolver } from '../mail/dns.js';
+import { DnsError, type Resolver } from '../mail/resolver.js';
 import { openDb } from '../storage/index.js';
 import { isPgError } from '../storage/pg/client.js';
 import { findClaimByDomain, listInbound, listOutbound, type Claim, type Inbound, type Outbound } from '../storage/pg/domains.js';
@@ -27,14 +26,6 @@ export const DOCTOR_USAGE = 'usage: svc doctor <domain>   check the DNS records 
 
 /** Postgres: relation does not exist (the database was never migrated). */
 const PG_UNDEFINED_TABLE = '42P01';
-
-/** One record as the API shows it (`DnsRecord` of control/api/domains.ts). */
-interface DnsRecordJson {
-  host: string;
-  type: 'TXT' | 'MX' | 'CNAME';
-  value: string;
-  priority?: number;
-}
 
 /**
  * required: the domain does not work without it. recommended: deliverability (SPF, DMARC); missing
@@ -48,7 +39,7 @@ type Match = 'exact' | 'dkim' | 'spf' | 'dmarc' | 'mx';
 
 interface Expected {
   label: string;
-  record: DnsRecordJson;
+  record: DnsRecord;
   need: Need;
   match: Match;
 }
@@ -61,8 +52,6 @@ type Verdict =
 
 /** The records a claim and its capabilities ask for, in the order a customer would publish them. */
 export function expectedRecords(config: Readonly<Config>, claim: Claim, outbound: Outbound[], inbound: Inbound[]): { section: string; records: Expected[] }[] {
-  // outboundJson/inboundJson read only ctx.config (the MX host and SVC_HOSTNAME) from their Deps.
-  const deps = { ctx: { config } } as unknown as Deps;
   const sections = [
     {
       section: `claim ${claim.domain} (${claim.status})`,
@@ -70,7 +59,7 @@ export function expectedRecords(config: Readonly<Config>, claim: Claim, outbound
     },
   ];
   for (const o of outbound) {
-    const r = outboundJson(o, deps).dnsRecords;
+    const r = outboundRecords(o, config).dnsRecords;
     const records: Expected[] = [{ label: 'DKIM', record: r.dkim, need: 'required', match: 'dkim' }];
     if (r.dkimEd25519) records.push({ label: 'DKIM Ed25519', record: r.dkimEd25519, need: 'required', match: 'dkim' });
     records.push(
@@ -83,7 +72,7 @@ export function expectedRecords(config: Readonly<Config>, claim: Claim, outbound
     sections.push({ section: `sending from ${o.domain} (${o.status})`, records });
   }
   for (const i of inbound) {
-    sections.push({ section: `receiving at ${i.domain} (${i.status})`, records: [{ label: 'MX', record: inboundJson(i, deps).dnsRecords.mx, need: 'required', match: 'mx' }] });
+    sections.push({ section: `receiving at ${i.domain} (${i.status})`, records: [{ label: 'MX', record: inboundRecords(i, config).mx, need: 'required', match: 'mx' }] });
   }
   return sections;
 }
@@ -169,7 +158,7 @@ function statusText(v: Verdict, need: Need): string {
   }
 }
 
-const shown = (r: DnsRecordJson) => (r.type === 'MX' ? `${r.priority ?? 10} ${r.value}` : JSON.stringify(r.value));
+const shown = (r: DnsRecord) => (r.type === 'MX' ? `${r.priority ?? 10} ${r.value}` : JSON.stringify(r.value));
 
 /** Runs the check; returns the exit code. `out` receives the report, `err` usage and errors. */
 export async function doctor(

@@ -14,7 +14,7 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Config } from '../config/schema.js';
-import { normalizeDomain } from '../control/domain-names.js';
+import { normalizeDomain } from '../mail/domain-names.js';
 import { openLmdb } from '../storage/lmdb/env.js';
 import { openSpool, type Spool, type SpoolEntry } from '../storage/lmdb/spool.js';
 

@@ -9,7 +9,7 @@ import { createApp } from '../control/app.js';
 import { listenHttp } from '../control/server.js';
 import type { Deps } from '../control/deps.js';
 import { LOG_N } from '../control/passwords.js';
-import { createResolver } from '../mta/dns.js';
+import { createResolver } from '../mail/dns.js';
 import { startDeliveryWorker, type WorkerOptions } from '../mta/outbound/worker.js';
 import { startNotificationSender } from '../mta/outbound/notifications.js';
 import { listenMx } from '../mta/inbound/listener.js';

@@ -2,7 +2,7 @@
 // the time from a global, so tests can hand in their own clock.
 import pino, { type Logger } from 'pino';
 import type { Config } from './schema.js';
-import type { Resolver } from '../mta/resolver.js';
+import type { Resolver } from '../mail/resolver.js';
 
 export interface Clock {
   /** Milliseconds since the Unix epoch. */

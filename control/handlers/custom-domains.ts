@@ -5,9 +5,9 @@ import type { customDomainRoutes } from '../api/custom-domains.js';
 import type { Handlers, RequestCtx } from '../deps.js';
 import type { Access } from '../authorize.js';
 import { fail } from '../errors.js';
-import { normalizeDomain } from '../domain-names.js';
+import { normalizeDomain } from '../../mail/domain-names.js';
 import type { Config } from '../../config/schema.js';
-import { DnsError, type Resolver } from '../../mta/resolver.js';
+import { DnsError, type Resolver } from '../../mail/resolver.js';
 import {
   deleteCustomDomain, getCustomDomain, insertCustomDomain, isVerifiedCustomDomain, listCustomDomains, markCustomDomainVerified,
   recordVerifyAttempt, type CustomDomain,

@@ -10,7 +10,7 @@ import { fail } from '../errors.js';
 import { authorizeProject } from '../authorize.js';
 import { mintAccountToken } from '../tokens.js';
 import { DEFAULT_SCOPES, mintProjectKey, projectJson } from './projects.js';
-import { normalizeMailbox } from '../compose.js';
+import { normalizeMailbox } from '../../mail/compose.js';
 import type { Queryable } from '../../storage/pg/client.js';
 import { renameProject, softDeleteProject } from '../../storage/pg/projects.js';
 import { renameApiKey, revokeApiKey } from '../../storage/pg/api-keys.js';

@@ -5,9 +5,10 @@ import type { domainRoutes } from '../api/domains.js';
 import type { Handlers, RequestCtx, Deps } from '../deps.js';
 import { ApiError, fail } from '../errors.js';
 import type { Access } from '../authorize.js';
-import { normalizeDomain } from '../domain-names.js';
-import { DnsError } from '../../mta/resolver.js';
-import { dkimTxtValue, generateDkimKey, publishedKey } from '../../mta/dkim-keys.js';
+import { normalizeDomain } from '../../mail/domain-names.js';
+import { DnsError } from '../../mail/resolver.js';
+import { generateDkimKey, publishedKey } from '../../mail/dkim-keys.js';
+import { inboundRecords, outboundRecords, ownershipRecord } from '../../mail/dns-records.js';
 import type { Queryable } from '../../storage/pg/client.js';
 import {
   claimHasSent, countChildClaims, deleteClaim, deleteInbound, deleteOutbound, findClaimByDomain, forceVerify, getClaim, getInbound,
@@ -20,32 +21,16 @@ export const VERIFY_THROTTLE_MS = 10_000;
 export const DEFAULT_RETURN_PATH = 'bounces';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
-const txt = (host: string, value: string) => ({ host, type: 'TXT' as const, value });
-const mx = (host: string, value: string) => ({ host, type: 'MX' as const, value, priority: 10 });
-
-export const ownershipRecord = (c: Pick<Claim, 'domain' | 'verifyToken'>) => txt(`_svc-verify.${c.domain}`, `svc-verify=${c.verifyToken}`);
 
 export function outboundJson(o: Outbound, deps: Deps) {
-  const { hostname, mxHost } = deps.ctx.config;
-  const returnPathDomain = `${o.returnPathSubdomain}.${o.domain}`;
+  const { returnPathDomain, dnsRecords } = outboundRecords(o, deps.ctx.config);
   return {
     id: o.id,
     domain: o.domain,
     status: o.status,
     verifiedAt: iso(o.verifiedAt),
     selector: o.dkimSelector,
-    dnsRecords: {
-      dkim: txt(`${o.dkimSelector}._domainkey.${o.domain}`, dkimTxtValue('rsa', o.dkimPublic)),
-      ...(o.ed25519Selector && o.ed25519Public
-        ? { dkimEd25519: txt(`${o.ed25519Selector}._domainkey.${o.domain}`, dkimTxtValue('ed25519', o.ed25519Public)) }
-        : {}),
-      // Recommended: the MTA sends from SVC_HOSTNAME's addresses.
-      spf: txt(o.domain, `v=spf1 a:${hostname} ~all`),
-      dmarc: txt(`_dmarc.${o.domain}`, 'v=DMARC1; p=none; adkim=r; aspf=r'),
-      // The VERP return path (gaps-filled.md #10): bounces come back to our MX, and SPF of the
-      // envelope sender's domain passes for our hosts only.
-      returnPath: { mx: mx(returnPathDomain, mxHost), spf: txt(returnPathDomain, `v=spf1 a:${hostname} -all`) },
-    },
+    dnsRecords,
     returnPathSubdomain: o.returnPathSubdomain,
     returnPathDomain,
     defaultDisplayName: o.defaultDisplayName,
@@ -56,7 +41,7 @@ export function outboundJson(o: Outbound, deps: Deps) {
 export function inboundJson(i: Inbound, deps: Deps) {
   return {
     id: i.id, domain: i.domain, status: i.status, verifiedAt: iso(i.verifiedAt),
-    dnsRecords: { mx: mx(i.domain, deps.ctx.config.mxHost) }, createdAt: i.createdAt.toISOString(),
+    dnsRecords: inboundRecords(i, deps.ctx.config), createdAt: i.createdAt.toISOString(),
   };
 }
 

@@ -4,7 +4,7 @@ import type { suppressionRoutes } from '../api/suppressions.js';
 import { clampLimit } from '../api/types.js';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
-import { normalizeMailbox } from '../compose.js';
+import { normalizeMailbox } from '../../mail/compose.js';
 import { suppressionJson } from './projects.js';
 import {
   deleteSuppressionByAddress, getSuppression, insertSuppression, listSuppressions,

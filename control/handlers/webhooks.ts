@@ -13,8 +13,8 @@ import type { Sealer } from '../../storage/secrets.js';
 import {
   deleteWebhookEndpoint, insertWebhookEndpoint, listWebhookEndpoints, webhookSecretAad, type WebhookEndpoint,
 } from '../../storage/pg/webhooks.js';
-import { checkWebhookUrl } from '../../mta/webhooks/target.js';
-import { newWebhookSecret } from '../../mta/webhooks/sign.js';
+import { checkWebhookUrl } from '../../mail/webhook-target.js';
+import { newWebhookSecret } from '../../mail/webhook-sign.js';
 
 export const webhookJson = (w: WebhookEndpoint): Static<typeof Webhook> => ({
   id: w.id, url: w.url, events: w.events as WebhookEvent[], createdAt: w.createdAt.toISOString(),

@@ -7,7 +7,7 @@ import type { Readable } from 'node:stream';
 import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';
 import { recordReport, reportedMessage, type ReportedMessage } from '../../storage/pg/reports.js';
-import { decodeReturnPath } from '../verp.js';
+import { decodeReturnPath } from '../../mail/verp.js';
 import { readReport } from './reports.js';
 
 const MAX_REPORT_BYTES = 10 * 1024 * 1024;

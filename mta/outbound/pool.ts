@@ -5,7 +5,7 @@
 import { isIP } from 'node:net';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Logger } from 'pino';
-import type { Resolver } from '../resolver.js';
+import type { Resolver } from '../../mail/resolver.js';
 import type { SmtpReplyInput } from './bounce-classify.js';
 import { resolveRoute } from './route.js';
 

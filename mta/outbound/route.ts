@@ -2,7 +2,7 @@
 // when it has no MX (the implicit MX), and nowhere at all for a null MX (RFC 7505). Every lookup
 // goes through the Context's resolver (cached, aimed at SVC_DNS_SERVERS).
 import { isIP } from 'node:net';
-import { DnsError, type MxRecord, type Resolver } from '../resolver.js';
+import { DnsError, type MxRecord, type Resolver } from '../../mail/resolver.js';
 import type { SmtpReplyInput } from './bounce-classify.js';
 
 export interface MxHost {

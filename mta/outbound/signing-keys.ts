@@ -4,7 +4,7 @@ import { createPrivateKey } from 'node:crypto';
 import type { Queryable } from '../../storage/pg/client.js';
 import type { Sealer } from '../../storage/secrets.js';
 import { capabilityKeys } from '../../storage/pg/deliveries.js';
-import type { SigningKey } from './dkim-sign.js';
+import type { SigningKey } from '../../mail/dkim-sign.js';
 
 const TTL_MS = 5 * 60_000;
 

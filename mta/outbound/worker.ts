@@ -7,7 +7,7 @@ import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';
 import type { SpoolEntry } from '../../storage/lmdb/spool.js';
 import { DELIVERABLE, messageStatuses, type Outcome } from '../../storage/pg/deliveries.js';
-import { dkimSign } from './dkim-sign.js';
+import { dkimSign } from '../../mail/dkim-sign.js';
 import { createKeyCache } from './signing-keys.js';
 import { createOutcomeWriter, decide, type Decision } from './outcomes.js';
 import { createPools, type PoolOptions } from './pool.js';

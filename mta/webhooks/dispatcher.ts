@@ -16,10 +16,10 @@ import type { Storage } from '../../storage/index.js';
 import {
   claimWebhookDeliveries, recordWebhookAttempt, releaseWebhookDeliveries, webhookSecretAad, type AttemptResult, type ClaimedDelivery,
 } from '../../storage/pg/webhooks.js';
-import { destinationOf } from './target.js';
+import { destinationOf } from '../../mail/webhook-target.js';
 import { postWebhook, type PostResult } from './post.js';
 import { nextWebhookAttempt } from './retry.js';
-import { webhookHeaders } from './sign.js';
+import { webhookHeaders } from '../../mail/webhook-sign.js';
 import { pollLoop } from '../poll-loop.js';
 
 export interface WebhookDispatcherOptions {

@@ -2,9 +2,9 @@
 // vector, the retry schedule (backoff, jitter bounds, the 24 h window), and which addresses and URLs
 // a webhook may aim at.
 import t from 'tap';
-import { newWebhookSecret, signWebhook, webhookHeaders } from '../../mta/webhooks/sign.js';
+import { newWebhookSecret, signWebhook, webhookHeaders } from '../../mail/webhook-sign.js';
 import { nextWebhookAttempt, WEBHOOK_RETRY } from '../../mta/webhooks/retry.js';
-import { checkWebhookUrl, refusalOf } from '../../mta/webhooks/target.js';
+import { checkWebhookUrl, refusalOf } from '../../mail/webhook-target.js';
 import { verifyStandardWebhook } from '../helpers/webhook-receiver.js';
 import { WEBHOOK_EVENTS } from '../../control/api/mail-records.js';
 import { WEBHOOK_EVENT_TYPES } from '../../storage/pg/webhooks.js';

@@ -2,8 +2,8 @@
 import t from 'tap';
 import { createPrivateKey } from 'node:crypto';
 import { createRequire } from 'node:module';
-import { generateDkimKey } from '../../mta/dkim-keys.js';
-import { dkimSign, dkimSignatures, DkimSignError, SIGNED_HEADERS } from '../../mta/outbound/dkim-sign.js';
+import { generateDkimKey } from '../../mail/dkim-keys.js';
+import { dkimSign, dkimSignatures, DkimSignError, SIGNED_HEADERS } from '../../mail/dkim-sign.js';
 
 const require = createRequire(import.meta.url);
 const { dkimSign: mailauthSign } = require('mailauth/lib/dkim/sign.js') as {

@@ -1,7 +1,7 @@
 // mta/verp.ts: the VERP return path of gaps-filled.md #10, b-<message uuid without dashes>@<return-path domain>.
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
-import { decodeReturnPath, encodeReturnPath } from '../../mta/verp.js';
+import { decodeReturnPath, encodeReturnPath } from '../../mail/verp.js';
 
 const ID = '3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b';
 

@@ -1,7 +1,7 @@
 // control/domain-names.ts: the one normalization of host names (lower case, no trailing dot,
 // punycode) and the host name rules every domain route applies.
 import t from 'tap';
-import { normalizeDomain, MAX_DOMAIN_LENGTH } from '../../control/domain-names.js';
+import { normalizeDomain, MAX_DOMAIN_LENGTH } from '../../mail/domain-names.js';
 
 t.test('normalizes: trims, lower-cases, drops one trailing dot', async (t) => {
   t.equal(normalizeDomain('example.com'), 'example.com');

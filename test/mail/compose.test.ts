@@ -4,7 +4,7 @@ import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';
 import {
   compileMessage, composeMessage, serializeMime, isDeliverableAddress, normalizeMailbox, parseFrom, type ComposeInput,
-} from '../../control/compose.js';
+} from '../../mail/compose.js';
 
 const INJECTIONS = [
   'a@b.com\r\nBcc: x@y.com',

@@ -8,7 +8,7 @@
 // delivery then connects to the very address it checked, never resolving the name again, so a DNS
 // answer that changes between the check and the connection (rebinding) cannot reach an internal host.
 import net from 'node:net';
-import { DnsError, type Resolver } from '../resolver.js';
+import { DnsError, type Resolver } from './resolver.js';
 
 /** Why an address is refused; null when it is a public unicast address. */
 export type Refusal =

@@ -5,7 +5,7 @@
 //
 // No signature in the local part: the id is a random UUID that only the recipient of the message
 // sees, and what a forged report can do with it is mark that one message of theirs.
-import { normalizeDomain } from '../control/domain-names.js';
+import { normalizeDomain } from './domain-names.js';
 
 const PREFIX = 'b-';
 const UUID = /^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-([0-9a-f]{4})-([0-9a-f]{12})$/i;
