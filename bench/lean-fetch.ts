@@ -42,7 +42,9 @@ function connect(host: string, port: number): Promise<Conn> {
       const end = c.buf.indexOf('\r\n\r\n');
       if (end < 0) return;
       const head = c.buf.toString('latin1', 0, end).split('\r\n');
-      const fields = new Map(head.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+      const fields = new Map(
+        head.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
+      );
       const length = Number(fields.get('content-length') ?? 0);
       if (c.buf.length < end + 4 + length) return;
       const text = c.buf.toString('utf8', end + 4, end + 4 + length);
@@ -50,7 +52,12 @@ function connect(host: string, port: number): Promise<Conn> {
       const status = Number(head[0]!.split(' ')[1]);
       const done = c.waiting;
       c.waiting = c.fail = null;
-      done?.({ ok: status >= 200 && status < 300, status, text: async () => text, headers: { get: (n) => fields.get(n.toLowerCase()) ?? null } });
+      done?.({
+        ok: status >= 200 && status < 300,
+        status,
+        text: async () => text,
+        headers: { get: (n) => fields.get(n.toLowerCase()) ?? null },
+      });
     });
   });
 }
@@ -69,7 +76,11 @@ export const leanFetch = (async (url: string, init: Init = {}): Promise<Answer> 
     c.waiting = resolve;
     c.fail = reject;
   });
-  c.socket.write(body ? Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), body]) : `${lines.join('\r\n')}\r\n\r\n`);
+  c.socket.write(
+    body
+      ? Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), body])
+      : `${lines.join('\r\n')}\r\n\r\n`,
+  );
   const a = await answer;
   free.push(c);
   return a;

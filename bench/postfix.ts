@@ -68,20 +68,35 @@ export async function startRelay(sinkPort: number, overrides: Record<string, str
     biff: 'no',
     ...overrides,
   };
-  await writeFile(path.join(etc, 'main.cf'), Object.entries(main).map(([k, v]) => `${k} = ${v}\n`).join(''));
-  await writeFile(path.join(etc, 'master.cf'), masterCf(port, ['smtp      unix - - n - - smtp', 'relay     unix - - n - - smtp']));
+  await writeFile(
+    path.join(etc, 'main.cf'),
+    Object.entries(main)
+      .map(([k, v]) => `${k} = ${v}\n`)
+      .join(''),
+  );
+  await writeFile(
+    path.join(etc, 'master.cf'),
+    masterCf(port, ['smtp      unix - - n - - smtp', 'relay     unix - - n - - smtp']),
+  );
 
   let stopped = false;
   // If the bench dies between start and stop, do not leave a master running.
   const onExit = () => {
-    if (!stopped) try { execFileSync(POSTFIX, ['-c', etc, 'abort'], { stdio: 'ignore' }); } catch { /* not running */ }
+    if (!stopped)
+      try {
+        execFileSync(POSTFIX, ['-c', etc, 'abort'], { stdio: 'ignore' });
+      } catch {
+        /* not running */
+      }
   };
   process.on('exit', onExit);
   try {
     await run(POSTFIX, ['-c', etc, 'start']);
   } catch (err) {
     const log = await readFile(path.join(dir, 'maillog'), 'utf8').catch(() => '');
-    throw new Error(`postfix start failed: ${(err as { stderr?: string }).stderr ?? err}\n${log.split('\n').slice(-20).join('\n')}`);
+    throw new Error(
+      `postfix start failed: ${(err as { stderr?: string }).stderr ?? err}\n${log.split('\n').slice(-20).join('\n')}`,
+    );
   }
   await waitPort(port, 10_000);
   const { stdout } = await run('/usr/sbin/postconf', ['-c', etc, '-h', 'mail_version']);
@@ -94,7 +109,9 @@ export async function startRelay(sinkPort: number, overrides: Record<string, str
       // The master runs in a session of its own, so every daemon shares its process group; the master
       // reaps daemons that exit (max_use, max_idle), which adds their time to its own children's time.
       const master = Number(readFileSync(path.join(dir, 'queue', 'pid', 'master.pid'), 'utf8').trim());
-      return processes().filter((p) => p.pgrp === master).reduce((sum, p) => sum + p.cpu + (p.pid === master ? p.reapedCpu : 0), 0);
+      return processes()
+        .filter((p) => p.pgrp === master)
+        .reduce((sum, p) => sum + p.cpu + (p.pid === master ? p.reapedCpu : 0), 0);
     },
     log: () => readFile(path.join(dir, 'maillog'), 'utf8').catch(() => ''),
     async stop() {

@@ -32,14 +32,27 @@ import { startDnsZone } from '../test/helpers/dns-zone.js';
 import { composeMessage } from '../mail/compose.js';
 import { startSink, type Sink } from './sink.js';
 import { startRelay } from './postfix.js';
-import { createTenants, KEYS_PER_CLIENT, sendLoad, startChild, type Child, SUBJECT, TEXT, type LoadResult, type Tenant } from './service.js';
+import {
+  createTenants,
+  KEYS_PER_CLIENT,
+  sendLoad,
+  startChild,
+  type Child,
+  SUBJECT,
+  TEXT,
+  type LoadResult,
+  type Tenant,
+} from './service.js';
 import { cpuSecondsOf, quantile, sleep } from './util.js';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
 const { dkimVerify } = require('mailauth/lib/dkim/verify.js') as {
-  dkimVerify(raw: Buffer, o: { resolver: (name: string, type: string) => Promise<string[][]> }): Promise<{ results: { status: { result: string } }[] }>;
+  dkimVerify(
+    raw: Buffer,
+    o: { resolver: (name: string, type: string) => Promise<string[][]> },
+  ): Promise<{ results: { status: { result: string } }[] }>;
 };
 
 const { values: args } = parseArgs({
@@ -63,9 +76,12 @@ const WARMUP = Number(args.warmup);
 // that fails waits SVC_RETRY_DELAYS' first step, a minute: that is a failure of the run, not slowness).
 const DRAIN_MS = 60_000;
 
-for (const tool of ['/usr/sbin/postfix', '/usr/sbin/smtp-source', '/usr/sbin/smtp-sink']) accessSync(tool, constants.X_OK);
+for (const tool of ['/usr/sbin/postfix', '/usr/sbin/smtp-source', '/usr/sbin/smtp-sink'])
+  accessSync(tool, constants.X_OK);
 await run('pgbench', ['--version']).catch(() => {
-  throw new Error('pgbench not found (Debian 12: part of postgresql-15, e.g. apt-get install postgresql-contrib; from PostgreSQL 16 on, postgresql-client-16)');
+  throw new Error(
+    'pgbench not found (Debian 12: part of postgresql-15, e.g. apt-get install postgresql-contrib; from PostgreSQL 16 on, postgresql-client-16)',
+  );
 });
 
 const failures: string[] = [];
@@ -73,7 +89,8 @@ const cleanups: (() => Promise<unknown>)[] = [];
 const cleanup = async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn().catch((err) => console.error(`cleanup: ${err}`));
 };
-for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => void cleanup().finally(() => process.exit(130)));
+for (const sig of ['SIGINT', 'SIGTERM'] as const)
+  process.once(sig, () => void cleanup().finally(() => process.exit(130)));
 
 const results: Record<string, unknown> = {};
 const profDir = path.join(os.tmpdir(), `svc-bench-prof-${Date.now().toString(36)}`);
@@ -103,7 +120,9 @@ try {
   zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
   const nodeFlags = args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [];
   const env = {
-    SVC_DATABASE_URL: dbUrl.toString(), SVC_DATA_DIR: dataDir, SVC_DNS_SERVERS: zone.hostPort,
+    SVC_DATABASE_URL: dbUrl.toString(),
+    SVC_DATA_DIR: dataDir,
+    SVC_DNS_SERVERS: zone.hostPort,
     // One master key for both service processes: the API keys' secrets are sealed with it.
     SVC_MASTER_KEY: randomBytes(32).toString('base64'),
   };
@@ -127,7 +146,9 @@ try {
   const e2e = await sendLoad(svc.url, tenants, { concurrency: C, count: N, firstIndex: WARMUP });
   const ourEnd = await ourSink.reached(WARMUP + N, DRAIN_MS).catch((err: Error) => (failures.push(err.message), NaN));
   const cpuMsPerMessage = ((svc.cpuSeconds() - cpu0) * 1000) / N;
-  const roleCpuMsPerMessage = Object.fromEntries(svc.roles.map((r, i) => [r.role, ((r.cpuSeconds() - roleCpu0[i]!) * 1000) / N]));
+  const roleCpuMsPerMessage = Object.fromEntries(
+    svc.roles.map((r, i) => [r.role, ((r.cpuSeconds() - roleCpu0[i]!) * 1000) / N]),
+  );
   const pgCpuMsPerMessage = ((pgCpu() - pgCpu0) * 1000) / N;
   // The load generator shares the cores (smtp-source does too, for Postfix): what it cost us.
   const benchCpu = process.cpuUsage(benchCpu0);
@@ -136,8 +157,14 @@ try {
   await svc.stop();
   const dkim = await checkDelivered(ourSink, WARMUP + N, tenants);
   const ours = {
-    processes: svc.roles.map((r) => r.role), seconds: (ourEnd - e2e.startMs) / 1000, acceptSeconds: (e2e.endMs - e2e.startMs) / 1000,
-    cpuMsPerMessage, roleCpuMsPerMessage, pgCpuMsPerMessage, loadGenCpuMsPerMessage, dkim,
+    processes: svc.roles.map((r) => r.role),
+    seconds: (ourEnd - e2e.startMs) / 1000,
+    acceptSeconds: (e2e.endMs - e2e.startMs) / 1000,
+    cpuMsPerMessage,
+    roleCpuMsPerMessage,
+    pgCpuMsPerMessage,
+    loadGenCpuMsPerMessage,
+    dkim,
   };
   results.svc = { ...ours, msgPerSec: N / ours.seconds, acceptedPerSec: N / ours.acceptSeconds };
 
@@ -151,14 +178,31 @@ try {
   // The same message our service composes (without its DKIM signatures), as smtp-source -F sends a file.
   const t = tenants[0]!;
   const eml = await composeMessage({
-    from: { name: 'Bench', address: `no-reply@${t.domain}` }, to: 'rcpt@dest.test', subject: `${SUBJECT} 1234`, text: TEXT,
-    messageId: `${randomBytes(16).toString('hex')}@${t.domain}`, date: new Date(),
+    from: { name: 'Bench', address: `no-reply@${t.domain}` },
+    to: 'rcpt@dest.test',
+    subject: `${SUBJECT} 1234`,
+    text: TEXT,
+    messageId: `${randomBytes(16).toString('hex')}@${t.domain}`,
+    date: new Date(),
   });
   const emlFile = path.join(relay.dir, 'message.eml');
   await writeFile(emlFile, eml.toString('latin1').replace(/\r\n/g, '\n')); // -F appends CRLF to each line
-  const source = (count: number) => run('/usr/sbin/smtp-source', [
-    '-s', String(C), '-m', String(count), '-d', '-N', '-F', emlFile, '-f', `no-reply@${t.domain}`, '-t', 'rcpt@dest.test', `127.0.0.1:${relay.port}`,
-  ]);
+  const source = (count: number) =>
+    run('/usr/sbin/smtp-source', [
+      '-s',
+      String(C),
+      '-m',
+      String(count),
+      '-d',
+      '-N',
+      '-F',
+      emlFile,
+      '-f',
+      `no-reply@${t.domain}`,
+      '-t',
+      'rcpt@dest.test',
+      `127.0.0.1:${relay.port}`,
+    ]);
   await source(WARMUP);
   await pfSink.reached(WARMUP, DRAIN_MS);
   const pfCpu0 = relay.cpuSeconds();
@@ -171,23 +215,40 @@ try {
   const pfCpuMsPerMessage = ((relay.cpuSeconds() - pfCpu0) * 1000) / N;
   const pfCount = (await pfSink.files()).length;
   if (pfCount !== WARMUP + N) failures.push(`postfix sink holds ${pfCount} messages, expected ${WARMUP + N}`);
-  results.postfix = { version: relay.version, seconds: (pfEnd - pfStart) / 1000, msgPerSec: N / ((pfEnd - pfStart) / 1000), cpuMsPerMessage: pfCpuMsPerMessage };
+  results.postfix = {
+    version: relay.version,
+    seconds: (pfEnd - pfStart) / 1000,
+    msgPerSec: N / ((pfEnd - pfStart) / 1000),
+    cpuMsPerMessage: pfCpuMsPerMessage,
+  };
   await relay.stop();
 
   // ---- 3. sendEmail alone, then pgbench with the same statements ---------------------------------
   const ctl = await startChild('control', env, nodeFlags);
   cleanups.push(() => ctl.stop());
-  checked('control warm-up', await sendLoad(ctl.url, tenants, { concurrency: C, count: WARMUP * 2, firstIndex: 1e6 }), WARMUP * 2);
+  checked(
+    'control warm-up',
+    await sendLoad(ctl.url, tenants, { concurrency: C, count: WARMUP * 2, firstIndex: 1e6 }),
+    WARMUP * 2,
+  );
   const ctlCpu0 = ctl.cpuSeconds();
   const ctlPgCpu0 = pgCpu();
-  const alone = await sendLoad(ctl.url, tenants, { concurrency: C, untilMs: performance.now() + SECONDS * 1000, firstIndex: 2e6 });
+  const alone = await sendLoad(ctl.url, tenants, {
+    concurrency: C,
+    untilMs: performance.now() + SECONDS * 1000,
+    firstIndex: 2e6,
+  });
   const cpuMsPerRequest = ((ctl.cpuSeconds() - ctlCpu0) * 1000) / alone.ok;
   const pgCpuMsPerRequest = ((pgCpu() - ctlPgCpu0) * 1000) / alone.ok;
   checked('sendEmail alone', alone);
   await ctl.stop();
   results.sendEmail = {
-    rps: alone.ok / ((alone.endMs - alone.startMs) / 1000), requests: alone.ok,
-    p50Ms: quantile(alone.latencies, 0.5), p99Ms: quantile(alone.latencies, 0.99), cpuMsPerRequest, pgCpuMsPerRequest,
+    rps: alone.ok / ((alone.endMs - alone.startMs) / 1000),
+    requests: alone.ok,
+    p50Ms: quantile(alone.latencies, 0.5),
+    p99Ms: quantile(alone.latencies, 0.99),
+    cpuMsPerRequest,
+    pgCpuMsPerRequest,
   };
   // pgbench's backends are gone when it returns (and their CPU time with them): sample while it runs.
   const running = pgbench(dbUrl.toString(), ORGS, C, SECONDS);
@@ -198,18 +259,25 @@ try {
   const pgb = await running;
   results.pgbench = { ...pgb, pgCpuMsPerTx: ((c2 - c1) / ((w2 - w1) / 1000) / pgb.tps) * 1000 };
 } catch (err) {
-  failures.push(err instanceof Error ? err.stack ?? err.message : String(err));
+  failures.push(err instanceof Error ? (err.stack ?? err.message) : String(err));
 } finally {
   await cleanup();
 }
 
 // ---- report ----------------------------------------------------------------------------------------
 type Rate = { msgPerSec: number; seconds: number };
-const svcR = results.svc as (Rate & {
-  acceptedPerSec: number; cpuMsPerMessage: number; roleCpuMsPerMessage: Record<string, number>; pgCpuMsPerMessage: number; loadGenCpuMsPerMessage: number;
-}) | undefined;
+const svcR = results.svc as
+  | (Rate & {
+      acceptedPerSec: number;
+      cpuMsPerMessage: number;
+      roleCpuMsPerMessage: Record<string, number>;
+      pgCpuMsPerMessage: number;
+      loadGenCpuMsPerMessage: number;
+    })
+  | undefined;
 const pfR = results.postfix as (Rate & { version: string; cpuMsPerMessage: number }) | undefined;
-const seR = results.sendEmail as { rps: number; p50Ms: number; p99Ms: number; cpuMsPerRequest: number; pgCpuMsPerRequest: number } | undefined;
+const seR = results.sendEmail as
+  { rps: number; p50Ms: number; p99Ms: number; cpuMsPerRequest: number; pgCpuMsPerRequest: number } | undefined;
 const pgR = results.pgbench as { tps: number; p50Ms: number; p99Ms: number; pgCpuMsPerTx: number } | undefined;
 const f = (n: number | undefined, d = 0) => (n === undefined || !Number.isFinite(n) ? '—' : n.toFixed(d));
 const ratio = (a?: number, b?: number) => (a && b ? a / b : undefined);
@@ -223,22 +291,46 @@ const summary = {
   ratios: { endToEnd: e2eRatio, sendEmailVsPgbench: dbRatio },
   failures,
 };
-const row = (label: string, rate: string, time: string, notes = '') => `  ${label.padEnd(58)}${rate.padStart(13)}${time.padStart(9)}   ${notes}`;
-console.log([
-  '',
-  `svc-mail bench: ${N} messages, ${C} in flight, ${ORGS} orgs; ${summary.machine.cpus} cores (${summary.machine.cpu}), load ${loadAtStart.toFixed(1)} at start`,
-  row('end to end', 'rate', 'time'),
-  row('  svc: sendEmail → MTA (DKIM) → smtp-sink', `${f(svcR?.msgPerSec)} msg/s`, `${f(svcR?.seconds, 1)} s`,
-    `accepted at ${f(svcR?.acceptedPerSec)}/s; CPU/msg: svc ${Object.entries(svcR?.roleCpuMsPerMessage ?? {}).map(([r, ms]) => `${f(ms, 2)} (${r})`).join(' + ')} ms + Postgres ${f(svcR?.pgCpuMsPerMessage, 2)} ms; load generator ${f(svcR?.loadGenCpuMsPerMessage, 2)} ms`),
-  row(`  Postfix ${pfR?.version ?? ''}: smtp-source → Postfix → smtp-sink`, `${f(pfR?.msgPerSec)} msg/s`, `${f(pfR?.seconds, 1)} s`,
-    `CPU/msg: Postfix ${f(pfR?.cpuMsPerMessage, 1)} ms`),
-  row('  svc / Postfix', `${f(e2eRatio, 2)}×`, '', 'goal ≥ 2.0'),
-  row('accepting (nothing delivers)', '', ''),
-  row(`  sendEmail, ${C} clients`, `${f(seR?.rps)} req/s`, `${SECONDS} s`,
-    `p50 ${f(seR?.p50Ms, 1)} ms, p99 ${f(seR?.p99Ms, 1)} ms; CPU/req: svc ${f(seR?.cpuMsPerRequest, 1)} ms + Postgres ${f(seR?.pgCpuMsPerRequest, 1)} ms`),
-  row(`  pgbench bench/accept.sql -c ${C} -j 2 -M prepared`, `${f(pgR?.tps)} tps`, `${SECONDS} s`, `p50 ${f(pgR?.p50Ms, 1)} ms, p99 ${f(pgR?.p99Ms, 1)} ms; CPU/tx: Postgres ${f(pgR?.pgCpuMsPerTx, 1)} ms`),
-  row('  sendEmail / pgbench', `${f(dbRatio, 2)}×`, '', 'goal ≥ 0.8'),
-].join('\n'));
+const row = (label: string, rate: string, time: string, notes = '') =>
+  `  ${label.padEnd(58)}${rate.padStart(13)}${time.padStart(9)}   ${notes}`;
+console.log(
+  [
+    '',
+    `svc-mail bench: ${N} messages, ${C} in flight, ${ORGS} orgs; ${summary.machine.cpus} cores (${summary.machine.cpu}), load ${loadAtStart.toFixed(1)} at start`,
+    row('end to end', 'rate', 'time'),
+    row(
+      '  svc: sendEmail → MTA (DKIM) → smtp-sink',
+      `${f(svcR?.msgPerSec)} msg/s`,
+      `${f(svcR?.seconds, 1)} s`,
+      `accepted at ${f(svcR?.acceptedPerSec)}/s; CPU/msg: svc ${Object.entries(svcR?.roleCpuMsPerMessage ?? {})
+        .map(([r, ms]) => `${f(ms, 2)} (${r})`)
+        .join(
+          ' + ',
+        )} ms + Postgres ${f(svcR?.pgCpuMsPerMessage, 2)} ms; load generator ${f(svcR?.loadGenCpuMsPerMessage, 2)} ms`,
+    ),
+    row(
+      `  Postfix ${pfR?.version ?? ''}: smtp-source → Postfix → smtp-sink`,
+      `${f(pfR?.msgPerSec)} msg/s`,
+      `${f(pfR?.seconds, 1)} s`,
+      `CPU/msg: Postfix ${f(pfR?.cpuMsPerMessage, 1)} ms`,
+    ),
+    row('  svc / Postfix', `${f(e2eRatio, 2)}×`, '', 'goal ≥ 2.0'),
+    row('accepting (nothing delivers)', '', ''),
+    row(
+      `  sendEmail, ${C} clients`,
+      `${f(seR?.rps)} req/s`,
+      `${SECONDS} s`,
+      `p50 ${f(seR?.p50Ms, 1)} ms, p99 ${f(seR?.p99Ms, 1)} ms; CPU/req: svc ${f(seR?.cpuMsPerRequest, 1)} ms + Postgres ${f(seR?.pgCpuMsPerRequest, 1)} ms`,
+    ),
+    row(
+      `  pgbench bench/accept.sql -c ${C} -j 2 -M prepared`,
+      `${f(pgR?.tps)} tps`,
+      `${SECONDS} s`,
+      `p50 ${f(pgR?.p50Ms, 1)} ms, p99 ${f(pgR?.p99Ms, 1)} ms; CPU/tx: Postgres ${f(pgR?.pgCpuMsPerTx, 1)} ms`,
+    ),
+    row('  sendEmail / pgbench', `${f(dbRatio, 2)}×`, '', 'goal ≥ 0.8'),
+  ].join('\n'),
+);
 await mkdir(path.join(HERE, 'results'), { recursive: true });
 await writeFile(path.join(HERE, 'results', 'latest.json'), `${JSON.stringify(summary, null, 2)}\n`);
 if (args['cpu-prof']) console.log(`  CPU profiles of the service processes (open in Chrome DevTools): ${profDir}`);
@@ -299,7 +391,8 @@ async function checkDelivered(sink: Sink, expected: number, tenants: Tenant[]): 
         },
       });
       if (r.length && r.every((s) => s.status.result === 'pass')) verified++;
-      else failures.push(`DKIM of ${path.basename(file)}: ${r.map((s) => s.status.result).join(', ') || 'no signature'}`);
+      else
+        failures.push(`DKIM of ${path.basename(file)}: ${r.map((s) => s.status.result).join(', ') || 'no signature'}`);
     }
   }
   if (unsigned) failures.push(`${unsigned} messages at the svc sink have no DKIM-Signature`);
@@ -310,10 +403,29 @@ async function checkDelivered(sink: Sink, expected: number, tenants: Tenant[]): 
 async function pgbench(url: string, tenants: number, clients: number, seconds: number) {
   const logDir = await mkdtemp(path.join(os.tmpdir(), 'svc-bench-pgbench-'));
   try {
-    const { stdout } = await run('pgbench', [
-      '-n', '-c', String(clients), '-j', '2', '-T', String(seconds), '-M', 'prepared', '-D', `tenants=${tenants}`,
-      '-f', path.join(HERE, 'accept.sql'), '-l', '--log-prefix', path.join(logDir, 'tx'), url,
-    ], { maxBuffer: 1 << 24 });
+    const { stdout } = await run(
+      'pgbench',
+      [
+        '-n',
+        '-c',
+        String(clients),
+        '-j',
+        '2',
+        '-T',
+        String(seconds),
+        '-M',
+        'prepared',
+        '-D',
+        `tenants=${tenants}`,
+        '-f',
+        path.join(HERE, 'accept.sql'),
+        '-l',
+        '--log-prefix',
+        path.join(logDir, 'tx'),
+        url,
+      ],
+      { maxBuffer: 1 << 24 },
+    );
     const tps = Number(/tps = ([\d.]+) \(without initial connection time\)/.exec(stdout)?.[1]);
     const failed = Number(/number of failed transactions: (\d+)/.exec(stdout)?.[1] ?? 0);
     if (!Number.isFinite(tps) || failed) failures.push(`pgbench: ${failed} failed transactions\n${stdout}`);

@@ -20,25 +20,45 @@ export interface Child {
 }
 
 /** Starts `svc start --role <role>` with `env` on top of the bench's own SVC_* settings. */
-export async function startChild(role: 'all' | 'control' | 'mta', env: Record<string, string>, nodeFlags: string[] = []): Promise<Child> {
+export async function startChild(
+  role: 'all' | 'control' | 'mta',
+  env: Record<string, string>,
+  nodeFlags: string[] = [],
+): Promise<Child> {
   const port = await freePort();
   // The mta role has no HTTP listener: it is up once its MX listener accepts connections.
   const smtpPort = role === 'mta' ? await freePort() : 0;
   // The flags `npm start` and config/'s systemd units run the service with (see README, Configuration).
-  const child: ChildProcess = spawn(process.execPath, [...nodeFlags, '--max-semi-space-size=32', '--import', 'tsx', 'bin/svc.ts', 'start', '--role', role], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      SVC_HTTP_PORT: String(port), SVC_SMTP_PORT: String(smtpPort), SVC_IMAP_PORT: '0', SVC_BIND_HOST: '127.0.0.1',
-      SVC_HOSTNAME: 'mta.bench.test', SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY, SVC_LOG_LEVEL: 'warn', ...env,
+  const child: ChildProcess = spawn(
+    process.execPath,
+    [...nodeFlags, '--max-semi-space-size=32', '--import', 'tsx', 'bin/svc.ts', 'start', '--role', role],
+    {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        SVC_HTTP_PORT: String(port),
+        SVC_SMTP_PORT: String(smtpPort),
+        SVC_IMAP_PORT: '0',
+        SVC_BIND_HOST: '127.0.0.1',
+        SVC_HOSTNAME: 'mta.bench.test',
+        SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY,
+        SVC_LOG_LEVEL: 'warn',
+        ...env,
+      },
+      stdio: ['ignore', 'inherit', 'inherit'],
     },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
+  );
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     if (child.exitCode !== null) throw new Error(`svc start --role ${role} exited with ${child.exitCode}`);
-    const ok = role === 'mta' ? await connects(smtpPort) : await fetch(`${url}/health`).then((r) => r.ok, () => false);
+    const ok =
+      role === 'mta'
+        ? await connects(smtpPort)
+        : await fetch(`${url}/health`).then(
+            (r) => r.ok,
+            () => false,
+          );
     if (ok) break;
     if (i > 600) throw new Error(`svc start --role ${role} did not come up within 30 s`);
     await sleep(50);
@@ -78,26 +98,38 @@ export const KEYS_PER_CLIENT = 4;
 
 export async function createTenants(url: string, orgs: number, keysPerOrg: number): Promise<Tenant[]> {
   const admin = createClient({ baseUrl: url, credential: { adminKey: ADMIN_KEY } });
-  return Promise.all(Array.from({ length: orgs }, async (_, i) => {
-    const anon = createClient({ baseUrl: url });
-    const { accountToken } = await anon.auth.signup({ email: `owner-${i + 1}@bench.test`, password: 'bench password 0123' });
-    const owner = createClient({ baseUrl: url, credential: { keyId: accountToken.tokenId, secret: accountToken.secret } });
-    const { organization } = await owner.console.organizations.create({ name: `Bench ${i + 1}` });
-    await owner.console.organizations.plan({ id: organization.id, plan: 'payg' });
-    const { project } = await owner.console.projects.create({ name: 'bench', organizationId: organization.id });
-    const domain = `bench-${i + 1}.test`;
-    const claim = await owner.console.projects.domains.create({ id: project.id, domain });
-    const cap = (await owner.console.projects.domains.outbound.create({ id: project.id, domainId: claim.id })).outbound[0]!;
-    await admin.admin.senderDomains.markVerified({ id: claim.id });
-    const keys: Credential[] = [];
-    for (let k = 0; k < keysPerOrg; k++) {
-      const key = await withBackoff(() => owner.console.projects.apiKeys.create({ id: project.id, label: `bench ${k}`, scopes: ['messages:send'] }));
-      keys.push({ keyId: key.keyId, secret: key.secret });
-    }
-    const dkimTxt: Record<string, string> = {};
-    for (const r of [cap.dnsRecords.dkim, cap.dnsRecords.dkimEd25519]) if (r) dkimTxt[r.host.replace(/\.$/, '')] = r.value;
-    return { domain, dkimTxt, keys };
-  }));
+  return Promise.all(
+    Array.from({ length: orgs }, async (_, i) => {
+      const anon = createClient({ baseUrl: url });
+      const { accountToken } = await anon.auth.signup({
+        email: `owner-${i + 1}@bench.test`,
+        password: 'bench password 0123',
+      });
+      const owner = createClient({
+        baseUrl: url,
+        credential: { keyId: accountToken.tokenId, secret: accountToken.secret },
+      });
+      const { organization } = await owner.console.organizations.create({ name: `Bench ${i + 1}` });
+      await owner.console.organizations.plan({ id: organization.id, plan: 'payg' });
+      const { project } = await owner.console.projects.create({ name: 'bench', organizationId: organization.id });
+      const domain = `bench-${i + 1}.test`;
+      const claim = await owner.console.projects.domains.create({ id: project.id, domain });
+      const cap = (await owner.console.projects.domains.outbound.create({ id: project.id, domainId: claim.id }))
+        .outbound[0]!;
+      await admin.admin.senderDomains.markVerified({ id: claim.id });
+      const keys: Credential[] = [];
+      for (let k = 0; k < keysPerOrg; k++) {
+        const key = await withBackoff(() =>
+          owner.console.projects.apiKeys.create({ id: project.id, label: `bench ${k}`, scopes: ['messages:send'] }),
+        );
+        keys.push({ keyId: key.keyId, secret: key.secret });
+      }
+      const dkimTxt: Record<string, string> = {};
+      for (const r of [cap.dnsRecords.dkim, cap.dnsRecords.dkimEd25519])
+        if (r) dkimTxt[r.host.replace(/\.$/, '')] = r.value;
+      return { domain, dkimTxt, keys };
+    }),
+  );
 }
 
 /** The owner's account token has the same rate limit as any credential: wait it out when minting many keys. */
@@ -115,10 +147,18 @@ async function withBackoff<T>(fn: () => Promise<T>): Promise<T> {
 // A short transactional message, the kind the platform is for: ~1 kB once composed.
 export const SUBJECT = 'Your sign-in code';
 export const TEXT = [
-  'Hello,', '', 'Your sign-in code is 482913. It expires in 10 minutes.', '',
-  'If you did not try to sign in, you can ignore this message: nobody can sign in without the code.', '',
-  'For your security, never share this code. Our support team will never ask for it.', '',
-  'Thanks,', 'The Bench team', '', 'You receive this message because an account uses this address.',
+  'Hello,',
+  '',
+  'Your sign-in code is 482913. It expires in 10 minutes.',
+  '',
+  'If you did not try to sign in, you can ignore this message: nobody can sign in without the code.',
+  '',
+  'For your security, never share this code. Our support team will never ask for it.',
+  '',
+  'Thanks,',
+  'The Bench team',
+  '',
+  'You receive this message because an account uses this address.',
 ].join('\n');
 
 export interface LoadResult {
@@ -134,11 +174,17 @@ export interface LoadResult {
  * `concurrency` clients, each with its own key (round robin over the tenants' keys), each sending
  * one request at a time until `count` requests are made or `untilMs` (performance.now()) passes.
  */
-export async function sendLoad(url: string, tenants: Tenant[], o: { concurrency: number; count?: number; untilMs?: number; firstIndex?: number }): Promise<LoadResult> {
+export async function sendLoad(
+  url: string,
+  tenants: Tenant[],
+  o: { concurrency: number; count?: number; untilMs?: number; firstIndex?: number },
+): Promise<LoadResult> {
   // Interleaved, so that neighbouring clients belong to different organizations.
   const order: { key: Client; domain: string }[] = [];
   for (let k = 0; k < Math.max(...tenants.map((t) => t.keys.length)); k++) {
-    for (const t of tenants) if (t.keys[k]) order.push({ key: createClient({ baseUrl: url, credential: t.keys[k], fetch: leanFetch }), domain: t.domain });
+    for (const t of tenants)
+      if (t.keys[k])
+        order.push({ key: createClient({ baseUrl: url, credential: t.keys[k], fetch: leanFetch }), domain: t.domain });
   }
   if (order.length < o.concurrency) throw new Error(`${o.concurrency} clients need as many keys, have ${order.length}`);
 
@@ -147,22 +193,29 @@ export async function sendLoad(url: string, tenants: Tenant[], o: { concurrency:
   const latencies: number[] = [];
   const errors = new Map<string, number>();
   const startMs = performance.now();
-  await Promise.all(Array.from({ length: o.concurrency }, async (_, c) => {
-    // Client c uses keys c, c + concurrency, …, in turn.
-    const mine = order.filter((_, k) => k % o.concurrency === c);
-    for (let n = 0; next < last && (o.untilMs === undefined || performance.now() < o.untilMs); n++) {
-      const { key, domain } = mine[n % mine.length]!;
-      const i = next++;
-      const t0 = performance.now();
-      try {
-        await key.v1.services.sendEmail({ from: `Bench <no-reply@${domain}>`, to: `rcpt-${i}@dest.test`, subject: `${SUBJECT} ${i}`, text: TEXT });
-        latencies.push(performance.now() - t0);
-      } catch (err) {
-        const what = err instanceof SvcError ? `${err.status} ${err.code}` : String(err);
-        errors.set(what, (errors.get(what) ?? 0) + 1);
+  await Promise.all(
+    Array.from({ length: o.concurrency }, async (_, c) => {
+      // Client c uses keys c, c + concurrency, …, in turn.
+      const mine = order.filter((_, k) => k % o.concurrency === c);
+      for (let n = 0; next < last && (o.untilMs === undefined || performance.now() < o.untilMs); n++) {
+        const { key, domain } = mine[n % mine.length]!;
+        const i = next++;
+        const t0 = performance.now();
+        try {
+          await key.v1.services.sendEmail({
+            from: `Bench <no-reply@${domain}>`,
+            to: `rcpt-${i}@dest.test`,
+            subject: `${SUBJECT} ${i}`,
+            text: TEXT,
+          });
+          latencies.push(performance.now() - t0);
+        } catch (err) {
+          const what = err instanceof SvcError ? `${err.status} ${err.code}` : String(err);
+          errors.set(what, (errors.get(what) ?? 0) + 1);
+        }
       }
-    }
-  }));
+    }),
+  );
   const endMs = performance.now();
   return { ok: latencies.length, errors, latencies: Float64Array.from(latencies).sort(), startMs, endMs };
 }

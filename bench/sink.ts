@@ -27,9 +27,11 @@ export async function startSink(name: string): Promise<Sink> {
   // smtp-sink refuses to run as root; it drops to -u after binding and must then write the dump.
   if (user) await chown(dir, user.uid, user.gid);
   const port = await freePort();
-  const child = spawn('/usr/sbin/smtp-sink', [
-    '-c', '-d', `${dir}/`, ...(user ? ['-u', 'nobody'] : []), '-h', `sink-${name}.test`, `127.0.0.1:${port}`, '1024',
-  ], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    '/usr/sbin/smtp-sink',
+    ['-c', '-d', `${dir}/`, ...(user ? ['-u', 'nobody'] : []), '-h', `sink-${name}.test`, `127.0.0.1:${port}`, '1024'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let count = 0;
   let stderr = '';
   const waiters: { n: number; resolve: (t: number) => void }[] = [];
@@ -43,7 +45,7 @@ export async function startSink(name: string): Promise<Sink> {
     if (!last) return;
     count = Math.max(count, Number(last[1]));
     const now = performance.now();
-    for (const w of waiters.splice(0)) (count >= w.n ? w.resolve(now) : waiters.push(w));
+    for (const w of waiters.splice(0)) count >= w.n ? w.resolve(now) : waiters.push(w);
   });
   child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr += c));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -56,7 +58,10 @@ export async function startSink(name: string): Promise<Sink> {
     reached(n, timeoutMs) {
       if (count >= n) return Promise.resolve(performance.now());
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`sink ${name}: ${count} of ${n} messages after ${timeoutMs / 1000} s`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`sink ${name}: ${count} of ${n} messages after ${timeoutMs / 1000} s`)),
+          timeoutMs,
+        );
         waiters.push({ n, resolve: (t) => (clearTimeout(timer), resolve(t)) });
       });
     },

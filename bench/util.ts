@@ -6,7 +6,10 @@ export { freePort } from '../test/helpers/postfix.js';
 
 /** uid/gid of a system user, from /etc/passwd (Node has no getpwnam). */
 export function user(name: string): { uid: number; gid: number } {
-  const f = readFileSync('/etc/passwd', 'utf8').split('\n').find((l) => l.startsWith(`${name}:`))?.split(':');
+  const f = readFileSync('/etc/passwd', 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${name}:`))
+    ?.split(':');
   if (!f || f.length < 4) throw new Error(`no "${name}" user in /etc/passwd`);
   return { uid: Number(f[2]), gid: Number(f[3]) };
 }
@@ -55,10 +58,16 @@ export function processes(): Proc[] {
     try {
       const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
       // Fields after "pid (comm) ": state ppid pgrp … utime(14) stime(15) cutime(16) cstime(17), in 1/100 s.
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+      const f = stat
+        .slice(stat.lastIndexOf(')') + 2)
+        .split(' ')
+        .map(Number);
       out.push({
-        pid: Number(name), pgrp: f[2]!, cmdline: readFileSync(`/proc/${name}/cmdline`, 'latin1'),
-        cpu: (f[11]! + f[12]!) / 100, reapedCpu: (f[13]! + f[14]!) / 100,
+        pid: Number(name),
+        pgrp: f[2]!,
+        cmdline: readFileSync(`/proc/${name}/cmdline`, 'latin1'),
+        cpu: (f[11]! + f[12]!) / 100,
+        reapedCpu: (f[13]! + f[14]!) / 100,
       });
     } catch {
       // gone meanwhile
@@ -68,4 +77,7 @@ export function processes(): Proc[] {
 }
 
 /** CPU seconds used so far by the processes `match` picks. */
-export const cpuSecondsOf = (match: (p: Proc) => boolean) => processes().filter(match).reduce((sum, p) => sum + p.cpu, 0);
+export const cpuSecondsOf = (match: (p: Proc) => boolean) =>
+  processes()
+    .filter(match)
+    .reduce((sum, p) => sum + p.cpu, 0);

@@ -20,7 +20,14 @@ import { createResolver } from '../mail/dns.js';
 import { DnsError, type Resolver } from '../mail/resolver.js';
 import { openDb } from '../storage/index.js';
 import { isPgError } from '../storage/pg/client.js';
-import { findClaimByDomain, listInbound, listOutbound, type Claim, type Inbound, type Outbound } from '../storage/pg/domains.js';
+import {
+  findClaimByDomain,
+  listInbound,
+  listOutbound,
+  type Claim,
+  type Inbound,
+  type Outbound,
+} from '../storage/pg/domains.js';
 
 export const DOCTOR_USAGE = 'usage: svc doctor <domain>   check the DNS records of a claimed domain';
 
@@ -51,11 +58,23 @@ type Verdict =
   | { kind: 'unanswered'; failure: string };
 
 /** The records a claim and its capabilities ask for, in the order a customer would publish them. */
-export function expectedRecords(config: Readonly<Config>, claim: Claim, outbound: Outbound[], inbound: Inbound[]): { section: string; records: Expected[] }[] {
+export function expectedRecords(
+  config: Readonly<Config>,
+  claim: Claim,
+  outbound: Outbound[],
+  inbound: Inbound[],
+): { section: string; records: Expected[] }[] {
   const sections = [
     {
       section: `claim ${claim.domain} (${claim.status})`,
-      records: [{ label: 'ownership', record: ownershipRecord(claim), need: claim.status === 'verified' ? 'settled' : 'required', match: 'exact' } as Expected],
+      records: [
+        {
+          label: 'ownership',
+          record: ownershipRecord(claim),
+          need: claim.status === 'verified' ? 'settled' : 'required',
+          match: 'exact',
+        } as Expected,
+      ],
     },
   ];
   for (const o of outbound) {
@@ -72,7 +91,10 @@ export function expectedRecords(config: Readonly<Config>, claim: Claim, outbound
     sections.push({ section: `sending from ${o.domain} (${o.status})`, records });
   }
   for (const i of inbound) {
-    sections.push({ section: `receiving at ${i.domain} (${i.status})`, records: [{ label: 'MX', record: inboundRecords(i, config).mx, need: 'required', match: 'mx' }] });
+    sections.push({
+      section: `receiving at ${i.domain} (${i.status})`,
+      records: [{ label: 'MX', record: inboundRecords(i, config).mx, need: 'required', match: 'mx' }],
+    });
   }
   return sections;
 }
@@ -89,31 +111,47 @@ export function judge(e: Expected, found: string[]): Verdict {
   const want = e.record.value;
   switch (e.match) {
     case 'exact':
-      return found.some((v) => v.trim() === want) ? { kind: 'ok' } : found.length ? { kind: 'wrong', found } : { kind: 'missing' };
+      return found.some((v) => v.trim() === want)
+        ? { kind: 'ok' }
+        : found.length
+          ? { kind: 'wrong', found }
+          : { kind: 'missing' };
     case 'dkim': {
       // RFC 6376 §3.6.1: what matters is the key (p=); tag order and spacing may differ.
       const key = publishedKey(want);
-      return found.some((v) => publishedKey(v) === key) ? { kind: 'ok' } : found.length ? { kind: 'wrong', found } : { kind: 'missing' };
+      return found.some((v) => publishedKey(v) === key)
+        ? { kind: 'ok' }
+        : found.length
+          ? { kind: 'wrong', found }
+          : { kind: 'missing' };
     }
     case 'spf': {
       // Other TXT records at the name (site verifications) are none of SPF's business.
       const spf = found.filter(isSpf);
       if (!spf.length) return { kind: 'missing' };
-      if (spf.length > 1) return { kind: 'wrong', found: spf, why: 'RFC 7208 §4.5: more than one SPF record is an error' };
+      if (spf.length > 1)
+        return { kind: 'wrong', found: spf, why: 'RFC 7208 §4.5: more than one SPF record is an error' };
       // Our mechanisms merged into the customer's own record (include:…, ip4:…) count as published.
       const have = new Set(spfTerms(spf[0] as string));
       const ours = spfTerms(want).filter((term) => !/^[-~?+]?all$/.test(term));
-      return ours.every((term) => have.has(term) || have.has(`+${term}`)) ? { kind: 'ok' } : { kind: 'wrong', found: spf };
+      return ours.every((term) => have.has(term) || have.has(`+${term}`))
+        ? { kind: 'ok' }
+        : { kind: 'wrong', found: spf };
     }
     case 'dmarc': {
       // The customer's own policy (p=quarantine, rua=…) is as good as the one we suggest.
       const dmarc = found.filter(isDmarc);
       if (!dmarc.length) return { kind: 'missing' };
-      if (dmarc.length > 1) return { kind: 'wrong', found: dmarc, why: 'RFC 7489 §6.6.3: more than one DMARC record means none applies' };
+      if (dmarc.length > 1)
+        return { kind: 'wrong', found: dmarc, why: 'RFC 7489 §6.6.3: more than one DMARC record means none applies' };
       return { kind: 'ok' };
     }
     case 'mx':
-      return found.includes(want.toLowerCase()) ? { kind: 'ok' } : found.length ? { kind: 'wrong', found } : { kind: 'missing' };
+      return found.includes(want.toLowerCase())
+        ? { kind: 'ok' }
+        : found.length
+          ? { kind: 'wrong', found }
+          : { kind: 'missing' };
   }
 }
 
@@ -147,10 +185,19 @@ function statusText(v: Verdict, need: Need): string {
     case 'ok':
       return 'ok';
     case 'missing':
-      return need === 'recommended' ? 'missing (recommended)' : need === 'settled' ? 'missing (no longer needed: verified)' : 'missing';
+      return need === 'recommended'
+        ? 'missing (recommended)'
+        : need === 'settled'
+          ? 'missing (no longer needed: verified)'
+          : 'missing';
     case 'wrong': {
       const found = v.found.map((f) => JSON.stringify(clip(f))).join(', ');
-      const notes = [v.why, need === 'recommended' ? 'recommended' : need === 'settled' ? 'no longer needed: verified' : null].filter(Boolean).join('; ');
+      const notes = [
+        v.why,
+        need === 'recommended' ? 'recommended' : need === 'settled' ? 'no longer needed: verified' : null,
+      ]
+        .filter(Boolean)
+        .join('; ');
       return `wrong (found ${found})${notes ? ` (${notes})` : ''}`;
     }
     case 'unanswered':
@@ -187,7 +234,12 @@ export async function doctor(
 
   if (!config.databaseUrl) {
     const dir = path.join(config.dataDir, 'pg');
-    if (!(await stat(dir).then(() => true, () => false))) {
+    if (
+      !(await stat(dir).then(
+        () => true,
+        () => false,
+      ))
+    ) {
       err(`svc doctor: no embedded database at ${dir} (set SVC_DATA_DIR, or SVC_DATABASE_URL)`);
       return 2;
     }
@@ -198,7 +250,9 @@ export async function doctor(
   let found: { claim: Claim; outbound: Outbound[]; inbound: Inbound[] } | null;
   try {
     const claim = await findClaimByDomain(db, domain);
-    found = claim ? { claim, outbound: await listOutbound(db, [claim.id]), inbound: await listInbound(db, [claim.id]) } : null;
+    found = claim
+      ? { claim, outbound: await listOutbound(db, [claim.id]), inbound: await listInbound(db, [claim.id]) }
+      : null;
   } catch (e) {
     if (!isPgError(e, PG_UNDEFINED_TABLE)) throw e;
     err('svc doctor: the database has no domain tables yet; run `svc migrate` first');

@@ -50,7 +50,10 @@ class UsageError extends Error {}
 
 /** Whatever an API caller put in an address never reaches the operator's terminal as control characters. */
 function clean(s: string): string {
-  return s.replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return s.replace(
+    /[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 const clip = (s: string, max: number) => (s.length > max ? `${s.slice(0, max - 1)}…` : s);
@@ -111,13 +114,19 @@ function domainMatcher(raw: string | undefined): ((domain: string) => boolean) |
 
 function parseLimit(raw: string | undefined): number {
   if (raw === undefined) return DEFAULT_LIMIT;
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw))) throw new UsageError(`--limit must be a whole number (got ${JSON.stringify(raw)})`);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)))
+    throw new UsageError(`--limit must be a whole number (got ${JSON.stringify(raw)})`);
   return Number(raw);
 }
 
 function table(rows: string[][]): string[] {
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd());
+  return rows.map((r) =>
+    r
+      .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd(),
+  );
 }
 
 /** A parsed command line: every usage error is found before the spool is opened. */
@@ -137,15 +146,24 @@ function parse(sub: string, args: string[]): Plan {
   switch (sub) {
     case 'list': {
       const { values, positionals } = parseArgs({
-        args, allowPositionals: true,
+        args,
+        allowPositionals: true,
         options: { limit: { type: 'string' }, domain: { type: 'string' }, json: { type: 'boolean', default: false } },
       });
-      if (positionals.length) throw new UsageError(`list takes no argument (got ${JSON.stringify(clean(positionals[0] ?? ''))})`);
-      return { sub, limit: parseLimit(values.limit), domain: values.domain, matches: domainMatcher(values.domain), json: values.json };
+      if (positionals.length)
+        throw new UsageError(`list takes no argument (got ${JSON.stringify(clean(positionals[0] ?? ''))})`);
+      return {
+        sub,
+        limit: parseLimit(values.limit),
+        domain: values.domain,
+        matches: domainMatcher(values.domain),
+        json: values.json,
+      };
     }
     case 'inspect': {
       const { values, positionals } = parseArgs({
-        args, allowPositionals: true,
+        args,
+        allowPositionals: true,
         options: { body: { type: 'boolean', default: false }, json: { type: 'boolean', default: false } },
       });
       if (values.body && values.json) throw new UsageError('inspect takes --body or --json, not both');
@@ -153,7 +171,8 @@ function parse(sub: string, args: string[]): Plan {
     }
     case 'retry': {
       const { values, positionals } = parseArgs({
-        args, allowPositionals: true,
+        args,
+        allowPositionals: true,
         options: { all: { type: 'boolean', default: false }, domain: { type: 'string' } },
       });
       if (values.all) {
@@ -200,11 +219,22 @@ function list(spool: Spool, plan: Extract<Plan, { sub: 'list' }>, io: QueueIo): 
   if (shown.length) {
     const rows = [['ID', 'DOMAIN', 'RCPT', 'ATTEMPTS', 'NEXT ATTEMPT', 'AGE', 'STATE']];
     for (const e of shown) {
-      rows.push([clean(e.id), clip(clean(e.domain), 40), clip(clean(e.rcptTo), 48), String(e.attempts), iso(e.nextAttemptMs), span(now - e.createdMs), state(e, now)]);
+      rows.push([
+        clean(e.id),
+        clip(clean(e.domain), 40),
+        clip(clean(e.rcptTo), 48),
+        String(e.attempts),
+        iso(e.nextAttemptMs),
+        span(now - e.createdMs),
+        state(e, now),
+      ]);
     }
     for (const line of table(rows)) io.out(line);
   }
-  io.out(`${shown.length} shown of ${matching} queued` + (matches ? ` for ${clean(plan.domain ?? '')} (${total} in the queue)` : ''));
+  io.out(
+    `${shown.length} shown of ${matching} queued` +
+      (matches ? ` for ${clean(plan.domain ?? '')} (${total} in the queue)` : ''),
+  );
   return 0;
 }
 
@@ -215,12 +245,17 @@ function headerLines(body: Buffer): string[] {
   if (end < 0 || (lf >= 0 && lf < end)) end = lf;
   if (end < 0) end = body.length;
   const cut = end > MAX_HEADER_BYTES;
-  const lines = body.subarray(0, Math.min(end, MAX_HEADER_BYTES)).toString('utf8').split(/\r?\n/).map((l) => clean(l.replace(/\t/g, ' ')));
+  const lines = body
+    .subarray(0, Math.min(end, MAX_HEADER_BYTES))
+    .toString('utf8')
+    .split(/\r?\n/)
+    .map((l) => clean(l.replace(/\t/g, ' ')));
   if (cut) lines.push(`… (header block cut at ${MAX_HEADER_BYTES} bytes)`);
   return lines;
 }
 
-const notSpooled = (id: string) => `svc queue: no queued message ${JSON.stringify(clean(id))} (delivered, failed, or never spooled here)`;
+const notSpooled = (id: string) =>
+  `svc queue: no queued message ${JSON.stringify(clean(id))} (delivered, failed, or never spooled here)`;
 
 function inspect(spool: Spool, plan: Extract<Plan, { sub: 'inspect' }>, io: QueueIo): number {
   const { id } = plan;
@@ -254,7 +289,11 @@ function inspect(spool: Spool, plan: Extract<Plan, { sub: 'inspect' }>, io: Queu
     ['nextAttempt', `${iso(e.nextAttemptMs)} (${when(e, now)})`],
     ['created', `${iso(e.createdMs)} (age ${span(now - e.createdMs)})`],
   ];
-  if (e.cancelledMs !== undefined) fields.push(['cancelled', `${iso(e.cancelledMs)} (the MTA records it failed and removes it when it next leases it)`]);
+  if (e.cancelledMs !== undefined)
+    fields.push([
+      'cancelled',
+      `${iso(e.cancelledMs)} (the MTA records it failed and removes it when it next leases it)`,
+    ]);
   fields.push(['size', body ? `${body.length} bytes` : '(no body stored)']);
   for (const [k, v] of fields) io.out(`${`${k}:`.padEnd(13)}${clean(v)}`);
   if (body) {
@@ -273,7 +312,9 @@ async function retryAll(spool: Spool, plan: Extract<Plan, { sub: 'retryAll' }>, 
   for (let i = 0; i < ids.length; i += RETRY_SLICE) {
     await Promise.all(ids.slice(i, i + RETRY_SLICE).map((id) => spool.reschedule(id, now)));
   }
-  io.out(`${ids.length} message${ids.length === 1 ? '' : 's'}${matches ? ` for ${clean(plan.domain ?? '')}` : ''} due now (${iso(now)})`);
+  io.out(
+    `${ids.length} message${ids.length === 1 ? '' : 's'}${matches ? ` for ${clean(plan.domain ?? '')}` : ''} due now (${iso(now)})`,
+  );
   return 0;
 }
 
@@ -291,7 +332,9 @@ async function retry(spool: Spool, { id }: Extract<Plan, { sub: 'retry' }>, io: 
     io.err(notSpooled(id));
     return 1;
   }
-  io.out(`${clean(id)}: due now (${iso(now)}; was ${iso(before.nextAttemptMs)})${after.cancelledMs !== undefined ? '; still cancelled' : ''}`);
+  io.out(
+    `${clean(id)}: due now (${iso(now)}; was ${iso(before.nextAttemptMs)})${after.cancelledMs !== undefined ? '; still cancelled' : ''}`,
+  );
   return 0;
 }
 
@@ -326,7 +369,10 @@ export async function queue(args: string[], config: Readonly<Config>, io: QueueI
     plan = parse(sub, rest);
   } catch (e) {
     // parseArgs throws a TypeError with an ERR_PARSE_ARGS_* code for an unknown option or a missing value.
-    if (e instanceof UsageError || (e instanceof TypeError && String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS'))) {
+    if (
+      e instanceof UsageError ||
+      (e instanceof TypeError && String((e as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS'))
+    ) {
       // parseArgs writes some of its messages over several lines: one line on stderr, always.
       io.err(`svc queue${SUBCOMMANDS.includes(sub) ? ` ${sub}` : ''}: ${e.message.replace(/\s*\n\s*/g, ' ')}`);
       return 2;
@@ -335,7 +381,12 @@ export async function queue(args: string[], config: Readonly<Config>, io: QueueI
   }
   // openLmdb creates the directory: check first, so a mistyped SVC_DATA_DIR is an error, not an empty queue.
   const dir = path.join(config.dataDir, 'lmdb');
-  if (!(await stat(dir).then((s) => s.isDirectory(), () => false))) {
+  if (
+    !(await stat(dir).then(
+      (s) => s.isDirectory(),
+      () => false,
+    ))
+  ) {
     io.err(`svc queue: no spool at ${dir} (set SVC_DATA_DIR to the service's data directory)`);
     return 1;
   }

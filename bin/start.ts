@@ -52,7 +52,8 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
   }
   const clock = opts.clock ?? systemClock;
   const ctx: Context = {
-    config, clock,
+    config,
+    clock,
     log: opts.log ?? createLogger(config.logLevel),
     resolver: createResolver({ servers: config.dnsServers, clock }),
   };
@@ -83,14 +84,20 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
 
     if (role === 'all' || role === 'control') {
       const deps: Deps = { ctx, storage, publicUrl: () => publicUrl, passwordLogN: opts.passwordLogN ?? LOG_N };
-      const http = await listenHttp(createApp(deps, { checkResponses: opts.checkResponses }), config.bindHost, config.httpPort);
+      const http = await listenHttp(
+        createApp(deps, { checkResponses: opts.checkResponses }),
+        config.bindHost,
+        config.httpPort,
+      );
       ports.http = http.port;
       const host = config.bindHost.includes(':') ? `[${config.bindHost}]` : config.bindHost;
       publicUrl ||= `http://${host}:${http.port}`;
       stops.push(http.close);
 
       const sweep = setInterval(() => {
-        sweepExpired(storage.db, new Date(ctx.clock.now()), IDLE_BUCKET_MS).catch((err) => ctx.log.warn({ err }, 'sweep failed'));
+        sweepExpired(storage.db, new Date(ctx.clock.now()), IDLE_BUCKET_MS).catch((err) =>
+          ctx.log.warn({ err }, 'sweep failed'),
+        );
       }, SWEEP_EVERY_MS);
       sweep.unref();
       stops.push(async () => clearInterval(sweep));
@@ -104,7 +111,9 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
 
   let stopping: Promise<void> | null = null;
   return {
-    ctx, storage, ports,
+    ctx,
+    storage,
+    ports,
     get publicUrl() {
       return publicUrl;
     },

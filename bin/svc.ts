@@ -36,7 +36,9 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     case 'migrate': {
       const [{ createLogger }, { openDb }, { migrate }] = await Promise.all([
-        import('../config/context.js'), import('../storage/index.js'), import('../storage/pg/migrate.js'),
+        import('../config/context.js'),
+        import('../storage/index.js'),
+        import('../storage/pg/migrate.js'),
       ]);
       const log = createLogger(config.logLevel);
       const db = await openDb(config, log);

@@ -33,7 +33,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     const problems = fields
       .filter((fl) => bad.has(fl.env))
       // A secret's value is never echoed: the line goes to stderr and the journal.
-      .map((fl) => `invalid configuration: ${fl.env} ${fl.expect}` + (fl.secret ? '' : ` (got ${JSON.stringify(raw[fl.env])})`));
+      .map(
+        (fl) =>
+          `invalid configuration: ${fl.env} ${fl.expect}` + (fl.secret ? '' : ` (got ${JSON.stringify(raw[fl.env])})`),
+      );
     throw new ConfigError(problems);
   }
   const out: Partial<Config> = {};
@@ -49,7 +52,10 @@ export function describeConfig(config: Readonly<Config>): string {
   const show = (v: unknown): string => {
     if (v === null) return '(unset)';
     // host:port exactly as SVC_DNS_SERVERS takes it back, IPv6 in brackets.
-    if (Array.isArray(v)) return v.map((x) => (typeof x === 'object' ? `${x.host.includes(':') ? `[${x.host}]` : x.host}:${x.port}` : String(x))).join(',');
+    if (Array.isArray(v))
+      return v
+        .map((x) => (typeof x === 'object' ? `${x.host.includes(':') ? `[${x.host}]` : x.host}:${x.port}` : String(x)))
+        .join(',');
     return String(v);
   };
   return fields

@@ -47,10 +47,12 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
   const router = new Router();
 
   const names = Object.keys(routeTable).sort((a, b) =>
-    byPathSpecificity(routeTable[a as keyof typeof routeTable].path, routeTable[b as keyof typeof routeTable].path));
+    byPathSpecificity(routeTable[a as keyof typeof routeTable].path, routeTable[b as keyof typeof routeTable].path),
+  );
   const missing = names.filter((n) => !(n in handlers));
   const extra = Object.keys(handlers).filter((n) => !(n in routeTable));
-  if (missing.length || extra.length) throw new Error(`route table and handlers disagree: missing ${missing} extra ${extra}`);
+  if (missing.length || extra.length)
+    throw new Error(`route table and handlers disagree: missing ${missing} extra ${extra}`);
 
   for (const name of names) {
     const spec = routeTable[name as keyof typeof routeTable] as RouteSpec;
@@ -68,7 +70,11 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
       const principal =
         spec.auth === 'public'
           ? null
-          : await authenticate({ method: ctx.method, target: ctx.originalUrl, headers: ctx.headers, rawBody, ip: ctx.ip }, spec.auth, deps);
+          : await authenticate(
+              { method: ctx.method, target: ctx.originalUrl, headers: ctx.headers, rawBody, ip: ctx.ip },
+              spec.auth,
+              deps,
+            );
       // A body on a route that takes none is ignored (it was still covered by the signature).
       const json = spec.body ? parseJson(rawBody) : undefined;
       const input = {
@@ -87,7 +93,8 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
         headers: {},
       };
       const result = await handler(input as never, rc);
-      if (spec.method !== 'GET' && spec.audit !== false) await recordAudit(deps, name, spec, ctx.path, input.params as Record<string, unknown>, rc);
+      if (spec.method !== 'GET' && spec.audit !== false)
+        await recordAudit(deps, name, spec, ctx.path, input.params as Record<string, unknown>, rc);
       if (check.response) {
         const problems = check.response(JSON.parse(JSON.stringify(result)));
         if (problems) {
@@ -110,10 +117,19 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
  * Every mutating request that succeeded leaves one audit row: who, which route, on what. Written
  * here, once, so no handler can forget it.
  */
-async function recordAudit(deps: Deps, action: string, spec: RouteSpec, path: string, params: Record<string, unknown>, rc: RequestCtx) {
+async function recordAudit(
+  deps: Deps,
+  action: string,
+  spec: RouteSpec,
+  path: string,
+  params: Record<string, unknown>,
+  rc: RequestCtx,
+) {
   const actor = actorOf(rc.principal);
   // The innermost path parameter names what was acted on (…/tokens/{tokenId} → the token).
-  const innermost = Object.values(params).filter((v): v is string => typeof v === 'string').pop();
+  const innermost = Object.values(params)
+    .filter((v): v is string => typeof v === 'string')
+    .pop();
   await insertAudit(deps.storage.db, {
     id: randomUUID(),
     createdAt: rc.now,

@@ -29,7 +29,12 @@ export interface Requirement {
   role?: 'owner';
 }
 
-function decide(p: Principal, found: { organizationId: string; role: OrgRole | null }, need: Requirement, what: string): Access {
+function decide(
+  p: Principal,
+  found: { organizationId: string; role: OrgRole | null },
+  need: Requirement,
+  what: string,
+): Access {
   const base = { organizationId: found.organizationId, projectId: null };
   switch (p.kind) {
     case 'platform_admin':
@@ -39,8 +44,10 @@ function decide(p: Principal, found: { organizationId: string; role: OrgRole | n
       return { ...base, role: null, via: 'organization_token' };
     case 'account_token':
       if (found.role) {
-        if (need.permission && !can(found.role, need.permission)) throw fail('forbidden', `Your role (${found.role}) lacks ${need.permission}.`);
-        if (need.role && found.role !== need.role) throw fail('forbidden', `Only an ${need.role} may do this; your role is ${found.role}.`);
+        if (need.permission && !can(found.role, need.permission))
+          throw fail('forbidden', `Your role (${found.role}) lacks ${need.permission}.`);
+        if (need.role && found.role !== need.role)
+          throw fail('forbidden', `Only an ${need.role} may do this; your role is ${found.role}.`);
         return { ...base, role: found.role, via: 'member' };
       }
       // gaps-filled.md #8: staff act on every organization, read and write.
@@ -51,14 +58,25 @@ function decide(p: Principal, found: { organizationId: string; role: OrgRole | n
   }
 }
 
-export async function authorizeOrganization(q: Queryable, p: Principal, orgId: string, permission?: Permission, role?: Requirement['role']): Promise<Access> {
+export async function authorizeOrganization(
+  q: Queryable,
+  p: Principal,
+  orgId: string,
+  permission?: Permission,
+  role?: Requirement['role'],
+): Promise<Access> {
   const row = await orgAccessRow(q, orgId, p.kind === 'account_token' ? p.userId : null);
   if (!row) throw notFound('organization');
   return decide(p, { organizationId: row.id, role: row.role }, { permission, role }, 'organization');
 }
 
 export async function authorizeProject(
-  q: Queryable, p: Principal, projectId: string, permission?: Permission, scope?: Scope, role?: Requirement['role'],
+  q: Queryable,
+  p: Principal,
+  projectId: string,
+  permission?: Permission,
+  scope?: Scope,
+  role?: Requirement['role'],
 ): Promise<Access> {
   const row = await projectAccessRow(q, projectId, p.kind === 'account_token' ? p.userId : null);
   if (!row) throw notFound('project');
@@ -67,7 +85,10 @@ export async function authorizeProject(
     checkScope(p, scope);
     return { organizationId: row.organization_id, projectId: row.id, role: null, via: 'project_api_key' };
   }
-  return { ...decide(p, { organizationId: row.organization_id, role: row.role }, { permission, role }, 'project'), projectId: row.id };
+  return {
+    ...decide(p, { organizationId: row.organization_id, role: row.role }, { permission, role }, 'project'),
+    projectId: row.id,
+  };
 }
 
 /** Runs the route's declared access check; null for routes without a target. */

@@ -23,7 +23,12 @@ export interface RequestCtx {
   /** What the route's declared target check granted (null for routes without a target). */
   access: Access | null;
   /** Filled in by handlers whose target the app could not know beforehand (created rows). */
-  audit: { organizationId?: string | null; projectId?: string | null; targetId?: string | null; actorId?: string | null };
+  audit: {
+    organizationId?: string | null;
+    projectId?: string | null;
+    targetId?: string | null;
+    actorId?: string | null;
+  };
   /** Response headers a handler adds (e.g. Idempotent-Replayed). */
   headers: Record<string, string>;
 }

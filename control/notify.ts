@@ -12,7 +12,12 @@ export async function queueNotification(
 ): Promise<void> {
   const id = randomUUID();
   await enqueueNotification(q, {
-    id, kind: n.kind, sender: deps.ctx.config.notifyFrom, recipient: n.to, subject: n.subject, now: n.now,
+    id,
+    kind: n.kind,
+    sender: deps.ctx.config.notifyFrom,
+    recipient: n.to,
+    subject: n.subject,
+    now: n.now,
     bodySealed: deps.storage.sealer.seal(n.text, `notification_outbox:${id}`),
   });
 }

@@ -6,9 +6,17 @@ export function openApiDocument(): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const [name, r] of Object.entries(routeTable) as [string, RouteSpec][]) {
     const parameters = [
-      ...Object.entries(r.params?.properties ?? {}).map(([n, schema]) => ({ name: n, in: 'path', required: true, schema })),
+      ...Object.entries(r.params?.properties ?? {}).map(([n, schema]) => ({
+        name: n,
+        in: 'path',
+        required: true,
+        schema,
+      })),
       ...Object.entries(r.query?.properties ?? {}).map(([n, schema]) => ({
-        name: n, in: 'query', required: (r.query?.required ?? []).includes(n), schema,
+        name: n,
+        in: 'query',
+        required: (r.query?.required ?? []).includes(n),
+        schema,
       })),
     ];
     (paths[r.path] ??= {})[r.method.toLowerCase()] = {
@@ -23,7 +31,10 @@ export function openApiDocument(): Record<string, unknown> {
       ...(r.body ? { requestBody: { required: true, content: { 'application/json': { schema: r.body } } } } : {}),
       responses: {
         [String(r.status ?? 200)]: { description: 'Success', content: { 'application/json': { schema: r.response } } },
-        default: { description: 'Error envelope', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } },
+        default: {
+          description: 'Error envelope',
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        },
       },
     };
   }

@@ -15,7 +15,12 @@ const maxmem = (logN: number, r: number) => 256 * r * 2 ** logN + 1024 * 1024;
 
 export async function hashPassword(password: string, logN = LOG_N): Promise<string> {
   const salt = randomBytes(16);
-  const key = await scrypt(password.normalize('NFC'), salt, KEY_LEN, { N: 2 ** logN, r: R, p: P, maxmem: maxmem(logN, R) });
+  const key = await scrypt(password.normalize('NFC'), salt, KEY_LEN, {
+    N: 2 ** logN,
+    r: R,
+    p: P,
+    maxmem: maxmem(logN, R),
+  });
   return `scrypt$${logN}$${R}$${P}$${salt.toString('base64')}$${key.toString('base64')}`;
 }
 
@@ -24,10 +29,14 @@ export async function verifyPassword(password: string, stored: string): Promise<
   if (scheme !== 'scrypt' || !salt || !hash) return false;
   const expected = Buffer.from(hash, 'base64');
   const key = await scrypt(password.normalize('NFC'), Buffer.from(salt, 'base64'), expected.length, {
-    N: 2 ** Number(logN), r: Number(r), p: Number(p), maxmem: maxmem(Number(logN), Number(r)),
+    N: 2 ** Number(logN),
+    r: Number(r),
+    p: Number(p),
+    maxmem: maxmem(Number(logN), Number(r)),
   });
   return timingSafeEqual(key, expected);
 }
 
 /** A hash of nothing anyone knows: verified against when the account does not exist, to keep timing alike. */
-export const unusableHash = (logN = LOG_N) => `scrypt$${logN}$${R}$${P}$${Buffer.alloc(16).toString('base64')}$${Buffer.alloc(KEY_LEN).toString('base64')}`;
+export const unusableHash = (logN = LOG_N) =>
+  `scrypt$${logN}$${R}$${P}$${Buffer.alloc(16).toString('base64')}$${Buffer.alloc(KEY_LEN).toString('base64')}`;

@@ -5,7 +5,14 @@ import type { Scope } from './api/types.js';
 export type Principal =
   | { kind: 'account_token'; credentialId: string; keyId: string; userId: string; userRole: UserRole; email: string }
   | { kind: 'organization_token'; credentialId: string; keyId: string; organizationId: string }
-  | { kind: 'project_api_key'; credentialId: string; keyId: string; projectId: string; organizationId: string; scopes: Scope[] }
+  | {
+      kind: 'project_api_key';
+      credentialId: string;
+      keyId: string;
+      projectId: string;
+      organizationId: string;
+      scopes: Scope[];
+    }
   | { kind: 'platform_admin' };
 
 export type PrincipalOf<K extends Principal['kind']> = Extract<Principal, { kind: K }>;

@@ -37,7 +37,7 @@ export async function listenHttp(app: Koa, host: string, port: number): Promise<
 // Requests that Node's HTTP parser refuses (oversized headers, malformed request lines) never reach
 // Koa; they still get the error envelope of gaps-filled.md #1, then the connection closes.
 function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
-  if (!socket.writable || (err.code === 'ECONNRESET')) {
+  if (!socket.writable || err.code === 'ECONNRESET') {
     socket.destroy();
     return;
   }

@@ -13,7 +13,11 @@ export const SECRET_WARNING = 'Store this secret now: it is shown once and canno
 /** The associated data a credential's secret is sealed with: binds it to its kind and key id. */
 export const credentialAad = (kind: StoredCredential['kind'], keyId: string) => `${kind}:${keyId}`;
 
-export function newCredentialSecret(sealer: Sealer, kind: StoredCredential['kind'], keyId: string): { secret: string; sealed: string } {
+export function newCredentialSecret(
+  sealer: Sealer,
+  kind: StoredCredential['kind'],
+  keyId: string,
+): { secret: string; sealed: string } {
   const secret = randomBytes(32).toString('base64url');
   return { secret, sealed: sealer.seal(secret, credentialAad(kind, keyId)) };
 }
@@ -25,6 +29,13 @@ export async function mintAccountToken(
 ): Promise<AccountTokenInfo & { secret: string }> {
   const tokenId = randomId('svca_');
   const { secret, sealed } = newCredentialSecret(sealer, 'account_token', tokenId);
-  const info = await insertAccountToken(q, { id: randomUUID(), tokenId, userId: t.userId, label: t.label, now: t.now, secretSealed: sealed });
+  const info = await insertAccountToken(q, {
+    id: randomUUID(),
+    tokenId,
+    userId: t.userId,
+    label: t.label,
+    now: t.now,
+    secretSealed: sealed,
+  });
   return { ...info, secret };
 }

@@ -22,5 +22,12 @@ export async function orgUsage(deps: Deps, org: Organization, now: Date) {
 export async function inboxUsage(_deps: Deps, _org: Organization, now: Date) {
   // Inboxes arrive with receiving; until then there is nothing to bill.
   const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString().slice(0, 10);
-  return { activeInboxes: 0, billedCents: 0, storageOverageGb: 0, storageBilledCents: 0, totalBilledCents: 0, monthStart };
+  return {
+    activeInboxes: 0,
+    billedCents: 0,
+    storageOverageGb: 0,
+    storageBilledCents: 0,
+    totalBilledCents: 0,
+    monthStart,
+  };
 }

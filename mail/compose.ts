@@ -68,8 +68,20 @@ const DOT_ATOM_TEXT = DOT_STRING; // the same grammar: RFC 5321's Dot-string is 
 // field RFC 5322 §3.6 allows once (or, for Content-*, contradict the MIME structure), or would be
 // silently replaced by MailComposer; Bcc would name a hidden recipient to every recipient.
 const OWN_HEADERS = new Set([
-  'from', 'sender', 'to', 'cc', 'bcc', 'reply-to', 'subject', 'date', 'message-id', 'mime-version',
-  'content-type', 'content-transfer-encoding', 'content-disposition', 'return-path',
+  'from',
+  'sender',
+  'to',
+  'cc',
+  'bcc',
+  'reply-to',
+  'subject',
+  'date',
+  'message-id',
+  'mime-version',
+  'content-type',
+  'content-transfer-encoding',
+  'content-disposition',
+  'return-path',
 ]);
 
 /**
@@ -264,12 +276,16 @@ export function compileMessage(m: ComposeInput): MimeNode {
   // Only strings reach MailComposer as content: an object there ({ path }, { href }) would make it
   // read a file or fetch a URL. disableFileAccess/disableUrlAccess refuse those too; this keeps
   // them from being asked.
-  for (const [field, v] of [['text', m.text], ['html', m.html]] as const) {
+  for (const [field, v] of [
+    ['text', m.text],
+    ['html', m.html],
+  ] as const) {
     if (v !== undefined && typeof v !== 'string') throw new TypeError(`compose: ${field} must be a string`);
   }
   const headers: Record<string, string> = {};
   for (const [key, value] of Object.entries(m.headers ?? {})) {
-    if (!FIELD_NAME.test(key)) throw new Error(`compose: header name ${JSON.stringify(key)} is not an RFC 5322 field name`);
+    if (!FIELD_NAME.test(key))
+      throw new Error(`compose: header name ${JSON.stringify(key)} is not an RFC 5322 field name`);
     if (OWN_HEADERS.has(key.toLowerCase())) throw new Error(`compose: header ${key} is set by compose itself`);
     assertHeaderSafe(`header ${key}`, value);
     headers[key] = value;
@@ -317,7 +333,13 @@ export function serializeMime(root: MimeNode): Buffer {
     const content = node.content;
     if (content) {
       if (typeof content !== 'string') throw new Error('compose: a part whose content is not a string');
-      out.push(encoding === 'base64' ? b64wrap(b64encode(content), 76) : encoding === 'quoted-printable' ? qpwrap(qpencode(content), 76) : content);
+      out.push(
+        encoding === 'base64'
+          ? b64wrap(b64encode(content), 76)
+          : encoding === 'quoted-printable'
+            ? qpwrap(qpencode(content), 76)
+            : content,
+      );
     }
     if (node.multipart) {
       node.childNodes.forEach((child, i) => {

@@ -21,10 +21,7 @@ export function newSelector(algorithm: DkimAlgorithm): string {
 }
 
 export async function generateDkimKey(algorithm: DkimAlgorithm): Promise<DkimKey> {
-  const pair =
-    algorithm === 'rsa'
-      ? await generate('rsa', { modulusLength: 2048 })
-      : await generate('ed25519');
+  const pair = algorithm === 'rsa' ? await generate('rsa', { modulusLength: 2048 }) : await generate('ed25519');
   const privatePem = pair.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   return { algorithm, selector: newSelector(algorithm), privatePem, publicKey: publicKeyValue(algorithm, privatePem) };
 }

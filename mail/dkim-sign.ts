@@ -42,7 +42,8 @@ const { generateCanonicalizedHeader } = require('mailauth/lib/dkim/header/index.
  * The headers every signature covers (issue 5), and the one-click unsubscribe pair when present
  * (RFC 8058 §4 requires both signed). Names absent from a message are not listed in its h=.
  */
-export const SIGNED_HEADERS = 'From:To:Subject:Date:Message-ID:MIME-Version:Content-Type:List-Unsubscribe:List-Unsubscribe-Post';
+export const SIGNED_HEADERS =
+  'From:To:Subject:Date:Message-ID:MIME-Version:Content-Type:List-Unsubscribe:List-Unsubscribe-Post';
 
 export interface SigningKey {
   domain: string;
@@ -86,8 +87,12 @@ export function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTim
     const signing = tools.getSigningHeaderLines(parsed, SIGNED_HEADERS);
     if (!signing.headers.some((h) => h.key === 'from')) throw new DkimSignError('message has no From header');
     const { canonicalizedHeader, dkimHeaderOpts } = generateCanonicalizedHeader('DKIM', signing, {
-      signingDomain: k.domain, selector: k.selector, algorithm, canonicalization: 'relaxed/relaxed',
-      signTime: new Date(signTimeMs), bodyHash,
+      signingDomain: k.domain,
+      selector: k.selector,
+      algorithm,
+      canonicalization: 'relaxed/relaxed',
+      signTime: new Date(signTimeMs),
+      bodyHash,
     });
     // RFC 8463 §3: Ed25519 signs the SHA-256 of the canonicalized header (PureEdDSA over the hash).
     const signature =

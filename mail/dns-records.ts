@@ -41,7 +41,9 @@ export function outboundRecords(o: OutboundKeys, hosts: RecordHosts) {
     returnPathDomain,
     dnsRecords: {
       dkim: dkim(o.dkimSelector, 'rsa', o.dkimPublic),
-      ...(o.ed25519Selector && o.ed25519Public ? { dkimEd25519: dkim(o.ed25519Selector, 'ed25519', o.ed25519Public) } : {}),
+      ...(o.ed25519Selector && o.ed25519Public
+        ? { dkimEd25519: dkim(o.ed25519Selector, 'ed25519', o.ed25519Public) }
+        : {}),
       // Recommended: the MTA sends from SVC_HOSTNAME's addresses.
       spf: txt(o.domain, `v=spf1 a:${hosts.hostname} ~all`),
       dmarc: txt(`_dmarc.${o.domain}`, 'v=DMARC1; p=none; adkim=r; aspf=r'),

@@ -264,7 +264,9 @@ export function createResolver(o: ResolverOptions): Resolver {
   return {
     async txt(name, opts) {
       // RFC 7208 §3.3 (and RFC 6376 §3.6.2.2 for DKIM): the strings of one record are one value.
-      return (await records(name, 'TXT', opts?.fresh)).map((r) => (Array.isArray(r.data) ? r.data.join('') : r.data ?? ''));
+      return (await records(name, 'TXT', opts?.fresh)).map((r) =>
+        Array.isArray(r.data) ? r.data.join('') : (r.data ?? ''),
+      );
     },
     async mx(name, opts) {
       const mxs: MxRecord[] = (await records(name, 'MX', opts?.fresh)).map((r) => ({

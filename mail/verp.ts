@@ -30,7 +30,8 @@ export function encodeReturnPath(messageId: string, returnPathDomain: string): s
   const domain = asciiDomain(returnPathDomain);
   if (!domain) throw new Error(`verp: ${JSON.stringify(returnPathDomain)} is not a return-path domain`);
   const address = `${PREFIX}${m.slice(1).join('').toLowerCase()}@${domain}`;
-  if (address.length > MAX_ADDRESS_LENGTH) throw new Error('verp: return path longer than 254 octets (RFC 5321 §4.5.3.1.3)');
+  if (address.length > MAX_ADDRESS_LENGTH)
+    throw new Error('verp: return path longer than 254 octets (RFC 5321 §4.5.3.1.3)');
   return address;
 }
 

@@ -12,8 +12,16 @@ import { DnsError, type Resolver } from './resolver.js';
 
 /** Why an address is refused; null when it is a public unicast address. */
 export type Refusal =
-  | 'unspecified' | 'loopback' | 'private' | 'shared (CGNAT)' | 'link-local' | 'unique local' | 'multicast' | 'reserved'
-  | 'documentation' | 'benchmarking';
+  | 'unspecified'
+  | 'loopback'
+  | 'private'
+  | 'shared (CGNAT)'
+  | 'link-local'
+  | 'unique local'
+  | 'multicast'
+  | 'reserved'
+  | 'documentation'
+  | 'benchmarking';
 
 interface Range {
   bytes: number[];
@@ -73,8 +81,13 @@ function parseV4(s: string): number[] | null {
 function parseV6(s: string): number[] | null {
   if (!net.isIPv6(s)) return null;
   // A dotted IPv4 tail (RFC 4291 §2.2 form 3) is the last two groups.
-  const text = s.replace(/%.*$/, '').replace(/(\d+)\.(\d+)\.(\d+)\.(\d+)$/, (_, a: string, b: string, c: string, d: string) =>
-    `${((Number(a) << 8) | Number(b)).toString(16)}:${((Number(c) << 8) | Number(d)).toString(16)}`);
+  const text = s
+    .replace(/%.*$/, '')
+    .replace(
+      /(\d+)\.(\d+)\.(\d+)\.(\d+)$/,
+      (_, a: string, b: string, c: string, d: string) =>
+        `${((Number(a) << 8) | Number(b)).toString(16)}:${((Number(c) << 8) | Number(d)).toString(16)}`,
+    );
   const [head = '', rest] = text.split('::') as [string, string | undefined];
   const groups = (g: string) => (g === '' ? [] : g.split(':').map((x) => parseInt(x, 16)));
   const h = groups(head);
@@ -128,17 +141,27 @@ export function checkWebhookUrl(raw: string, allowPrivate: boolean): UrlCheck {
   } catch {
     return { ok: false, message: 'url is not an absolute URL.' };
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return { ok: false, message: 'url must be http or https.' };
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return { ok: false, message: 'url must be http or https.' };
   // A password in the URL would be stored and listed in clear: the signature authenticates us instead.
-  if (url.username || url.password) return { ok: false, message: 'url must not carry a user name or password; verify the webhook-signature header instead.' };
+  if (url.username || url.password)
+    return {
+      ok: false,
+      message: 'url must not carry a user name or password; verify the webhook-signature header instead.',
+    };
   if (allowPrivate) return { ok: true, url };
   const address = literalAddress(url);
   if (address) {
     const why = refusalOf(address);
-    if (why) return { ok: false, message: `url points at ${address} (${why}); webhooks go to public internet addresses only.` };
+    if (why)
+      return {
+        ok: false,
+        message: `url points at ${address} (${why}); webhooks go to public internet addresses only.`,
+      };
   } else {
     const host = url.hostname.replace(/\.$/, '').toLowerCase();
-    if (host === 'localhost' || host.endsWith('.localhost')) return { ok: false, message: `url points at ${host} (loopback); webhooks go to public internet addresses only.` };
+    if (host === 'localhost' || host.endsWith('.localhost'))
+      return { ok: false, message: `url points at ${host} (loopback); webhooks go to public internet addresses only.` };
   }
   return { ok: true, url };
 }
@@ -154,12 +177,18 @@ export async function destinationOf(url: URL, resolver: Resolver, allowPrivate: 
   const literal = literalAddress(url);
   if (literal) {
     const why = allowPrivate ? null : refusalOf(literal);
-    return why ? { ok: false, error: `${literal} is not a public address (${why})` } : { ok: true, address: literal, family: net.isIPv6(literal) ? 6 : 4 };
+    return why
+      ? { ok: false, error: `${literal} is not a public address (${why})` }
+      : { ok: true, address: literal, family: net.isIPv6(literal) ? 6 : 4 };
   }
   const host = url.hostname;
   const [a, aaaa] = await Promise.all([lookup(() => resolver.a(host)), lookup(() => resolver.aaaa(host))]);
   const found = [...a.addresses, ...aaaa.addresses];
-  if (found.length === 0) return { ok: false, error: `${host} does not resolve (${[a.error, aaaa.error].filter(Boolean).join('; ') || 'no addresses'})` };
+  if (found.length === 0)
+    return {
+      ok: false,
+      error: `${host} does not resolve (${[a.error, aaaa.error].filter(Boolean).join('; ') || 'no addresses'})`,
+    };
   const refused: string[] = [];
   for (const address of found) {
     const why = allowPrivate ? null : refusalOf(address);

@@ -35,7 +35,10 @@ export async function openStorage(config: Readonly<Config>, log: Logger): Promis
     if (applied.length) log.info({ applied }, 'migrations applied');
     const lmdb = await openLmdb(config.dataDir);
     return {
-      db, lmdb, sealer, spool: openSpool(lmdb),
+      db,
+      lmdb,
+      sealer,
+      spool: openSpool(lmdb),
       async close() {
         await lmdb.close();
         await db.close();

@@ -8,7 +8,6 @@ import { Project } from './projects.js';
 /** Spec §4.14: the platform key or a staff account token. */
 export const ADMIN_AUTH: readonly CredentialKind[] = ['platform_admin', 'staff'];
 
-
 const UserId = Type.Object({ id: Type.String({ maxLength: 64 }) });
 
 const AccountToken = Type.Object({
@@ -20,38 +19,54 @@ const AccountToken = Type.Object({
 
 export const adminRoutes = routes({
   'admin.users.list': {
-    method: 'GET', path: '/admin/v1/users', auth: ADMIN_AUTH,
+    method: 'GET',
+    path: '/admin/v1/users',
+    auth: ADMIN_AUTH,
     summary: 'Users, newest first; `email` narrows to one address (case-insensitive).',
     query: Obj({ limit: Type.Optional(Limit), email: Type.Optional(Type.String({ maxLength: 254 })) }),
     response: Type.Object({ users: Type.Array(User) }),
   },
   'admin.users.create': {
-    method: 'POST', path: '/admin/v1/users', auth: ADMIN_AUTH,
+    method: 'POST',
+    path: '/admin/v1/users',
+    auth: ADMIN_AUTH,
     summary: 'Create a staff or customer user (gaps-filled.md #8); 409 when the email is taken.',
-    body: Obj({ email: Email, password: NewPassword, role: Type.Union([Type.Literal('staff'), Type.Literal('customer')]) }),
+    body: Obj({
+      email: Email,
+      password: NewPassword,
+      role: Type.Union([Type.Literal('staff'), Type.Literal('customer')]),
+    }),
     response: Type.Object({ user: User }),
   },
   'admin.users.projects.list': {
-    method: 'GET', path: '/admin/v1/users/{id}/projects', auth: ADMIN_AUTH,
+    method: 'GET',
+    path: '/admin/v1/users/{id}/projects',
+    auth: ADMIN_AUTH,
     summary: 'Live projects of the organizations the user belongs to; 404 for an unknown user.',
     params: UserId,
     response: Type.Object({ projects: Type.Array(Project) }),
   },
   'admin.users.accountTokens.create': {
-    method: 'POST', path: '/admin/v1/users/{id}/account-tokens', auth: ADMIN_AUTH,
+    method: 'POST',
+    path: '/admin/v1/users/{id}/account-tokens',
+    auth: ADMIN_AUTH,
     summary: 'Mint an account token for the user; the secret is returned once. 404 for an unknown user.',
     params: UserId,
     body: Obj({ label: Type.Optional(Type.String({ maxLength: 200 })) }),
     response: Type.Intersect([AccountToken, Type.Object({ secret: Type.String(), warning: Type.String() })]),
   },
   'admin.users.accountTokens.list': {
-    method: 'GET', path: '/admin/v1/users/{id}/account-tokens', auth: ADMIN_AUTH,
+    method: 'GET',
+    path: '/admin/v1/users/{id}/account-tokens',
+    auth: ADMIN_AUTH,
     summary: "The user's live account tokens, without secrets. 404 for an unknown user.",
     params: UserId,
     response: Type.Object({ tokens: Type.Array(AccountToken) }),
   },
   'admin.accountTokens.delete': {
-    method: 'DELETE', path: '/admin/v1/account-tokens/{id}', auth: ADMIN_AUTH,
+    method: 'DELETE',
+    path: '/admin/v1/account-tokens/{id}',
+    auth: ADMIN_AUTH,
     summary: "Revoke any user's account token, by tokenId or id; 404 when there is no such live token.",
     params: Type.Object({ id: Type.String({ maxLength: 200 }) }),
     response: Ok,

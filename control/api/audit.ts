@@ -30,7 +30,9 @@ const Entries = Type.Object({ entries: Type.Array(AuditEntry) });
 
 export const auditRoutes = routes({
   'admin.audit.list': {
-    method: 'GET', path: '/admin/v1/audit', auth: ADMIN_AUTH,
+    method: 'GET',
+    path: '/admin/v1/audit',
+    auth: ADMIN_AUTH,
     summary: 'The audit log, newest first; optionally of one project and of one action (route name).',
     query: Obj({
       limit: Type.Optional(Limit),
@@ -40,8 +42,11 @@ export const auditRoutes = routes({
     response: Entries,
   },
   'console.projects.audit': {
-    method: 'GET', path: '/console/v1/projects/{id}/audit', auth: PROJECT_AUTH,
-    target: { kind: 'project', in: 'params', field: 'id' }, scope: 'project:admin',
+    method: 'GET',
+    path: '/console/v1/projects/{id}/audit',
+    auth: PROJECT_AUTH,
+    target: { kind: 'project', in: 'params', field: 'id' },
+    scope: 'project:admin',
     summary: "The project's audit log, newest first; optionally of one action (route name).",
     params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
     query: Obj({ limit: Type.Optional(Limit), action: Type.Optional(Action) }),

@@ -30,7 +30,11 @@ export const CustomDomainDnsRecord = Type.Object({
 
 export const customDomainRoutes = routes({
   'console.organizations.customDomains.create': {
-    method: 'POST', path: '/console/v1/organizations/{id}/custom-domains', auth: ORG_AUTH, target: byId, permission: 'domains:manage',
+    method: 'POST',
+    path: '/console/v1/organizations/{id}/custom-domains',
+    auth: ORG_AUTH,
+    target: byId,
+    permission: 'domains:manage',
     summary:
       'Register a custom webmail domain (normalized: lower case, no trailing dot, IDN as punycode) and get the CNAME to publish. ' +
       '400 invalid_domain if it is not a valid host name; 409 custom_domain_taken if any organization registered it.',
@@ -39,13 +43,21 @@ export const customDomainRoutes = routes({
     response: Type.Object({ customDomain: CustomDomain, dnsRecord: CustomDomainDnsRecord, nextStep: Type.String() }),
   },
   'console.organizations.customDomains.list': {
-    method: 'GET', path: '/console/v1/organizations/{id}/custom-domains', auth: ORG_AUTH, target: byId,
+    method: 'GET',
+    path: '/console/v1/organizations/{id}/custom-domains',
+    auth: ORG_AUTH,
+    target: byId,
     summary: "The organization's custom webmail domains, each with its dnsRecord.",
     params: Type.Object({ id: OrgId }),
-    response: Type.Object({ customDomains: Type.Array(Type.Intersect([CustomDomain, Type.Object({ dnsRecord: CustomDomainDnsRecord })])) }),
+    response: Type.Object({
+      customDomains: Type.Array(Type.Intersect([CustomDomain, Type.Object({ dnsRecord: CustomDomainDnsRecord })])),
+    }),
   },
   'console.organizations.customDomains.verify': {
-    method: 'POST', path: '/console/v1/organizations/{id}/custom-domains/{domainId}/verify', auth: ORG_AUTH, target: byId,
+    method: 'POST',
+    path: '/console/v1/organizations/{id}/custom-domains/{domainId}/verify',
+    auth: ORG_AUTH,
+    target: byId,
     permission: 'domains:manage',
     summary:
       'Check DNS now: passes when the CNAME of the domain is the webmail host, or when it has no CNAME and all its A/AAAA records ' +
@@ -55,14 +67,19 @@ export const customDomainRoutes = routes({
     response: Type.Object({ status: Type.Literal('verified'), domain: Type.String(), customDomain: CustomDomain }),
   },
   'console.organizations.customDomains.delete': {
-    method: 'DELETE', path: '/console/v1/organizations/{id}/custom-domains/{domainId}', auth: ORG_AUTH, target: byId,
+    method: 'DELETE',
+    path: '/console/v1/organizations/{id}/custom-domains/{domainId}',
+    auth: ORG_AUTH,
+    target: byId,
     permission: 'domains:manage',
     summary: 'Remove a custom webmail domain; webmail is no longer served there and the name is free again.',
     params: Type.Object({ id: OrgId, domainId: DomainId }),
     response: Ok,
   },
   'v1.services.customDomainAllowed': {
-    method: 'GET', path: '/v1/services/custom-domain-allowed', auth: 'public',
+    method: 'GET',
+    path: '/v1/services/custom-domain-allowed',
+    auth: 'public',
     summary:
       'Public allow check (for on-demand TLS in front of webmail): 200 { allowed: true } if the host, normalized, ' +
       'is a verified custom webmail domain; 404 otherwise. Reveals only that boolean.',

@@ -12,13 +12,37 @@
 //
 // A write is one entry in its table's `writes` (body, response, permission, scope) plus its
 // handler in control/handlers/data-layer.ts, which the compiler then requires.
-import { Type, type TArray, type TInteger, type TObject, type TOptional, type TProperties, type TSchema } from '@sinclair/typebox';
+import {
+  Type,
+  type TArray,
+  type TInteger,
+  type TObject,
+  type TOptional,
+  type TProperties,
+  type TSchema,
+} from '@sinclair/typebox';
 import type { Owner } from '../../storage/pg/data-layer.js';
-import { Email, Nullable, Obj, Ok, Timestamp, type CredentialKind, type Permission, type RouteSpec, type Scope } from './types.js';
+import {
+  Email,
+  Nullable,
+  Obj,
+  Ok,
+  Timestamp,
+  type CredentialKind,
+  type Permission,
+  type RouteSpec,
+  type Scope,
+} from './types.js';
 import { Project, Scope as ScopeSchema } from './projects.js';
 import { User } from './auth.js';
 import { Organization, Role } from './organizations.js';
-import { Message, MessageEventTypeSchema, MessageStatusSchema, SuppressionReasonSchema, WebhookEventSchema } from './mail-records.js';
+import {
+  Message,
+  MessageEventTypeSchema,
+  MessageStatusSchema,
+  SuppressionReasonSchema,
+  WebhookEventSchema,
+} from './mail-records.js';
 import { WebhookEvents, WebhookUrl } from './webhooks.js';
 import { Limit } from './types.js';
 
@@ -61,7 +85,12 @@ export interface TableSpec {
 }
 
 /** Every credential may read the data layer; what it sees is its own rows (spec §4.1 rule 1). */
-export const DATA_AUTH: readonly CredentialKind[] = ['account_token', 'organization_token', 'project_api_key', 'platform_admin'];
+export const DATA_AUTH: readonly CredentialKind[] = [
+  'account_token',
+  'organization_token',
+  'project_api_key',
+  'platform_admin',
+];
 /** Rows of one's own user (users, account_tokens) are written with one's own account token only. */
 const SELF: readonly CredentialKind[] = ['account_token'];
 
@@ -224,12 +253,17 @@ export const dataTables = {
         summary: 'Rename a project (spec §4.1 rule 7: body id, name).',
         body: Obj({ id: Id, name: Type.String({ minLength: 1, maxLength: 200 }) }),
         response: rowOf(ProjectRow),
-        permission: 'projects:manage', scope: 'project:admin', target: onProject,
+        permission: 'projects:manage',
+        scope: 'project:admin',
+        target: onProject,
       },
       delete: {
         summary: 'Soft-delete a project, as the console does: it leaves every list and its keys stop working.',
-        body: ById, response: Ok,
-        permission: 'projects:manage', scope: 'project:admin', target: onProject,
+        body: ById,
+        response: Ok,
+        permission: 'projects:manage',
+        scope: 'project:admin',
+        target: onProject,
       },
     },
   },
@@ -248,19 +282,26 @@ export const dataTables = {
           scopes: Type.Optional(Type.Array(ScopeSchema, { minItems: 1, uniqueItems: true })),
           allowed_cidrs: Type.Optional(Type.Array(Type.String({ format: 'cidr', maxLength: 64 }), { maxItems: 100 })),
         }),
-        response: rowOf(withSecret(ApiKeyRow)), status: 201,
-        permission: 'apikeys:manage', scope: 'project:admin', target: { kind: 'project', in: 'body', field: 'project_id' },
+        response: rowOf(withSecret(ApiKeyRow)),
+        status: 201,
+        permission: 'apikeys:manage',
+        scope: 'project:admin',
+        target: { kind: 'project', in: 'body', field: 'project_id' },
       },
       update: {
-        summary: 'Change the label of a live local (svc_) key; the secret and scopes are immutable, and platform-managed (tk_) keys are not renamed (400), as in spec §4.7.',
+        summary:
+          'Change the label of a live local (svc_) key; the secret and scopes are immutable, and platform-managed (tk_) keys are not renamed (400), as in spec §4.7.',
         body: Obj({ id: Id, label: Nullable(Label) }),
         response: rowOf(ApiKeyRow),
-        permission: 'apikeys:manage', scope: 'project:admin',
+        permission: 'apikeys:manage',
+        scope: 'project:admin',
       },
       delete: {
         summary: 'Revoke a live key: the row stays, with revoked_at set, and the key stops working.',
-        body: ById, response: Ok,
-        permission: 'apikeys:manage', scope: 'project:admin',
+        body: ById,
+        response: Ok,
+        permission: 'apikeys:manage',
+        scope: 'project:admin',
       },
     },
   },
@@ -269,16 +310,20 @@ export const dataTables = {
     owner: { user: 'id' },
     writes: {
       update: {
-        summary: "Change one's own email (spec §4.1 rule 4): email_verified_at is reset; 409 when the address is taken.",
+        summary:
+          "Change one's own email (spec §4.1 rule 4): email_verified_at is reset; 409 when the address is taken.",
         body: Obj({ id: Id, email: Type.Optional(Email) }),
-        response: rowOf(UserRow), auth: SELF,
+        response: rowOf(UserRow),
+        auth: SELF,
       },
       delete: {
         summary:
           "Delete oneself, irreversibly (spec §4.1 rule 5): one's account tokens and memberships go, and every organization " +
           'in which one is the only member with all it holds. 409 when one is the only owner of an organization with other ' +
           'members, or when a project to be deleted has sent mail.',
-        body: ById, response: Ok, auth: SELF,
+        body: ById,
+        response: Ok,
+        auth: SELF,
       },
     },
   },
@@ -289,11 +334,15 @@ export const dataTables = {
       create: {
         summary: 'Mint an account token for oneself; the row carries its secret, this once.',
         body: Obj({ label: Type.Optional(Label) }),
-        response: rowOf(withSecret(AccountTokenRow)), status: 201, auth: SELF,
+        response: rowOf(withSecret(AccountTokenRow)),
+        status: 201,
+        auth: SELF,
       },
       delete: {
         summary: "Revoke one of one's own account tokens (by id or token_id).",
-        body: ById, response: Ok, auth: SELF,
+        body: ById,
+        response: Ok,
+        auth: SELF,
       },
     },
   },
@@ -301,7 +350,11 @@ export const dataTables = {
   organization_members: { row: OrganizationMemberRow, owner: { organization: 'organization_id' } },
   organization_tokens: { row: OrganizationTokenRow, owner: { organization: 'organization_id' } },
   // A row names its organization, its project, or both; spec §4.10 opens the project's log to project:admin keys.
-  audit_log: { row: AuditLogRow, owner: [{ organization: 'organization_id' }, { project: 'project_id' }], readScope: 'project:admin' },
+  audit_log: {
+    row: AuditLogRow,
+    owner: [{ organization: 'organization_id' }, { project: 'project_id' }],
+    readScope: 'project:admin',
+  },
   rate_limits: { row: RateLimitRow, owner: { credential: 'key' } },
   // Read-only: sending is set up through the claim and capability routes of spec §4.5, which
   // replace the earlier per-project sender-domain surface (spec §9 rule 3).
@@ -349,13 +402,18 @@ export const dataTables = {
           reason: Type.Optional(SuppressionReasonSchema),
           detail: Type.Optional(Nullable(Type.String({ maxLength: 1000 }))),
         }),
-        response: rowOf(SuppressionRow), status: 201,
-        permission: 'projects:manage', scope: 'suppressions:write', target: { kind: 'project', in: 'body', field: 'project_id' },
+        response: rowOf(SuppressionRow),
+        status: 201,
+        permission: 'projects:manage',
+        scope: 'suppressions:write',
+        target: { kind: 'project', in: 'body', field: 'project_id' },
       },
       delete: {
         summary: 'Lift a suppression, whatever its reason: mail to the address is sent again.',
-        body: ById, response: Ok,
-        permission: 'projects:manage', scope: 'suppressions:write',
+        body: ById,
+        response: Ok,
+        permission: 'projects:manage',
+        scope: 'suppressions:write',
       },
     },
   },
@@ -372,13 +430,18 @@ export const dataTables = {
           'Register a webhook endpoint for project_id (as POST /console/v1/projects/{id}/webhooks): events empty or absent ' +
           'subscribes to every kind; http(s) and public addresses only; the row carries its whsec_ secret, this once.',
         body: Obj({ project_id: Id, url: WebhookUrl, events: Type.Optional(WebhookEvents) }),
-        response: rowOf(withSecret(WebhookEndpointRow)), status: 201,
-        permission: 'projects:manage', scope: 'project:admin', target: { kind: 'project', in: 'body', field: 'project_id' },
+        response: rowOf(withSecret(WebhookEndpointRow)),
+        status: 201,
+        permission: 'projects:manage',
+        scope: 'project:admin',
+        target: { kind: 'project', in: 'body', field: 'project_id' },
       },
       delete: {
         summary: 'Delete a webhook endpoint, with its delivery attempts: attempts still pending are never made.',
-        body: ById, response: Ok,
-        permission: 'projects:manage', scope: 'project:admin',
+        body: ById,
+        response: Ok,
+        permission: 'projects:manage',
+        scope: 'project:admin',
       },
     },
   },
@@ -400,7 +463,9 @@ export const GetQuery = Obj({ id: Id });
 
 type FiltersOf<T extends TableSpec> = T extends { filters: infer F extends TProperties } ? F : Record<never, never>;
 type ListQueryOf<T extends TableSpec> = TObject<
-  { limit: TOptional<TInteger> } & { [K in keyof FiltersOf<T>]: FiltersOf<T>[K] extends TSchema ? TOptional<FiltersOf<T>[K]> : never }
+  { limit: TOptional<TInteger> } & {
+    [K in keyof FiltersOf<T>]: FiltersOf<T>[K] extends TSchema ? TOptional<FiltersOf<T>[K]> : never;
+  }
 >;
 
 /** The query of a table's list: `limit` and its filters, all optional. */
@@ -417,15 +482,25 @@ interface ReadRoute {
   auth: readonly CredentialKind[];
   scope?: Scope;
 }
-type ListRoute<T extends TableSpec> = ReadRoute & { query: ListQueryOf<T>; response: TObject<{ rows: TArray<T['row']> }> };
+type ListRoute<T extends TableSpec> = ReadRoute & {
+  query: ListQueryOf<T>;
+  response: TObject<{ rows: TArray<T['row']> }>;
+};
 type GetRoute<T extends TableSpec> = ReadRoute & { query: typeof GetQuery; response: TObject<{ row: T['row'] }> };
 type WriteRoute<W extends WriteSpec> = W & { method: 'POST'; path: string; auth: readonly CredentialKind[] };
 type WritesOf<T> = T extends { writes: infer W } ? W : Record<never, never>;
 
-type GetRoutes<N extends string, T extends TableSpec> = T extends { get: false } ? Record<never, never> : { [K in `v1.${N}.get`]: GetRoute<T> };
-type RoutesOfTable<N extends string, T extends TableSpec> = { [K in `v1.${N}.list`]: ListRoute<T> } & GetRoutes<N, T> & {
-  [V in keyof WritesOf<T> & WriteVerb as `v1.${N}.${V}`]: WritesOf<T>[V] extends WriteSpec ? WriteRoute<WritesOf<T>[V]> : never;
-};
+type GetRoutes<N extends string, T extends TableSpec> = T extends { get: false }
+  ? Record<never, never>
+  : { [K in `v1.${N}.get`]: GetRoute<T> };
+type RoutesOfTable<N extends string, T extends TableSpec> = { [K in `v1.${N}.list`]: ListRoute<T> } & GetRoutes<
+  N,
+  T
+> & {
+    [V in keyof WritesOf<T> & WriteVerb as `v1.${N}.${V}`]: WritesOf<T>[V] extends WriteSpec
+      ? WriteRoute<WritesOf<T>[V]>
+      : never;
+  };
 type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
 type Flatten<T> = { [K in keyof T]: T[K] };
 export type DataRoutes<R extends Record<string, TableSpec>> = Flatten<
@@ -439,14 +514,21 @@ export function tableRoutes<R extends Record<string, TableSpec>>(tables: R): Dat
     const read = { auth: DATA_AUTH, ...(t.readScope ? { scope: t.readScope } : {}) };
     const filters = Object.keys(t.filters ?? {});
     out[`v1.${name}.list`] = {
-      method: 'GET', path: `/v1/${name}/list`, ...read, query: listQueryOf(t),
-      summary: `Rows of ${name} the caller may see (limit: default 50, at most 200)` +
+      method: 'GET',
+      path: `/v1/${name}/list`,
+      ...read,
+      query: listQueryOf(t),
+      summary:
+        `Rows of ${name} the caller may see (limit: default 50, at most 200)` +
         (filters.length ? `; optionally only those whose ${filters.join(', ')} equal the values given.` : '.'),
       response: Type.Object({ rows: Type.Array(t.row) }),
     };
     if (t.get !== false) {
       out[`v1.${name}.get`] = {
-        method: 'GET', path: `/v1/${name}/get`, ...read, query: GetQuery,
+        method: 'GET',
+        path: `/v1/${name}/get`,
+        ...read,
+        query: GetQuery,
         summary: `One row of ${name} by id; 404 when the caller may not see it.`,
         response: rowOf(t.row),
       };

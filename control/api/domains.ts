@@ -67,7 +67,10 @@ export const DomainClaim = Type.Object({
 });
 
 /** A DNS label: what `subdomain` and `returnPathSubdomain` take (several labels for subdomain). */
-const Subdomain = Type.String({ maxLength: 190, pattern: '^$|^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$' });
+const Subdomain = Type.String({
+  maxLength: 190,
+  pattern: '^$|^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$',
+});
 const Label = Type.String({ minLength: 1, maxLength: 63, pattern: '^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$' });
 
 const outboundBody = Obj({
@@ -88,32 +91,42 @@ const nestedCapParams = Type.Object({ id: Id, domainId: Id, capId: Id });
 // Capabilities are addressed by their own id under the project (see the comment at the top).
 const capabilityRoutes = routes({
   'console.projects.outbound.verify': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/outbound/{capId}/verify',
+    ...write,
+    method: 'POST',
+    path: '/console/v1/projects/{id}/outbound/{capId}/verify',
     summary: 'Re-check the DKIM TXT record(s) and mark the capability verified.',
     params: capParams,
     response: VerifiedOutbound,
   },
   'console.projects.outbound.displayName': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/outbound/{capId}/display-name',
+    ...write,
+    method: 'POST',
+    path: '/console/v1/projects/{id}/outbound/{capId}/display-name',
     summary: 'Set (or clear with null) the default display name for sends with a bare from.',
     params: capParams,
     body: displayNameBody,
     response: Type.Object({ outbound: OutboundCapability }),
   },
   'console.projects.outbound.delete': {
-    ...write, method: 'DELETE', path: '/console/v1/projects/{id}/outbound/{capId}',
+    ...write,
+    method: 'DELETE',
+    path: '/console/v1/projects/{id}/outbound/{capId}',
     summary: 'Remove the capability; 409 once it has sent mail.',
     params: capParams,
     response: Ok,
   },
   'console.projects.inbound.verify': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/inbound/{capId}/verify',
+    ...write,
+    method: 'POST',
+    path: '/console/v1/projects/{id}/inbound/{capId}/verify',
     summary: 'Confirm the MX points at the service; 400 mx_record_mismatch otherwise.',
     params: capParams,
     response: VerifiedInbound,
   },
   'console.projects.inbound.delete': {
-    ...write, method: 'DELETE', path: '/console/v1/projects/{id}/inbound/{capId}',
+    ...write,
+    method: 'DELETE',
+    path: '/console/v1/projects/{id}/inbound/{capId}',
     summary: 'Remove the capability (its inboxes cascade).',
     params: capParams,
     response: Ok,
@@ -121,7 +134,11 @@ const capabilityRoutes = routes({
 });
 
 /** The nested alias of a capability route: same schemas and handler logic, the claim named in the path. */
-type Nested<R> = Omit<R, 'params' | 'path' | 'summary'> & { path: string; summary: string; params: typeof nestedCapParams };
+type Nested<R> = Omit<R, 'params' | 'path' | 'summary'> & {
+  path: string;
+  summary: string;
+  params: typeof nestedCapParams;
+};
 function nested<R extends RouteSpec>(r: R): Nested<R> {
   return {
     ...r,
@@ -133,52 +150,71 @@ function nested<R extends RouteSpec>(r: R): Nested<R> {
 
 export const domainRoutes = routes({
   'console.projects.domains.create': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/domains',
-    summary: 'Claim a domain: the apex first (its ownership TXT at _svc-verify.<domain>), then any subdomain of a verified apex.',
+    ...write,
+    method: 'POST',
+    path: '/console/v1/projects/{id}/domains',
+    summary:
+      'Claim a domain: the apex first (its ownership TXT at _svc-verify.<domain>), then any subdomain of a verified apex.',
     params: Type.Object({ id: Id }),
     body: Obj({ domain: Type.String({ minLength: 1, maxLength: 300 }) }),
     response: DomainClaim,
   },
   'console.projects.domains.list': {
-    ...base, method: 'GET', path: '/console/v1/projects/{id}/domains',
+    ...base,
+    method: 'GET',
+    path: '/console/v1/projects/{id}/domains',
     summary: 'Claims of the project, each with its DNS records and capabilities.',
     params: Type.Object({ id: Id }),
     response: Type.Object({ domains: Type.Array(DomainClaim) }),
   },
   'console.projects.domains.get': {
-    ...base, method: 'GET', path: '/console/v1/projects/{id}/domains/{domainId}',
+    ...base,
+    method: 'GET',
+    path: '/console/v1/projects/{id}/domains/{domainId}',
     summary: 'One claim with its capabilities and DNS records.',
     params: Type.Object({ id: Id, domainId: Id }),
     response: DomainClaim,
   },
   'console.projects.domains.verify': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/domains/{domainId}/verify',
-    summary: 'Check the ownership TXT: 200 { status: "verified" }, 400 on mismatch, 429 within 10 s of the previous check.',
+    ...write,
+    method: 'POST',
+    path: '/console/v1/projects/{id}/domains/{domainId}/verify',
+    summary:
+      'Check the ownership TXT: 200 { status: "verified" }, 400 on mismatch, 429 within 10 s of the previous check.',
     params: Type.Object({ id: Id, domainId: Id }),
     response: Type.Object({ status: Type.Literal('verified'), domain: Type.String() }),
   },
   'console.projects.domains.delete': {
-    ...write, method: 'DELETE', path: '/console/v1/projects/{id}/domains/{domainId}',
+    ...write,
+    method: 'DELETE',
+    path: '/console/v1/projects/{id}/domains/{domainId}',
     summary: 'Release the claim (capabilities cascade); 409 while a subdomain claim or sent mail blocks it.',
     params: Type.Object({ id: Id, domainId: Id }),
     response: Ok,
   },
   'console.projects.domains.outbound.create': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/domains/{domainId}/outbound',
-    summary: 'Add sending to the claim or one of its subdomains: a DKIM key (RSA-2048, Ed25519 on request) and its records.',
+    ...write,
+    method: 'POST',
+    path: '/console/v1/projects/{id}/domains/{domainId}/outbound',
+    summary:
+      'Add sending to the claim or one of its subdomains: a DKIM key (RSA-2048, Ed25519 on request) and its records.',
     params: Type.Object({ id: Id, domainId: Id }),
     body: outboundBody,
     response: DomainClaim,
   },
   'console.projects.domains.inbound.create': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/domains/{domainId}/inbound',
+    ...write,
+    method: 'POST',
+    path: '/console/v1/projects/{id}/domains/{domainId}/inbound',
     summary: 'Add receiving to the claim or one of its subdomains: an MX record pointing at the service.',
     params: Type.Object({ id: Id, domainId: Id }),
     body: Obj({ subdomain: Type.Optional(Subdomain) }),
     response: DomainClaim,
   },
   'console.projects.domains.capabilities': {
-    ...write, method: 'POST', path: '/console/v1/projects/{id}/domains/{domainId}/capabilities',
+    ...write,
+    method: 'POST',
+    path: '/console/v1/projects/{id}/domains/{domainId}/capabilities',
     summary: 'Add sending and receiving at once (each defaults to true).',
     params: Type.Object({ id: Id, domainId: Id }),
     body: Obj({
@@ -197,8 +233,11 @@ export const domainRoutes = routes({
   'console.projects.domains.inbound.verify': nested(capabilityRoutes['console.projects.inbound.verify']),
   'console.projects.domains.inbound.delete': nested(capabilityRoutes['console.projects.inbound.delete']),
   'admin.senderDomains.markVerified': {
-    method: 'POST', path: '/admin/v1/sender-domains/{id}/mark-verified', auth: ADMIN_AUTH,
-    summary: 'Force-verify an outbound capability (by its id) or a claim and all its outbound capabilities (by the claim id).',
+    method: 'POST',
+    path: '/admin/v1/sender-domains/{id}/mark-verified',
+    auth: ADMIN_AUTH,
+    summary:
+      'Force-verify an outbound capability (by its id) or a claim and all its outbound capabilities (by the claim id).',
     params: Type.Object({ id: Id }),
     response: Type.Object({ ok: Type.Literal(true), claimId: Type.String(), outboundIds: Type.Array(Type.String()) }),
   },

@@ -6,7 +6,15 @@ import { Type } from '@sinclair/typebox';
 import { Nullable, Timestamp } from './types.js';
 
 /** Spec §2.2 MessageStatus. */
-export const MESSAGE_STATUSES = ['queued', 'sending', 'delivered', 'deferred', 'bounced', 'failed', 'suppressed'] as const;
+export const MESSAGE_STATUSES = [
+  'queued',
+  'sending',
+  'delivered',
+  'deferred',
+  'bounced',
+  'failed',
+  'suppressed',
+] as const;
 export type MessageStatus = (typeof MESSAGE_STATUSES)[number];
 export const MessageStatusSchema = Type.Union(MESSAGE_STATUSES.map((s) => Type.Literal(s)));
 

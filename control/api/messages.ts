@@ -13,7 +13,13 @@ import { PROJECT_AUTH } from './projects.js';
 import { MESSAGE_STATUSES, Message, MessageEvent, MessageStatusSchema, type MessageStatus } from './mail-records.js';
 
 export {
-  MESSAGE_EVENT_TYPES, MESSAGE_STATUSES, Message, MessageEvent, MessageStatusSchema, type MessageEventType, type MessageStatus,
+  MESSAGE_EVENT_TYPES,
+  MESSAGE_STATUSES,
+  Message,
+  MessageEvent,
+  MessageStatusSchema,
+  type MessageEventType,
+  type MessageStatus,
 } from './mail-records.js';
 
 // A message id that is not a UUID names no message: 404, as an unknown one (not 400), so the answer
@@ -28,28 +34,40 @@ const StatusCounts = Type.Object(
 
 export const messageRoutes = routes({
   'v1.messages.get': {
-    method: 'GET', path: '/v1/messages/get', auth: PROJECT_AUTH, scope: 'messages:read',
-    summary: "A message's current status and metadata. A project key reads its own project's messages; an account " +
-      "or organization token those of projects it can see; 404 for any other id.",
+    method: 'GET',
+    path: '/v1/messages/get',
+    auth: PROJECT_AUTH,
+    scope: 'messages:read',
+    summary:
+      "A message's current status and metadata. A project key reads its own project's messages; an account " +
+      'or organization token those of projects it can see; 404 for any other id.',
     query: ById,
     response: Type.Object({ row: Message }),
   },
   'v1.messages.events': {
-    method: 'GET', path: '/v1/messages/events', auth: PROJECT_AUTH, scope: 'messages:read',
+    method: 'GET',
+    path: '/v1/messages/events',
+    auth: PROJECT_AUTH,
+    scope: 'messages:read',
     summary: "A message's full event history, oldest first; 404 as for /v1/messages/get.",
     query: ById,
     response: Type.Object({ events: Type.Array(MessageEvent) }),
   },
   'console.projects.messages': {
-    method: 'GET', path: '/console/v1/projects/{id}/messages', auth: PROJECT_AUTH,
-    target: { kind: 'project', in: 'params', field: 'id' }, scope: 'project:admin',
+    method: 'GET',
+    path: '/console/v1/projects/{id}/messages',
+    auth: PROJECT_AUTH,
+    target: { kind: 'project', in: 'params', field: 'id' },
+    scope: 'project:admin',
     summary: "The project's recent messages, newest first; optionally of one status.",
     params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
     query: Obj({ limit: Type.Optional(Limit), status: Type.Optional(MessageStatusSchema) }),
     response: Messages,
   },
   'admin.messages.list': {
-    method: 'GET', path: '/admin/v1/messages', auth: ADMIN_AUTH,
+    method: 'GET',
+    path: '/admin/v1/messages',
+    auth: ADMIN_AUTH,
     summary: 'Recent messages across projects, newest first; optionally of one project and of one status.',
     query: Obj({
       limit: Type.Optional(Limit),
@@ -59,8 +77,11 @@ export const messageRoutes = routes({
     response: Messages,
   },
   'admin.stats': {
-    method: 'GET', path: '/admin/v1/stats', auth: ADMIN_AUTH,
-    summary: 'Platform counters: live projects, suppressions, messages by status, and messages created in the last 24 h by status.',
+    method: 'GET',
+    path: '/admin/v1/stats',
+    auth: ADMIN_AUTH,
+    summary:
+      'Platform counters: live projects, suppressions, messages by status, and messages created in the last 24 h by status.',
     response: Type.Object({
       projects: Type.Integer({ minimum: 0 }),
       suppressions: Type.Integer({ minimum: 0 }),
@@ -69,4 +90,3 @@ export const messageRoutes = routes({
     }),
   },
 });
-

@@ -3,7 +3,13 @@
 import type { Permission } from './types.js';
 
 export const PERMISSIONS: readonly Permission[] = [
-  'org:manage', 'billing:manage', 'members:manage', 'tokens:manage', 'domains:manage', 'projects:manage', 'apikeys:manage',
+  'org:manage',
+  'billing:manage',
+  'members:manage',
+  'tokens:manage',
+  'domains:manage',
+  'projects:manage',
+  'apikeys:manage',
 ];
 
 export const ROLES = ['owner', 'admin', 'member', 'auditor', 'billing'] as const;

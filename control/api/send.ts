@@ -33,10 +33,13 @@ const SEND_LIMIT = 10 * MB;
 
 export const sendRoutes = routes({
   'v1.services.sendEmail': {
-    method: 'POST', path: '/v1/services/sendEmail',
+    method: 'POST',
+    path: '/v1/services/sendEmail',
     // A project key with messages:send; the platform key sends on behalf of the project that owns
     // the verified outbound capability of the `from` domain. Organization tokens never send.
-    auth: ['project_api_key', 'platform_admin'], scope: 'messages:send', bodyLimit: SEND_LIMIT,
+    auth: ['project_api_key', 'platform_admin'],
+    scope: 'messages:send',
+    bodyLimit: SEND_LIMIT,
     // The message and its events are the record of a send; an audit row per message would double
     // the hot path's writes.
     audit: false,
@@ -45,15 +48,23 @@ export const sendRoutes = routes({
     response: SendResult,
   },
   'console.projects.testMessage': {
-    method: 'POST', path: '/console/v1/projects/{id}/test-message', auth: PROJECT_AUTH,
-    target: { kind: 'project', in: 'params', field: 'id' }, scope: 'project:admin', permission: 'projects:manage', bodyLimit: SEND_LIMIT,
+    method: 'POST',
+    path: '/console/v1/projects/{id}/test-message',
+    auth: PROJECT_AUTH,
+    target: { kind: 'project', in: 'params', field: 'id' },
+    scope: 'project:admin',
+    permission: 'projects:manage',
+    bodyLimit: SEND_LIMIT,
     summary: "Send a test message from the project's verified sender domain through the sendEmail pipeline.",
     params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
     body: SendBody,
     response: SendResult,
   },
   'admin.testMessage': {
-    method: 'POST', path: '/admin/v1/test-message', auth: ADMIN_AUTH, bodyLimit: SEND_LIMIT,
+    method: 'POST',
+    path: '/admin/v1/test-message',
+    auth: ADMIN_AUTH,
+    bodyLimit: SEND_LIMIT,
     summary: 'Send a test message on behalf of a project, through the sendEmail pipeline.',
     body: Obj({ ...fields, projectId: Type.String({ maxLength: 64 }) }),
     response: SendResult,

@@ -27,12 +27,15 @@ export const Whoami = Type.Union([
 
 export const serviceRoutes = routes({
   health: {
-    method: 'GET', path: '/health', auth: 'public',
+    method: 'GET',
+    path: '/health',
+    auth: 'public',
     summary: 'Readiness: 200 once the service answers.',
     response: Type.Object({ ok: Type.Literal(true), service: Type.String(), time: Timestamp }),
   },
   'v1.services.whoami': {
-    method: 'GET', path: '/v1/services/whoami',
+    method: 'GET',
+    path: '/v1/services/whoami',
     auth: ['account_token', 'organization_token', 'project_api_key', 'platform_admin'],
     summary: 'Who the calling credential is, discriminated by `principal`.',
     response: Whoami,

@@ -9,7 +9,13 @@ export const HEADER_ADMIN_KEY = 'x-svc-admin-key';
 export const sha256Hex = (body: string | Uint8Array): string => createHash('sha256').update(body).digest('hex');
 
 /** The five lines of spec §5.2, joined with "\n". */
-export function stringToSign(method: string, target: string, timestamp: string, nonce: string, bodySha256Hex: string): string {
+export function stringToSign(
+  method: string,
+  target: string,
+  timestamp: string,
+  nonce: string,
+  bodySha256Hex: string,
+): string {
   return [method.toUpperCase(), target, timestamp, nonce, bodySha256Hex].join('\n');
 }
 

@@ -14,9 +14,14 @@ const Address = Type.String({ minLength: 3, maxLength: 320 });
 
 export const suppressionRoutes = routes({
   'console.projects.suppressions.create': {
-    method: 'POST', path: '/console/v1/projects/{id}/suppressions', auth: PROJECT_AUTH, target: byId,
-    scope: 'suppressions:write', permission: 'projects:manage',
-    summary: 'Suppress an address: mail to it is accepted as suppressed and never sent. reason defaults to manual; ' +
+    method: 'POST',
+    path: '/console/v1/projects/{id}/suppressions',
+    auth: PROJECT_AUTH,
+    target: byId,
+    scope: 'suppressions:write',
+    permission: 'projects:manage',
+    summary:
+      'Suppress an address: mail to it is accepted as suppressed and never sent. reason defaults to manual; ' +
       '409 conflict when the project already suppresses the address.',
     params: Type.Object({ id: Id }),
     body: Obj({
@@ -27,15 +32,23 @@ export const suppressionRoutes = routes({
     response: Type.Object({ suppression: Suppression }),
   },
   'console.projects.suppressions.list': {
-    method: 'GET', path: '/console/v1/projects/{id}/suppressions', auth: PROJECT_AUTH, target: byId, scope: 'suppressions:read',
+    method: 'GET',
+    path: '/console/v1/projects/{id}/suppressions',
+    auth: PROJECT_AUTH,
+    target: byId,
+    scope: 'suppressions:read',
     summary: "The project's suppressions, newest first; with address, only that address's (its domain in any case).",
     params: Type.Object({ id: Id }),
     query: Obj({ address: Type.Optional(Address), limit: Type.Optional(Limit) }),
     response: Type.Object({ suppressions: Type.Array(Suppression) }),
   },
   'console.projects.suppressions.delete': {
-    method: 'DELETE', path: '/console/v1/projects/{id}/suppressions/{address}', auth: PROJECT_AUTH, target: byId,
-    scope: 'suppressions:write', permission: 'projects:manage',
+    method: 'DELETE',
+    path: '/console/v1/projects/{id}/suppressions/{address}',
+    auth: PROJECT_AUTH,
+    target: byId,
+    scope: 'suppressions:write',
+    permission: 'projects:manage',
     summary: 'Lift the suppression of an address (URL-encoded; its domain in any case), whatever its reason.',
     params: Type.Object({ id: Id, address: Address }),
     response: Ok,

@@ -18,7 +18,10 @@ export const TemplateVariable = Obj({
 const Variables = Type.Array(TemplateVariable, { maxItems: 200 });
 
 /** Values for the placeholders (render `values`, sendEmail `variables`): null is "not given". */
-export const TemplateValues = Type.Record(Type.String(), Type.Union([Type.String(), Type.Number(), Type.Boolean(), Type.Null()]));
+export const TemplateValues = Type.Record(
+  Type.String(),
+  Type.Union([Type.String(), Type.Number(), Type.Boolean(), Type.Null()]),
+);
 
 /** Spec §2.2 template, plus its owner, version and times. */
 export const Template = Type.Object({
@@ -52,60 +55,108 @@ const P = '/modules/templates/v1/templates';
 
 export const templateRoutes = routes({
   'modules.templates.templates.create': {
-    method: 'POST', path: `${P}/create`, auth: TEMPLATE_AUTH, target: inBody, role: 'owner',
-    summary: 'Create a template (version 1): at least one of html or text; isPublic (default false) shows it to every organization.',
+    method: 'POST',
+    path: `${P}/create`,
+    auth: TEMPLATE_AUTH,
+    target: inBody,
+    role: 'owner',
+    summary:
+      'Create a template (version 1): at least one of html or text; isPublic (default false) shows it to every organization.',
     body: Obj({
-      organizationId: OrgId, name: Name, subject: Subject, html: Type.Optional(Content), text: Type.Optional(Content),
-      variables: Type.Optional(Variables), isPublic: Type.Optional(Type.Boolean()),
+      organizationId: OrgId,
+      name: Name,
+      subject: Subject,
+      html: Type.Optional(Content),
+      text: Type.Optional(Content),
+      variables: Type.Optional(Variables),
+      isPublic: Type.Optional(Type.Boolean()),
     }),
     response: Type.Object({ template: Template }),
   },
   'modules.templates.templates.list': {
-    method: 'GET', path: `${P}/list`, auth: TEMPLATE_AUTH, target: inQuery,
+    method: 'GET',
+    path: `${P}/list`,
+    auth: TEMPLATE_AUTH,
+    target: inQuery,
     summary: "The organization's own templates, newest first.",
     query: Obj({ organizationId: OrgId, limit: Type.Optional(Limit) }),
     response: Type.Object({ templates: Type.Array(Template) }),
   },
   'modules.templates.templates.listPublic': {
-    method: 'GET', path: `${P}/list-public`, auth: TEMPLATE_AUTH, target: inQuery,
+    method: 'GET',
+    path: `${P}/list-public`,
+    auth: TEMPLATE_AUTH,
+    target: inQuery,
     summary: 'Every public template of every organization, newest first (organizationId is for authorization only).',
     query: Obj({ organizationId: OrgId, limit: Type.Optional(Limit) }),
     response: Type.Object({ templates: Type.Array(Template) }),
   },
   'modules.templates.templates.get': {
-    method: 'GET', path: `${P}/get`, auth: TEMPLATE_AUTH, target: inQuery,
-    summary: "A template of the organization, or a public one of any organization; 404 for another organization's private template.",
+    method: 'GET',
+    path: `${P}/get`,
+    auth: TEMPLATE_AUTH,
+    target: inQuery,
+    summary:
+      "A template of the organization, or a public one of any organization; 404 for another organization's private template.",
     query: Obj({ organizationId: OrgId, id: TemplateId }),
     response: Type.Object({ template: Template }),
   },
   'modules.templates.templates.update': {
-    method: 'POST', path: `${P}/update`, auth: TEMPLATE_AUTH, target: inBody, role: 'owner',
-    summary: 'Change fields of an own template (html or text null clears that part; one must remain), as a new version; ' +
+    method: 'POST',
+    path: `${P}/update`,
+    auth: TEMPLATE_AUTH,
+    target: inBody,
+    role: 'owner',
+    summary:
+      'Change fields of an own template (html or text null clears that part; one must remain), as a new version; ' +
       "the previous versions are kept. 403 for another organization's public template, 404 for its private one.",
     body: Obj({
-      organizationId: OrgId, id: TemplateId, name: Type.Optional(Name), subject: Type.Optional(Subject),
-      html: Type.Optional(Nullable(Content)), text: Type.Optional(Nullable(Content)), variables: Type.Optional(Variables),
+      organizationId: OrgId,
+      id: TemplateId,
+      name: Type.Optional(Name),
+      subject: Type.Optional(Subject),
+      html: Type.Optional(Nullable(Content)),
+      text: Type.Optional(Nullable(Content)),
+      variables: Type.Optional(Variables),
       isPublic: Type.Optional(Type.Boolean()),
     }),
     response: Type.Object({ template: Template }),
   },
   'modules.templates.templates.delete': {
-    method: 'POST', path: `${P}/delete`, auth: TEMPLATE_AUTH, target: inBody, role: 'owner',
-    summary: "Delete an own template with its versions (messages keep the id and version they used). 403 for another organization's " +
+    method: 'POST',
+    path: `${P}/delete`,
+    auth: TEMPLATE_AUTH,
+    target: inBody,
+    role: 'owner',
+    summary:
+      "Delete an own template with its versions (messages keep the id and version they used). 403 for another organization's " +
       'public template, 404 for its private one.',
     body: Obj({ organizationId: OrgId, id: TemplateId }),
     response: Ok,
   },
   'modules.templates.templates.render': {
-    method: 'POST', path: `${P}/render`, auth: TEMPLATE_AUTH, target: inBody,
+    method: 'POST',
+    path: `${P}/render`,
+    auth: TEMPLATE_AUTH,
+    target: inBody,
     // A preview changes nothing.
     audit: false,
-    summary: 'Render a template by id (own or public) or inline ({ subject?, html?, text?, variables }) with values over the defaults: ' +
+    summary:
+      'Render a template by id (own or public) or inline ({ subject?, html?, text?, variables }) with values over the defaults: ' +
       'HTML-escaped in html, verbatim in subject and text. 422 unprocessable lists missing variables or says the output passed 1 MB.',
     body: Obj({
-      organizationId: OrgId, id: Type.Optional(TemplateId), subject: Type.Optional(Subject), html: Type.Optional(Content),
-      text: Type.Optional(Content), variables: Type.Optional(Variables), values: Type.Optional(TemplateValues),
+      organizationId: OrgId,
+      id: Type.Optional(TemplateId),
+      subject: Type.Optional(Subject),
+      html: Type.Optional(Content),
+      text: Type.Optional(Content),
+      variables: Type.Optional(Variables),
+      values: Type.Optional(TemplateValues),
     }),
-    response: Type.Object({ subject: Nullable(Type.String()), html: Nullable(Type.String()), text: Nullable(Type.String()) }),
+    response: Type.Object({
+      subject: Nullable(Type.String()),
+      html: Nullable(Type.String()),
+      text: Nullable(Type.String()),
+    }),
   },
 });

@@ -8,11 +8,22 @@ export type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
 
 /** Spec §5.5 permission keys. */
 export type Permission =
-  | 'org:manage' | 'billing:manage' | 'members:manage' | 'tokens:manage'
-  | 'domains:manage' | 'projects:manage' | 'apikeys:manage';
+  | 'org:manage'
+  | 'billing:manage'
+  | 'members:manage'
+  | 'tokens:manage'
+  | 'domains:manage'
+  | 'projects:manage'
+  | 'apikeys:manage';
 
 /** Spec §5.3 project key scopes. */
-export const SCOPES = ['messages:send', 'messages:read', 'suppressions:read', 'suppressions:write', 'project:admin'] as const;
+export const SCOPES = [
+  'messages:send',
+  'messages:read',
+  'suppressions:read',
+  'suppressions:write',
+  'project:admin',
+] as const;
 export type Scope = (typeof SCOPES)[number];
 
 export interface RouteSpec {
@@ -66,7 +77,8 @@ export type RouteOutput<R extends RouteSpec> = Static<R['response']>;
 
 // Shared schema pieces. Request objects drop unknown fields (ajv removeAdditional) rather than
 // reject them, so an older server tolerates a newer client.
-export const Obj = <P extends Parameters<typeof Type.Object>[0]>(props: P) => Type.Object(props, { additionalProperties: false });
+export const Obj = <P extends Parameters<typeof Type.Object>[0]>(props: P) =>
+  Type.Object(props, { additionalProperties: false });
 export const Timestamp = Type.String({ format: 'date-time' });
 export const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 export const Ok = Type.Object({ ok: Type.Literal(true) });

@@ -19,7 +19,11 @@ const Minted = Type.Intersect([Webhook, Type.Object({ secret: Type.String(), war
 
 export const webhookRoutes = routes({
   'console.projects.webhooks.create': {
-    method: 'POST', path: '/console/v1/projects/{id}/webhooks', auth: PROJECT_AUTH, target: byId, scope: 'project:admin',
+    method: 'POST',
+    path: '/console/v1/projects/{id}/webhooks',
+    auth: PROJECT_AUTH,
+    target: byId,
+    scope: 'project:admin',
     permission: 'projects:manage',
     summary:
       'Register an endpoint for message events (empty or absent events: every kind). The signing secret (whsec_…) is ' +
@@ -29,13 +33,21 @@ export const webhookRoutes = routes({
     response: Minted,
   },
   'console.projects.webhooks.list': {
-    method: 'GET', path: '/console/v1/projects/{id}/webhooks', auth: PROJECT_AUTH, target: byId, scope: 'project:admin',
+    method: 'GET',
+    path: '/console/v1/projects/{id}/webhooks',
+    auth: PROJECT_AUTH,
+    target: byId,
+    scope: 'project:admin',
     summary: "The project's endpoints, without secrets. Their delivery attempts are /v1/webhook_deliveries/list.",
     params: Type.Object({ id: Id }),
     response: Type.Object({ webhooks: Type.Array(Webhook) }),
   },
   'console.projects.webhooks.delete': {
-    method: 'DELETE', path: '/console/v1/projects/{id}/webhooks/{webhookId}', auth: PROJECT_AUTH, target: byId, scope: 'project:admin',
+    method: 'DELETE',
+    path: '/console/v1/projects/{id}/webhooks/{webhookId}',
+    auth: PROJECT_AUTH,
+    target: byId,
+    scope: 'project:admin',
     permission: 'projects:manage',
     summary: 'Delete an endpoint, with its delivery attempts: attempts still pending are never made.',
     params: Type.Object({ id: Id, webhookId: Type.String({ maxLength: 64 }) }),

@@ -21,13 +21,22 @@ async function loadUser(q: Queryable, id: string): Promise<User> {
 
 export const adminHandlers: Handlers<typeof adminRoutes> = {
   async 'admin.users.list'({ query }, rc) {
-    const users = await listUsers(rc.deps.storage.db, { email: query.email?.trim() || null, limit: clampLimit(query.limit) });
+    const users = await listUsers(rc.deps.storage.db, {
+      email: query.email?.trim() || null,
+      limit: clampLimit(query.limit),
+    });
     return { users: users.map(userJson) };
   },
 
   async 'admin.users.create'({ body }, rc) {
     const passwordHash = await hashPassword(body.password, rc.deps.passwordLogN);
-    const user = await insertUser(rc.deps.storage.db, { id: randomUUID(), email: body.email.trim(), passwordHash, role: body.role, now: rc.now });
+    const user = await insertUser(rc.deps.storage.db, {
+      id: randomUUID(),
+      email: body.email.trim(),
+      passwordHash,
+      role: body.role,
+      now: rc.now,
+    });
     if (!user) throw fail('conflict', 'An account with this email already exists.');
     rc.audit.targetId = user.id;
     return { user: userJson(user) };
@@ -44,18 +53,28 @@ export const adminHandlers: Handlers<typeof adminRoutes> = {
     const user = await loadUser(db, params.id);
     const t = await mintAccountToken(db, sealer, { userId: user.id, label: body.label ?? null, now: rc.now });
     rc.audit.targetId = t.tokenId;
-    return { id: t.id, tokenId: t.tokenId, secret: t.secret, label: t.label, createdAt: t.createdAt.toISOString(), warning: SECRET_WARNING };
+    return {
+      id: t.id,
+      tokenId: t.tokenId,
+      secret: t.secret,
+      label: t.label,
+      createdAt: t.createdAt.toISOString(),
+      warning: SECRET_WARNING,
+    };
   },
 
   async 'admin.users.accountTokens.list'({ params }, rc) {
     const { db } = rc.deps.storage;
     const user = await loadUser(db, params.id);
     const rows = await listAccountTokens(db, user.id);
-    return { tokens: rows.map((t) => ({ id: t.id, tokenId: t.tokenId, label: t.label, createdAt: t.createdAt.toISOString() })) };
+    return {
+      tokens: rows.map((t) => ({ id: t.id, tokenId: t.tokenId, label: t.label, createdAt: t.createdAt.toISOString() })),
+    };
   },
 
   async 'admin.accountTokens.delete'({ params }, rc) {
-    if (!(await revokeAnyAccountToken(rc.deps.storage.db, params.id, rc.now))) throw fail('not_found', 'No such account token.');
+    if (!(await revokeAnyAccountToken(rc.deps.storage.db, params.id, rc.now)))
+      throw fail('not_found', 'No such account token.');
     return { ok: true as const };
   },
 };

@@ -23,7 +23,9 @@ export const auditJson = (e: AuditEntry) => ({
 export const auditHandlers: Handlers<typeof auditRoutes> = {
   async 'admin.audit.list'({ query }, rc) {
     const rows = await listAudit(rc.deps.storage.db, {
-      projectId: query.projectId ?? null, action: query.action ?? null, limit: clampLimit(query.limit),
+      projectId: query.projectId ?? null,
+      action: query.action ?? null,
+      limit: clampLimit(query.limit),
     });
     return { entries: rows.map(auditJson) };
   },
@@ -31,7 +33,11 @@ export const auditHandlers: Handlers<typeof auditRoutes> = {
   async 'console.projects.audit'({ query }, rc) {
     const projectId = rc.access?.projectId;
     if (!projectId) throw new Error('route without a project target reached a project handler');
-    const rows = await listAudit(rc.deps.storage.db, { projectId, action: query.action ?? null, limit: clampLimit(query.limit) });
+    const rows = await listAudit(rc.deps.storage.db, {
+      projectId,
+      action: query.action ?? null,
+      limit: clampLimit(query.limit),
+    });
     return { entries: rows.map(auditJson) };
   },
 };

@@ -7,7 +7,13 @@ import { hashPassword, verifyPassword, unusableHash } from '../passwords.js';
 import { mintAccountToken, SECRET_WARNING } from '../tokens.js';
 import { queueNotification } from '../notify.js';
 import type { PrincipalOf } from '../principal.js';
-import { findUserWithHash, findUserWithHashByEmail, insertUser, setPasswordHash, type User } from '../../storage/pg/users.js';
+import {
+  findUserWithHash,
+  findUserWithHashByEmail,
+  insertUser,
+  setPasswordHash,
+  type User,
+} from '../../storage/pg/users.js';
 import { listAccountTokens, revokeAccountToken, revokeAllAccountTokens } from '../../storage/pg/account-tokens.js';
 import { consumePasswordReset, insertPasswordReset, retirePasswordResets } from '../../storage/pg/password-resets.js';
 
@@ -38,7 +44,13 @@ export const authHandlers: Handlers<typeof authRoutes> = {
     const passwordHash = await hashPassword(body.password, deps.passwordLogN);
     const { db, sealer } = deps.storage;
     return db.tx(async (q) => {
-      const user = await insertUser(q, { id: randomUUID(), email: body.email.trim(), passwordHash, role: 'customer', now });
+      const user = await insertUser(q, {
+        id: randomUUID(),
+        email: body.email.trim(),
+        passwordHash,
+        role: 'customer',
+        now,
+      });
       if (!user) throw fail('conflict', 'An account with this email already exists.');
       const token = await mintAccountToken(q, sealer, { userId: user.id, label: 'signup', now });
       return { user: userJson(user), accountToken: { tokenId: token.tokenId, secret: token.secret } };
@@ -70,10 +82,16 @@ export const authHandlers: Handlers<typeof authRoutes> = {
       const link = `${deps.publicUrl()}/reset-password?token=${token}`;
       await db.tx(async (q) => {
         await insertPasswordReset(q, {
-          id: randomUUID(), userId: user.id, tokenHash: hashToken(token), now, expiresAt: new Date(now.getTime() + RESET_TTL_MS),
+          id: randomUUID(),
+          userId: user.id,
+          tokenHash: hashToken(token),
+          now,
+          expiresAt: new Date(now.getTime() + RESET_TTL_MS),
         });
         await queueNotification(q, deps, {
-          kind: 'password_reset', to: user.email, now,
+          kind: 'password_reset',
+          to: user.email,
+          now,
           subject: 'Reset your password',
           text:
             `Someone asked to reset the password of the account ${user.email}.\n\n` +
@@ -111,14 +129,27 @@ export const authHandlers: Handlers<typeof authRoutes> = {
 
   async 'console.accountTokens.create'({ body }, rc) {
     const me = account(rc);
-    const t = await mintAccountToken(rc.deps.storage.db, rc.deps.storage.sealer, { userId: me.userId, label: body.label ?? null, now: rc.now });
-    return { id: t.id, tokenId: t.tokenId, secret: t.secret, label: t.label, createdAt: t.createdAt.toISOString(), warning: SECRET_WARNING };
+    const t = await mintAccountToken(rc.deps.storage.db, rc.deps.storage.sealer, {
+      userId: me.userId,
+      label: body.label ?? null,
+      now: rc.now,
+    });
+    return {
+      id: t.id,
+      tokenId: t.tokenId,
+      secret: t.secret,
+      label: t.label,
+      createdAt: t.createdAt.toISOString(),
+      warning: SECRET_WARNING,
+    };
   },
 
   async 'console.accountTokens.list'(_in, rc) {
     const me = account(rc);
     const rows = await listAccountTokens(rc.deps.storage.db, me.userId);
-    return { tokens: rows.map((t) => ({ id: t.id, tokenId: t.tokenId, label: t.label, createdAt: t.createdAt.toISOString() })) };
+    return {
+      tokens: rows.map((t) => ({ id: t.id, tokenId: t.tokenId, label: t.label, createdAt: t.createdAt.toISOString() })),
+    };
   },
 
   async 'console.accountTokens.delete'({ params }, rc) {

@@ -9,8 +9,14 @@ import { normalizeDomain } from '../../mail/domain-names.js';
 import type { Config } from '../../config/schema.js';
 import { DnsError, type Resolver } from '../../mail/resolver.js';
 import {
-  deleteCustomDomain, getCustomDomain, insertCustomDomain, isVerifiedCustomDomain, listCustomDomains, markCustomDomainVerified,
-  recordVerifyAttempt, type CustomDomain,
+  deleteCustomDomain,
+  getCustomDomain,
+  insertCustomDomain,
+  isVerifiedCustomDomain,
+  listCustomDomains,
+  markCustomDomainVerified,
+  recordVerifyAttempt,
+  type CustomDomain,
 } from '../../storage/pg/custom-domains.js';
 
 type WebmailConfig = Pick<Config, 'hostname' | 'mxHost' | 'webmailHost' | 'webmailAddresses'>;
@@ -47,8 +53,7 @@ function reservedBy(domain: string, c: WebmailConfig): string | null {
 }
 
 export type WebmailDnsVerdict =
-  | { ok: true; via: 'cname' | 'addresses' }
-  | { ok: false; message: string; details: Record<string, unknown> };
+  { ok: true; via: 'cname' | 'addresses' } | { ok: false; message: string; details: Record<string, unknown> };
 
 const absent = (err: unknown) => err instanceof DnsError && err.absent;
 const hostOf = (name: string) => name.toLowerCase().replace(/\.$/, '');
@@ -59,7 +64,11 @@ const hostOf = (name: string) => name.toLowerCase().replace(/\.$/, '');
  * which there is at least one, is a webmail address. Lookups skip the cache; a resolver that does
  * not answer (timeout, SERVFAIL) gives a verdict that says so, never a hang or a 500.
  */
-export async function checkWebmailDns(resolver: Resolver, domain: string, c: WebmailConfig): Promise<WebmailDnsVerdict> {
+export async function checkWebmailDns(
+  resolver: Resolver,
+  domain: string,
+  c: WebmailConfig,
+): Promise<WebmailDnsVerdict> {
   const fresh = { fresh: true };
   const expected = { host: domain, type: 'CNAME', value: c.webmailHost };
   const useAddresses = c.webmailAddresses.length > 0;
@@ -94,7 +103,11 @@ export async function checkWebmailDns(resolver: Resolver, domain: string, c: Web
 
   const publish = `Publish ${domain} CNAME ${c.webmailHost}`;
   if (!useAddresses) {
-    return { ok: false, message: `${domain} has no CNAME record. ${publish}.`, details: { expected, found: { cname: null } } };
+    return {
+      ok: false,
+      message: `${domain} has no CNAME record. ${publish}.`,
+      details: { expected, found: { cname: null } },
+    };
   }
   for (const r of [a, aaaa]) {
     const failure = unanswered(r);
@@ -105,7 +118,11 @@ export async function checkWebmailDns(resolver: Resolver, domain: string, c: Web
   const found = { cname: null, a: v4, aaaa: v6 };
   const apexHint = `or, at an apex, A/AAAA records pointing only at ${c.webmailAddresses.join(', ')}`;
   if (v4.length + v6.length === 0) {
-    return { ok: false, message: `${domain} has no CNAME and no A or AAAA records. ${publish}, ${apexHint}.`, details: { expected, found } };
+    return {
+      ok: false,
+      message: `${domain} has no CNAME and no A or AAAA records. ${publish}, ${apexHint}.`,
+      details: { expected, found },
+    };
   }
   const allowed = new BlockList();
   for (const ip of c.webmailAddresses) {
@@ -138,9 +155,11 @@ export const customDomainHandlers: Handlers<typeof customDomainRoutes> = {
     const config = rc.deps.ctx.config;
     const domain = normalizeDomain(body.domain);
     if (!domain) {
-      throw fail('invalid_domain',
+      throw fail(
+        'invalid_domain',
         'Not a valid host name: it needs at least two labels of letters, digits and hyphens (not at either end), ' +
-        'each at most 63 characters and at most 253 in all, and cannot be an IP address.');
+          'each at most 63 characters and at most 253 in all, and cannot be an IP address.',
+      );
     }
     const reserved = reservedBy(domain, config);
     if (reserved) throw fail('custom_domain_taken', `${domain} is reserved by the platform (${reserved}).`);
@@ -180,7 +199,8 @@ export const customDomainHandlers: Handlers<typeof customDomainRoutes> = {
   },
 
   async 'console.organizations.customDomains.delete'({ params }, rc) {
-    if (!(await deleteCustomDomain(rc.deps.storage.db, granted(rc).organizationId, params.domainId))) throw noSuchDomain();
+    if (!(await deleteCustomDomain(rc.deps.storage.db, granted(rc).organizationId, params.domainId)))
+      throw noSuchDomain();
     return { ok: true as const };
   },
 

@@ -2,7 +2,15 @@
 // (control/api/data-layer.ts); each enabled write has its handler below, and the compiler refuses a
 // write entry without one. Row visibility is the WHERE clause of storage/pg/data-layer.ts.
 import type { Static } from '@sinclair/typebox';
-import { dataTables, type DataTable, type DataTables, type TableSpec, type WriteSpec, type WriteVerb, type dataLayerRoutes } from '../api/data-layer.js';
+import {
+  dataTables,
+  type DataTable,
+  type DataTables,
+  type TableSpec,
+  type WriteSpec,
+  type WriteVerb,
+  type dataLayerRoutes,
+} from '../api/data-layer.js';
 import { clampLimit } from '../api/types.js';
 import type { Handler, Handlers, RequestCtx } from '../deps.js';
 import type { Principal, PrincipalOf } from '../principal.js';
@@ -18,7 +26,15 @@ import { revokeAccountToken } from '../../storage/pg/account-tokens.js';
 import { deleteSuppression, insertSuppression } from '../../storage/pg/suppressions.js';
 import { deleteWebhookEndpoint } from '../../storage/pg/webhooks.js';
 import { registerWebhook } from './webhooks.js';
-import { deleteUserCascade, getRow, listRows, updateUserEmail, type Row, type TableRead, type Viewer } from '../../storage/pg/data-layer.js';
+import {
+  deleteUserCascade,
+  getRow,
+  listRows,
+  updateUserEmail,
+  type Row,
+  type TableRead,
+  type Viewer,
+} from '../../storage/pg/data-layer.js';
 
 type Routes = typeof dataLayerRoutes;
 type RowOf<T extends DataTable> = Static<DataTables[T]['row']>;
@@ -43,14 +59,20 @@ function viewerOf(p: Principal | null): Viewer {
 const selfOf = (p: PrincipalOf<'account_token'>): Viewer => ({ kind: 'user', userId: p.userId, keyId: p.keyId });
 
 function accountOf(rc: RequestCtx): PrincipalOf<'account_token'> {
-  if (rc.principal?.kind !== 'account_token') throw new Error('a self-only data-layer route reached without an account token');
+  if (rc.principal?.kind !== 'account_token')
+    throw new Error('a self-only data-layer route reached without an account token');
   return rc.principal;
 }
 
-const tableRead = (table: DataTable): TableRead => ({ table, columns: Object.keys(dataTables[table].row.properties), owner: dataTables[table].owner });
+const tableRead = (table: DataTable): TableRead => ({
+  table,
+  columns: Object.keys(dataTables[table].row.properties),
+  owner: dataTables[table].owner,
+});
 
 /** Timestamps as ISO 8601; every other column is already JSON. */
-const json = (row: Row): Row => Object.fromEntries(Object.entries(row).map(([k, v]) => [k, v instanceof Date ? v.toISOString() : v]));
+const json = (row: Row): Row =>
+  Object.fromEntries(Object.entries(row).map(([k, v]) => [k, v instanceof Date ? v.toISOString() : v]));
 
 /** The row as the viewer sees it, or 404: a row not visible and a row that does not exist look the same. */
 async function visibleRow<T extends DataTable>(q: Queryable, table: T, viewer: Viewer, id: string): Promise<RowOf<T>> {
@@ -69,14 +91,21 @@ async function liveKey(rc: RequestCtx, id: string): Promise<RowOf<'api_keys'>> {
 }
 
 /** A write of the registry, as [table, verb]. */
-type RowWrite = { [T in DataTable]: DataTables[T] extends { writes: infer W } ? [T, keyof W & WriteVerb] : never }[DataTable];
+type RowWrite = {
+  [T in DataTable]: DataTables[T] extends { writes: infer W } ? [T, keyof W & WriteVerb] : never;
+}[DataTable];
 
 /**
  * The role check of a write on a row of a project, made once the row (and so its project) is
  * known: 403 for a member whose role lacks the permission (spec §5.4 rule 2). The audit row names
  * the project and `targetId`.
  */
-async function authorizeRowWrite(rc: RequestCtx, [table, verb]: RowWrite, projectId: string, targetId: string): Promise<void> {
+async function authorizeRowWrite(
+  rc: RequestCtx,
+  [table, verb]: RowWrite,
+  projectId: string,
+  targetId: string,
+): Promise<void> {
   const w = (dataTables[table].writes as Record<string, WriteSpec>)[verb] as WriteSpec;
   const principal = rc.principal;
   if (!principal) throw new Error('a data-layer write reached without a principal');
@@ -98,7 +127,8 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
   },
 
   async 'v1.projects.delete'({ body }, rc) {
-    if (!(await softDeleteProject(rc.deps.storage.db, body.id, rc.now))) throw fail('not_found', 'No such row in projects.');
+    if (!(await softDeleteProject(rc.deps.storage.db, body.id, rc.now)))
+      throw fail('not_found', 'No such row in projects.');
     rc.audit.targetId = body.id;
     return { ok: true as const };
   },
@@ -110,7 +140,11 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
     const { db, sealer } = rc.deps.storage;
     return db.tx(async (q) => {
       const key = await mintProjectKey(q, sealer, {
-        projectId, label: body.label ?? null, scopes: body.scopes ?? DEFAULT_SCOPES, allowedCidrs: body.allowed_cidrs ?? [], now: rc.now,
+        projectId,
+        label: body.label ?? null,
+        scopes: body.scopes ?? DEFAULT_SCOPES,
+        allowedCidrs: body.allowed_cidrs ?? [],
+        now: rc.now,
       });
       rc.audit.targetId = key.keyId;
       const row = await visibleRow(q, 'api_keys', viewerOf(rc.principal), key.id);
@@ -121,7 +155,8 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
   async 'v1.api_keys.update'({ body }, rc) {
     const key = await liveKey(rc, body.id);
     await authorizeRowWrite(rc, ['api_keys', 'update'], key.project_id, key.key_id);
-    if (key.managed === 'platform') throw fail('invalid_request', 'Platform-managed (tk_) keys cannot be renamed; rotate or revoke them.');
+    if (key.managed === 'platform')
+      throw fail('invalid_request', 'Platform-managed (tk_) keys cannot be renamed; rotate or revoke them.');
     await renameApiKey(rc.deps.storage.db, key.id, body.label);
     return { row: await visibleRow(rc.deps.storage.db, 'api_keys', viewerOf(rc.principal), key.id) };
   },
@@ -155,9 +190,13 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
         case 'not_found':
           throw fail('not_found', 'No such row in users.');
         case 'only_owner':
-          throw fail('conflict', 'You are the only owner of an organization that has other members; make another member owner first.', {
-            organizationId: outcome.organizationId,
-          });
+          throw fail(
+            'conflict',
+            'You are the only owner of an organization that has other members; make another member owner first.',
+            {
+              organizationId: outcome.organizationId,
+            },
+          );
         case 'sent_mail':
           throw fail('conflict', 'A project that would be deleted has sent mail; such an account cannot be deleted.');
       }
@@ -181,11 +220,24 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
     if (!projectId) throw new Error('v1.suppressions.create reached without its project target');
     // Stored as sendEmail looks recipients up: the local part as given, the domain in lower case.
     const address = normalizeMailbox(body.address);
-    if (!address) throw fail('invalid_request', 'address is not a valid address.', [{ field: 'body.address', message: 'is not a valid address' }]);
+    if (!address)
+      throw fail('invalid_request', 'address is not a valid address.', [
+        { field: 'body.address', message: 'is not a valid address' },
+      ]);
     const { db } = rc.deps.storage;
-    const added = await insertSuppression(db, { projectId, address, reason: body.reason ?? 'manual', detail: body.detail ?? null, now: rc.now });
+    const added = await insertSuppression(db, {
+      projectId,
+      address,
+      reason: body.reason ?? 'manual',
+      detail: body.detail ?? null,
+      now: rc.now,
+    });
     if (!added.inserted) {
-      throw fail('conflict', `The project already suppresses ${address}.`, added.id ? { id: added.id, address } : { address });
+      throw fail(
+        'conflict',
+        `The project already suppresses ${address}.`,
+        added.id ? { id: added.id, address } : { address },
+      );
     }
     rc.audit.targetId = address;
     return { row: await visibleRow(db, 'suppressions', viewerOf(rc.principal), added.id) };
@@ -205,7 +257,12 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
     if (!projectId) throw new Error('v1.webhook_endpoints.create reached without its project target');
     const { db, sealer } = rc.deps.storage;
     const { endpoint, secret } = await registerWebhook(db, sealer, {
-      projectId, url: body.url, events: body.events, allowPrivate: rc.deps.ctx.config.allowPrivateWebhooks, now: rc.now, field: 'body.url',
+      projectId,
+      url: body.url,
+      events: body.events,
+      allowPrivate: rc.deps.ctx.config.allowPrivateWebhooks,
+      now: rc.now,
+      field: 'body.url',
     });
     rc.audit.targetId = endpoint.id;
     const row = await visibleRow(db, 'webhook_endpoints', viewerOf(rc.principal), endpoint.id);
@@ -216,20 +273,25 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
     const { db } = rc.deps.storage;
     const row = await visibleRow(db, 'webhook_endpoints', viewerOf(rc.principal), body.id);
     await authorizeRowWrite(rc, ['webhook_endpoints', 'delete'], row.project_id, row.id);
-    if (!(await deleteWebhookEndpoint(db, row.project_id, row.id))) throw fail('not_found', 'No such row in webhook_endpoints.');
+    if (!(await deleteWebhookEndpoint(db, row.project_id, row.id)))
+      throw fail('not_found', 'No such row in webhook_endpoints.');
     return { ok: true as const };
   },
 
   async 'v1.account_tokens.delete'({ body }, rc) {
     const me = accountOf(rc);
     // Own tokens only, staff included: the UPDATE is keyed by the caller's user id.
-    if (!(await revokeAccountToken(rc.deps.storage.db, me.userId, body.id, rc.now))) throw fail('not_found', 'No such row in account_tokens.');
+    if (!(await revokeAccountToken(rc.deps.storage.db, me.userId, body.id, rc.now)))
+      throw fail('not_found', 'No such row in account_tokens.');
     rc.audit.targetId = body.id;
     return { ok: true as const };
   },
 };
 
-type ReadHandler = (input: { query: { limit?: number; id?: string } & Record<string, unknown> }, rc: RequestCtx) => Promise<unknown>;
+type ReadHandler = (
+  input: { query: { limit?: number; id?: string } & Record<string, unknown> },
+  rc: RequestCtx,
+) => Promise<unknown>;
 
 /** list and get of every table, from the registry alone. */
 function readHandlers(): Record<string, ReadHandler> {
@@ -239,13 +301,25 @@ function readHandlers(): Record<string, ReadHandler> {
     out[`v1.${table}.list`] = async ({ query }, rc) => {
       const { limit, ...rest } = query;
       // The route's schema admits the table's filters and nothing else (unknown fields are dropped).
-      const filters = Object.fromEntries(Object.keys(spec.filters ?? {}).filter((f) => rest[f] !== undefined).map((f) => [f, rest[f]]));
-      const rows = await listRows(rc.deps.storage.db, tableRead(table), viewerOf(rc.principal), clampLimit(limit), filters);
+      const filters = Object.fromEntries(
+        Object.keys(spec.filters ?? {})
+          .filter((f) => rest[f] !== undefined)
+          .map((f) => [f, rest[f]]),
+      );
+      const rows = await listRows(
+        rc.deps.storage.db,
+        tableRead(table),
+        viewerOf(rc.principal),
+        clampLimit(limit),
+        filters,
+      );
       if (!rows) throw fail('not_found', 'No such project.');
       return { rows: rows.map(json) };
     };
     if (spec.get !== false) {
-      out[`v1.${table}.get`] = async ({ query }, rc) => ({ row: await visibleRow(rc.deps.storage.db, table, viewerOf(rc.principal), query.id ?? '') });
+      out[`v1.${table}.get`] = async ({ query }, rc) => ({
+        row: await visibleRow(rc.deps.storage.db, table, viewerOf(rc.principal), query.id ?? ''),
+      });
     }
   }
   return out;

@@ -11,9 +11,30 @@ import { generateDkimKey, publishedKey } from '../../mail/dkim-keys.js';
 import { inboundRecords, outboundRecords, ownershipRecord } from '../../mail/dns-records.js';
 import type { Queryable } from '../../storage/pg/client.js';
 import {
-  claimHasSent, countChildClaims, deleteClaim, deleteInbound, deleteOutbound, findClaimByDomain, forceVerify, getClaim, getInbound,
-  getOutbound, insertClaim, insertInbound, insertOutbound, listClaims, listInbound, listOutbound, markClaimVerified,
-  markInboundVerified, markOutboundVerified, setDisplayName, touchClaimCheck, type Claim, type Inbound, type Outbound,
+  claimHasSent,
+  countChildClaims,
+  deleteClaim,
+  deleteInbound,
+  deleteOutbound,
+  findClaimByDomain,
+  forceVerify,
+  getClaim,
+  getInbound,
+  getOutbound,
+  insertClaim,
+  insertInbound,
+  insertOutbound,
+  listClaims,
+  listInbound,
+  listOutbound,
+  markClaimVerified,
+  markInboundVerified,
+  markOutboundVerified,
+  setDisplayName,
+  touchClaimCheck,
+  type Claim,
+  type Inbound,
+  type Outbound,
 } from '../../storage/pg/domains.js';
 
 /** Spec §8: a claim's verification may be checked once per 10 s. */
@@ -40,17 +61,26 @@ export function outboundJson(o: Outbound, deps: Deps) {
 
 export function inboundJson(i: Inbound, deps: Deps) {
   return {
-    id: i.id, domain: i.domain, status: i.status, verifiedAt: iso(i.verifiedAt),
-    dnsRecords: inboundRecords(i, deps.ctx.config), createdAt: i.createdAt.toISOString(),
+    id: i.id,
+    domain: i.domain,
+    status: i.status,
+    verifiedAt: iso(i.verifiedAt),
+    dnsRecords: inboundRecords(i, deps.ctx.config),
+    createdAt: i.createdAt.toISOString(),
   };
 }
 
 function nextStep(c: Claim, outbound: Outbound[], inbound: Inbound[]): string {
   if (c.status !== 'verified') return `Publish the TXT record ${ownershipRecord(c).host}, then call verify.`;
-  if (outbound.length === 0 && inbound.length === 0) return 'Add sending (outbound) or receiving (inbound) to the domain.';
-  const pending = [...outbound.filter((o) => o.status !== 'verified').map((o) => `the DKIM record of ${o.domain}`),
-    ...inbound.filter((i) => i.status !== 'verified').map((i) => `the MX record of ${i.domain}`)];
-  return pending.length ? `Publish ${pending.join(' and ')}, then verify the capability.` : 'Ready: send and receive on this domain.';
+  if (outbound.length === 0 && inbound.length === 0)
+    return 'Add sending (outbound) or receiving (inbound) to the domain.';
+  const pending = [
+    ...outbound.filter((o) => o.status !== 'verified').map((o) => `the DKIM record of ${o.domain}`),
+    ...inbound.filter((i) => i.status !== 'verified').map((i) => `the MX record of ${i.domain}`),
+  ];
+  return pending.length
+    ? `Publish ${pending.join(' and ')}, then verify the capability.`
+    : 'Ready: send and receive on this domain.';
 }
 
 async function claimsJson(q: Queryable, deps: Deps, claims: Claim[]) {
@@ -60,7 +90,12 @@ async function claimsJson(q: Queryable, deps: Deps, claims: Claim[]) {
     const outbound = outs.filter((o) => o.claimId === c.id);
     const inbound = ins.filter((i) => i.claimId === c.id);
     return {
-      id: c.id, projectId: c.projectId, domain: c.domain, status: c.status, verifiedAt: iso(c.verifiedAt), createdAt: c.createdAt.toISOString(),
+      id: c.id,
+      projectId: c.projectId,
+      domain: c.domain,
+      status: c.status,
+      verifiedAt: iso(c.verifiedAt),
+      createdAt: c.createdAt.toISOString(),
       dnsRecords: { ownership: ownershipRecord(c) },
       outbound: outbound.map((o) => outboundJson(o, deps)),
       inbound: inbound.map((i) => inboundJson(i, deps)),
@@ -95,7 +130,9 @@ function capabilityDomain(claim: Claim, subdomain: string | undefined): string {
 /** DNS that does not answer is the customer's to fix or retry: a 400 that says so, never a hang. */
 function dnsUnanswered(err: unknown, what: string): never {
   if (err instanceof DnsError && !err.absent) {
-    throw fail('invalid_request', `DNS did not answer for ${what} (${err.failure}); try again in a minute.`, { dns: err.failure });
+    throw fail('invalid_request', `DNS did not answer for ${what} (${err.failure}); try again in a minute.`, {
+      dns: err.failure,
+    });
   }
   throw err;
 }
@@ -109,15 +146,37 @@ async function lookupTxt(deps: Deps, name: string): Promise<string[]> {
   }
 }
 
-async function addOutbound(q: Queryable, deps: Deps, claim: Claim, o: { subdomain?: string; returnPathSubdomain?: string; ed25519?: boolean }, now: Date) {
+async function addOutbound(
+  q: Queryable,
+  deps: Deps,
+  claim: Claim,
+  o: { subdomain?: string; returnPathSubdomain?: string; ed25519?: boolean },
+  now: Date,
+) {
   const domain = capabilityDomain(claim, o.subdomain);
   const id = randomUUID();
-  const [rsa, ed] = await Promise.all([generateDkimKey('rsa'), o.ed25519 ? generateDkimKey('ed25519') : Promise.resolve(null)]);
+  const [rsa, ed] = await Promise.all([
+    generateDkimKey('rsa'),
+    o.ed25519 ? generateDkimKey('ed25519') : Promise.resolve(null),
+  ]);
   const { sealer } = deps.storage;
   const inserted = await insertOutbound(q, {
-    id, claimId: claim.id, projectId: claim.projectId, domain, verified: false, now,
-    dkimSelector: rsa.selector, dkimPrivateSealed: sealer.seal(rsa.privatePem, `dkim:${id}:${rsa.selector}`), dkimPublic: rsa.publicKey,
-    ed25519: ed ? { selector: ed.selector, privateSealed: sealer.seal(ed.privatePem, `dkim:${id}:${ed.selector}`), public: ed.publicKey } : undefined,
+    id,
+    claimId: claim.id,
+    projectId: claim.projectId,
+    domain,
+    verified: false,
+    now,
+    dkimSelector: rsa.selector,
+    dkimPrivateSealed: sealer.seal(rsa.privatePem, `dkim:${id}:${rsa.selector}`),
+    dkimPublic: rsa.publicKey,
+    ed25519: ed
+      ? {
+          selector: ed.selector,
+          privateSealed: sealer.seal(ed.privatePem, `dkim:${id}:${ed.selector}`),
+          public: ed.publicKey,
+        }
+      : undefined,
     returnPathSubdomain: (o.returnPathSubdomain ?? DEFAULT_RETURN_PATH).toLowerCase(),
   });
   if (inserted === 'taken') throw fail('outbound_already_exists', `${domain} already has sending.`);
@@ -125,7 +184,10 @@ async function addOutbound(q: Queryable, deps: Deps, claim: Claim, o: { subdomai
 
 async function addInbound(q: Queryable, claim: Claim, subdomain: string | undefined, now: Date) {
   const domain = capabilityDomain(claim, subdomain);
-  if ((await insertInbound(q, { id: randomUUID(), claimId: claim.id, projectId: claim.projectId, domain, now })) === 'taken') {
+  if (
+    (await insertInbound(q, { id: randomUUID(), claimId: claim.id, projectId: claim.projectId, domain, now })) ===
+    'taken'
+  ) {
     throw fail('inbound_already_exists', `${domain} already has receiving.`);
   }
 }
@@ -139,7 +201,8 @@ async function capabilityOf<T extends { claimId: string }>(
   what: string,
 ): Promise<T> {
   const cap = await get(rc.deps.storage.db, project(rc), capId);
-  if (!cap || (claimId !== undefined && cap.claimId !== claimId)) throw fail('not_found', `No such ${what} capability.`);
+  if (!cap || (claimId !== undefined && cap.claimId !== claimId))
+    throw fail('not_found', `No such ${what} capability.`);
   return cap;
 }
 
@@ -149,7 +212,8 @@ async function verifyOutbound(rc: RequestCtx, capId: string, claimId?: string) {
   const claim = await loadClaim(db, rc, cap.claimId);
   if (claim.status !== 'verified') throw fail('invalid_request', `Verify the claim of ${claim.domain} first.`);
   const wanted: [string, string][] = [[`${cap.dkimSelector}._domainkey.${cap.domain}`, cap.dkimPublic]];
-  if (cap.ed25519Selector && cap.ed25519Public) wanted.push([`${cap.ed25519Selector}._domainkey.${cap.domain}`, cap.ed25519Public]);
+  if (cap.ed25519Selector && cap.ed25519Public)
+    wanted.push([`${cap.ed25519Selector}._domainkey.${cap.domain}`, cap.ed25519Public]);
   for (const [host, key] of wanted) {
     const found = await lookupTxt(rc.deps, host);
     if (!found.some((v) => publishedKey(v) === key)) {
@@ -158,7 +222,10 @@ async function verifyOutbound(rc: RequestCtx, capId: string, claimId?: string) {
   }
   await markOutboundVerified(db, cap.id, rc.now);
   rc.audit.targetId = cap.id;
-  return { status: 'verified' as const, outbound: outboundJson({ ...cap, status: 'verified', verifiedAt: cap.verifiedAt ?? rc.now }, rc.deps) };
+  return {
+    status: 'verified' as const,
+    outbound: outboundJson({ ...cap, status: 'verified', verifiedAt: cap.verifiedAt ?? rc.now }, rc.deps),
+  };
 }
 
 async function displayName(rc: RequestCtx, capId: string, name: string | null, claimId?: string) {
@@ -171,7 +238,8 @@ async function displayName(rc: RequestCtx, capId: string, name: string | null, c
 async function removeOutbound(rc: RequestCtx, capId: string, claimId?: string) {
   const { db } = rc.deps.storage;
   const cap = await capabilityOf(getOutbound, rc, capId, claimId, 'outbound');
-  if (cap.sentCount > 0) throw fail('conflict', `${cap.domain} has sent mail: its sending capability stays for the record.`);
+  if (cap.sentCount > 0)
+    throw fail('conflict', `${cap.domain} has sent mail: its sending capability stays for the record.`);
   await deleteOutbound(db, cap.id);
   return { ok: true as const };
 }
@@ -190,7 +258,10 @@ async function verifyInbound(rc: RequestCtx, capId: string, claimId?: string) {
     throw fail('mx_record_mismatch', `No MX record of ${cap.domain} points at ${want}.`, { expected: want, found });
   }
   await markInboundVerified(db, cap.id, rc.now);
-  return { status: 'verified' as const, inbound: inboundJson({ ...cap, status: 'verified', verifiedAt: cap.verifiedAt ?? rc.now }, rc.deps) };
+  return {
+    status: 'verified' as const,
+    inbound: inboundJson({ ...cap, status: 'verified', verifiedAt: cap.verifiedAt ?? rc.now }, rc.deps),
+  };
 }
 
 async function removeInbound(rc: RequestCtx, capId: string, claimId?: string) {
@@ -218,13 +289,19 @@ export const domainHandlers: Handlers<typeof domainRoutes> = {
     if (domain !== apex) {
       apexClaim = await findClaimByDomain(db, apex);
       if (!apexClaim) throw fail('apex_not_claimed', `Claim ${apex} first.`);
-      if (apexClaim.projectId !== projectId) throw fail('domain_claim_conflict', `${apex} is claimed by another project.`);
+      if (apexClaim.projectId !== projectId)
+        throw fail('domain_claim_conflict', `${apex} is claimed by another project.`);
       if (apexClaim.status !== 'verified') throw fail('apex_not_verified', `Verify ${apex} first.`);
     }
     // A subdomain of a verified apex is the same owner's: it is verified from the start.
     const claim = await insertClaim(db, {
-      id: randomUUID(), projectId, domain, apexClaimId: apexClaim?.id ?? null, verifyToken: randomBytes(16).toString('hex'),
-      verified: apexClaim !== null, now: rc.now,
+      id: randomUUID(),
+      projectId,
+      domain,
+      apexClaimId: apexClaim?.id ?? null,
+      verifyToken: randomBytes(16).toString('hex'),
+      verified: apexClaim !== null,
+      now: rc.now,
     });
     if (claim === 'taken') throw await taken();
     rc.audit.targetId = claim.id;
@@ -245,14 +322,22 @@ export const domainHandlers: Handlers<typeof domainRoutes> = {
     const { db } = rc.deps.storage;
     const claim = await loadClaim(db, rc, params.domainId);
     if (!(await touchClaimCheck(db, claim.id, rc.now, VERIFY_THROTTLE_MS))) {
-      const wait = Math.max(1, Math.ceil((VERIFY_THROTTLE_MS - (rc.now.getTime() - (claim.lastCheckAt?.getTime() ?? 0))) / 1000));
-      throw new ApiError('rate_limited', `Checked less than 10 s ago; try again in ${wait} s.`, undefined, { 'Retry-After': String(wait) });
+      const wait = Math.max(
+        1,
+        Math.ceil((VERIFY_THROTTLE_MS - (rc.now.getTime() - (claim.lastCheckAt?.getTime() ?? 0))) / 1000),
+      );
+      throw new ApiError('rate_limited', `Checked less than 10 s ago; try again in ${wait} s.`, undefined, {
+        'Retry-After': String(wait),
+      });
     }
     if (claim.status !== 'verified') {
       const record = ownershipRecord(claim);
       const found = await lookupTxt(rc.deps, record.host);
       if (!found.some((v) => v.trim() === record.value)) {
-        throw fail('invalid_request', `The TXT record at ${record.host} is missing or does not match.`, { expected: record, found });
+        throw fail('invalid_request', `The TXT record at ${record.host} is missing or does not match.`, {
+          expected: record,
+          found,
+        });
       }
       await markClaimVerified(db, claim.id, rc.now);
     }
@@ -263,8 +348,10 @@ export const domainHandlers: Handlers<typeof domainRoutes> = {
     const { db } = rc.deps.storage;
     await db.tx(async (q) => {
       const claim = await loadClaim(q, rc, params.domainId);
-      if ((await countChildClaims(q, claim.id)) > 0) throw fail('conflict', `Release the subdomain claims of ${claim.domain} first.`);
-      if (await claimHasSent(q, claim.id)) throw fail('conflict', `${claim.domain} has sent mail: the claim stays for the record.`);
+      if ((await countChildClaims(q, claim.id)) > 0)
+        throw fail('conflict', `Release the subdomain claims of ${claim.domain} first.`);
+      if (await claimHasSent(q, claim.id))
+        throw fail('conflict', `${claim.domain} has sent mail: the claim stays for the record.`);
       await deleteClaim(q, claim.id);
     });
     return { ok: true as const };
@@ -298,7 +385,8 @@ export const domainHandlers: Handlers<typeof domainRoutes> = {
   'console.projects.outbound.verify': ({ params }, rc) => verifyOutbound(rc, params.capId),
   'console.projects.domains.outbound.verify': ({ params }, rc) => verifyOutbound(rc, params.capId, params.domainId),
   'console.projects.outbound.displayName': ({ params, body }, rc) => displayName(rc, params.capId, body.displayName),
-  'console.projects.domains.outbound.displayName': ({ params, body }, rc) => displayName(rc, params.capId, body.displayName, params.domainId),
+  'console.projects.domains.outbound.displayName': ({ params, body }, rc) =>
+    displayName(rc, params.capId, body.displayName, params.domainId),
   'console.projects.outbound.delete': ({ params }, rc) => removeOutbound(rc, params.capId),
   'console.projects.domains.outbound.delete': ({ params }, rc) => removeOutbound(rc, params.capId, params.domainId),
   'console.projects.inbound.verify': ({ params }, rc) => verifyInbound(rc, params.capId),

@@ -6,7 +6,12 @@ import type { Handlers, RequestCtx } from '../deps.js';
 import { ApiError, fail } from '../errors.js';
 import { authorizeProject } from '../authorize.js';
 import {
-  getMessage, listMessageEvents, listMessages, messageStats, type MessageEventRecord, type MessageRecord,
+  getMessage,
+  listMessageEvents,
+  listMessages,
+  messageStats,
+  type MessageEventRecord,
+  type MessageRecord,
 } from '../../storage/pg/message-reads.js';
 
 const DAY_MS = 24 * 60 * 60_000;
@@ -55,7 +60,10 @@ async function readableMessage(rc: RequestCtx, id: string): Promise<MessageRecor
 }
 
 /** Every status with its count, zero where there is none. */
-function countsByStatus<R extends { status: string }>(rows: R[], pick: (r: R) => number): Record<MessageStatus, number> {
+function countsByStatus<R extends { status: string }>(
+  rows: R[],
+  pick: (r: R) => number,
+): Record<MessageStatus, number> {
   const out = Object.fromEntries(MESSAGE_STATUSES.map((s) => [s, 0])) as Record<MessageStatus, number>;
   for (const r of rows) if (r.status in out) out[r.status as MessageStatus] = pick(r);
   return out;
@@ -74,13 +82,19 @@ export const messageHandlers: Handlers<typeof messageRoutes> = {
   async 'console.projects.messages'({ query }, rc) {
     const projectId = rc.access?.projectId;
     if (!projectId) throw new Error('route without a project target reached a project handler');
-    const rows = await listMessages(rc.deps.storage.db, { projectId, status: query.status ?? null, limit: clampLimit(query.limit) });
+    const rows = await listMessages(rc.deps.storage.db, {
+      projectId,
+      status: query.status ?? null,
+      limit: clampLimit(query.limit),
+    });
     return { messages: rows.map(messageJson) };
   },
 
   async 'admin.messages.list'({ query }, rc) {
     const rows = await listMessages(rc.deps.storage.db, {
-      projectId: query.projectId ?? null, status: query.status ?? null, limit: clampLimit(query.limit),
+      projectId: query.projectId ?? null,
+      status: query.status ?? null,
+      limit: clampLimit(query.limit),
     });
     return { messages: rows.map(messageJson) };
   },

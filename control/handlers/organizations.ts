@@ -12,14 +12,41 @@ import { orgUsage, inboxUsage } from '../usage.js';
 import type { Queryable } from '../../storage/pg/client.js';
 import type { Sealer } from '../../storage/secrets.js';
 import {
-  addMember, changeMember, countMemberships, getMemberRole, getOrganization, insertOrganization, listMembers,
-  listOrganizationsOfUser, updateOrganization, type Organization, type Member,
+  addMember,
+  changeMember,
+  countMemberships,
+  getMemberRole,
+  getOrganization,
+  insertOrganization,
+  listMembers,
+  listOrganizationsOfUser,
+  updateOrganization,
+  type Organization,
+  type Member,
 } from '../../storage/pg/organizations.js';
-import { insertOrgToken, listOrgTokens, revokeOrgToken, type OrgTokenInfo } from '../../storage/pg/organization-tokens.js';
 import {
-  findPendingInvitationForUpdate, insertInvitation, listPendingInvitations, markInvitationAccepted, revokeInvitation, type Invitation,
+  insertOrgToken,
+  listOrgTokens,
+  revokeOrgToken,
+  type OrgTokenInfo,
+} from '../../storage/pg/organization-tokens.js';
+import {
+  findPendingInvitationForUpdate,
+  insertInvitation,
+  listPendingInvitations,
+  markInvitationAccepted,
+  revokeInvitation,
+  type Invitation,
 } from '../../storage/pg/invitations.js';
-import { findActiveJoinCode, getJoinCode, insertJoinCode, listJoinCodes, revokeJoinCode, useJoinCode, type JoinCode } from '../../storage/pg/join-codes.js';
+import {
+  findActiveJoinCode,
+  getJoinCode,
+  insertJoinCode,
+  listJoinCodes,
+  revokeJoinCode,
+  useJoinCode,
+  type JoinCode,
+} from '../../storage/pg/join-codes.js';
 import { listProjects } from '../../storage/pg/projects.js';
 
 /** How long an invitation link and a join code stay valid. The spec leaves it open; a week. */
@@ -38,14 +65,30 @@ const normalizeCode = (code: string) => code.trim().toUpperCase();
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 const iso = (d: Date) => d.toISOString();
-export const orgJson = (o: Organization) => ({ id: o.id, name: o.name, plan: o.plan, created_at: iso(o.created_at), updated_at: iso(o.updated_at) });
+export const orgJson = (o: Organization) => ({
+  id: o.id,
+  name: o.name,
+  plan: o.plan,
+  created_at: iso(o.created_at),
+  updated_at: iso(o.updated_at),
+});
 const tokenJson = (t: OrgTokenInfo) => ({ id: t.id, tokenId: t.tokenId, label: t.label, createdAt: iso(t.createdAt) });
 const memberJson = (m: Member) => ({ userId: m.userId, email: m.email, role: m.role, joinedAt: iso(m.joinedAt) });
 const invitationJson = (i: Invitation) => ({
-  id: i.id, organizationId: i.organizationId, email: i.email, role: i.role, createdAt: iso(i.createdAt), expiresAt: iso(i.expiresAt),
+  id: i.id,
+  organizationId: i.organizationId,
+  email: i.email,
+  role: i.role,
+  createdAt: iso(i.createdAt),
+  expiresAt: iso(i.expiresAt),
 });
 const joinCodeJson = (c: JoinCode) => ({
-  id: c.id, role: c.role, status: c.status, createdAt: iso(c.createdAt), expiresAt: iso(c.expiresAt), usedAt: c.usedAt ? iso(c.usedAt) : null,
+  id: c.id,
+  role: c.role,
+  status: c.status,
+  createdAt: iso(c.createdAt),
+  expiresAt: iso(c.expiresAt),
+  usedAt: c.usedAt ? iso(c.usedAt) : null,
 });
 
 /** The access the route table's target check granted; present on every {id} route. */
@@ -77,20 +120,27 @@ function mayTouchOwner(access: Access): boolean {
 
 export const organizationHandlers: Handlers<typeof organizationRoutes> = {
   async 'console.organizations.roles'() {
-    return { roles: ROLES.map((role) => ({ role, permissions: [...ROLE_PERMISSIONS[role]] })), permissions: [...PERMISSIONS] };
+    return {
+      roles: ROLES.map((role) => ({ role, permissions: [...ROLE_PERMISSIONS[role]] })),
+      permissions: [...PERMISSIONS],
+    };
   },
 
   async 'console.organizations.create'({ body }, rc) {
     const me = account(rc);
     const { db, sealer } = rc.deps.storage;
-    const already = () => fail('already_in_organization', 'You already belong to an organization; join others with a join code.');
+    const already = () =>
+      fail('already_in_organization', 'You already belong to an organization; join others with a join code.');
     return db.tx(async (q) => {
       if ((await countMemberships(q, me.userId)) > 0) throw already();
       const org = await insertOrganization(q, { id: randomUUID(), name: body.name, ownerId: me.userId, now: rc.now });
       if (!org) throw already();
       rc.audit.organizationId = org.id;
       rc.audit.targetId = org.id;
-      return { organization: orgJson(org), organizationToken: await mintOrgToken(q, sealer, org.id, 'default', rc.now) };
+      return {
+        organization: orgJson(org),
+        organizationToken: await mintOrgToken(q, sealer, org.id, 'default', rc.now),
+      };
     });
   },
 
@@ -162,12 +212,19 @@ export const organizationHandlers: Handlers<typeof organizationRoutes> = {
     const invitation = await db.tx(async (q) => {
       const org = await loadOrg(q, organizationId);
       const inv = await insertInvitation(q, {
-        id: randomUUID(), organizationId, email: body.email, role, tokenHash: sha256(token),
+        id: randomUUID(),
+        organizationId,
+        email: body.email,
+        role,
+        tokenHash: sha256(token),
         invitedBy: rc.principal?.kind === 'account_token' ? rc.principal.userId : null,
-        now: rc.now, expiresAt: new Date(rc.now.getTime() + INVITATION_TTL_MS),
+        now: rc.now,
+        expiresAt: new Date(rc.now.getTime() + INVITATION_TTL_MS),
       });
       await queueNotification(q, rc.deps, {
-        kind: 'invitation', to: body.email, now: rc.now,
+        kind: 'invitation',
+        to: body.email,
+        now: rc.now,
         subject: `You are invited to join ${org.name}`,
         text:
           `You have been invited to join the organization "${org.name}" as ${role}.\n\n` +
@@ -181,7 +238,11 @@ export const organizationHandlers: Handlers<typeof organizationRoutes> = {
   },
 
   async 'console.organizations.invitations.list'(_in, rc) {
-    return { invitations: (await listPendingInvitations(rc.deps.storage.db, granted(rc).organizationId, rc.now)).map(invitationJson) };
+    return {
+      invitations: (await listPendingInvitations(rc.deps.storage.db, granted(rc).organizationId, rc.now)).map(
+        invitationJson,
+      ),
+    };
   },
 
   async 'console.organizations.invitations.delete'({ params }, rc) {
@@ -213,19 +274,30 @@ export const organizationHandlers: Handlers<typeof organizationRoutes> = {
     const access = granted(rc);
     const { organizationId } = access;
     const role: OrgRole = (ROLES as readonly string[]).includes(body.role ?? '') ? (body.role as OrgRole) : 'member';
-    if (role === 'owner' && !mayTouchOwner(access)) throw fail('forbidden', 'Only an owner can make an owner join code.');
+    if (role === 'owner' && !mayTouchOwner(access))
+      throw fail('forbidden', 'Only an owner can make an owner join code.');
     const code = newJoinCode();
     const joinCode = await insertJoinCode(rc.deps.storage.db, {
-      id: randomUUID(), organizationId, codeHash: sha256(code), role,
+      id: randomUUID(),
+      organizationId,
+      codeHash: sha256(code),
+      role,
       createdBy: rc.principal?.kind === 'account_token' ? rc.principal.userId : null,
-      now: rc.now, expiresAt: new Date(rc.now.getTime() + JOIN_CODE_TTL_MS),
+      now: rc.now,
+      expiresAt: new Date(rc.now.getTime() + JOIN_CODE_TTL_MS),
     });
     rc.audit.targetId = joinCode.id;
-    return { joinCode: joinCodeJson(joinCode), code, warning: 'Share this code now: it is shown once and cannot be retrieved.' };
+    return {
+      joinCode: joinCodeJson(joinCode),
+      code,
+      warning: 'Share this code now: it is shown once and cannot be retrieved.',
+    };
   },
 
   async 'console.organizations.joinCodes.list'(_in, rc) {
-    return { joinCodes: (await listJoinCodes(rc.deps.storage.db, granted(rc).organizationId, rc.now)).map(joinCodeJson) };
+    return {
+      joinCodes: (await listJoinCodes(rc.deps.storage.db, granted(rc).organizationId, rc.now)).map(joinCodeJson),
+    };
   },
 
   async 'console.organizations.joinCodes.delete'({ params }, rc) {
@@ -243,7 +315,8 @@ export const organizationHandlers: Handlers<typeof organizationRoutes> = {
     return rc.deps.storage.db.tx(async (q) => {
       const code = await findActiveJoinCode(q, sha256(normalizeCode(body.code)), rc.now);
       if (!code) throw invalid();
-      if (await getMemberRole(q, code.organizationId, me.userId)) throw fail('conflict', 'You are already a member of this organization.');
+      if (await getMemberRole(q, code.organizationId, me.userId))
+        throw fail('conflict', 'You are already a member of this organization.');
       // One UPDATE decides between concurrent redemptions: exactly one uses the code.
       if (!(await useJoinCode(q, code.id, me.userId, rc.now))) throw invalid();
       if (!(await addMember(q, code.organizationId, me.userId, code.role, rc.now))) {

@@ -9,8 +9,25 @@ import { authorizeOrganization, type Access } from '../authorize.js';
 import { newCredentialSecret, randomId, SECRET_WARNING } from '../tokens.js';
 import type { Queryable } from '../../storage/pg/client.js';
 import type { Sealer } from '../../storage/secrets.js';
-import { getProject, insertProject, listProjects, listProjectsOfUser, renameProject, softDeleteProject, type Project } from '../../storage/pg/projects.js';
-import { expireApiKey, findApiKey, insertApiKey, listApiKeys, renameApiKey, revokeApiKey, type ApiKey, type Managed } from '../../storage/pg/api-keys.js';
+import {
+  getProject,
+  insertProject,
+  listProjects,
+  listProjectsOfUser,
+  renameProject,
+  softDeleteProject,
+  type Project,
+} from '../../storage/pg/projects.js';
+import {
+  expireApiKey,
+  findApiKey,
+  insertApiKey,
+  listApiKeys,
+  renameApiKey,
+  revokeApiKey,
+  type ApiKey,
+  type Managed,
+} from '../../storage/pg/api-keys.js';
 import { listMessages } from '../../storage/pg/message-reads.js';
 import { listRecentSuppressions, type SuppressionRecord } from '../../storage/pg/suppressions.js';
 import { messageJson } from './messages.js';
@@ -24,16 +41,32 @@ export const DEFAULT_SCOPES: Scope[] = ['messages:send', 'messages:read', 'suppr
 
 const iso = (d: Date) => d.toISOString();
 export const projectJson = (p: Project) => ({
-  id: p.id, organization_id: p.organization_id, name: p.name, status: p.status, plan: p.plan,
-  created_at: iso(p.created_at), updated_at: iso(p.updated_at),
+  id: p.id,
+  organization_id: p.organization_id,
+  name: p.name,
+  status: p.status,
+  plan: p.plan,
+  created_at: iso(p.created_at),
+  updated_at: iso(p.updated_at),
 });
 export const keyJson = (k: ApiKey) => ({
-  id: k.id, keyId: k.keyId, label: k.label, scopes: k.scopes as Scope[], managed: k.managed,
-  allowedCidrs: k.allowedCidrs, allowed_cidrs: k.allowedCidrs, rotatedFrom: k.rotatedFrom,
-  createdAt: iso(k.createdAt), expiresAt: k.expiresAt ? iso(k.expiresAt) : null,
+  id: k.id,
+  keyId: k.keyId,
+  label: k.label,
+  scopes: k.scopes as Scope[],
+  managed: k.managed,
+  allowedCidrs: k.allowedCidrs,
+  allowed_cidrs: k.allowedCidrs,
+  rotatedFrom: k.rotatedFrom,
+  createdAt: iso(k.createdAt),
+  expiresAt: k.expiresAt ? iso(k.expiresAt) : null,
 });
 export const suppressionJson = (s: SuppressionRecord) => ({
-  id: s.id, address: s.address, reason: s.reason as SuppressionReason, detail: s.detail, createdAt: iso(s.createdAt),
+  id: s.id,
+  address: s.address,
+  reason: s.reason as SuppressionReason,
+  detail: s.detail,
+  createdAt: iso(s.createdAt),
 });
 
 /**
@@ -43,14 +76,30 @@ export const suppressionJson = (s: SuppressionRecord) => ({
 export async function mintProjectKey(
   q: Queryable,
   sealer: Sealer,
-  k: { projectId: string; label: string | null; scopes: Scope[]; allowedCidrs?: string[]; managed?: Managed; rotatedFrom?: string; now: Date },
+  k: {
+    projectId: string;
+    label: string | null;
+    scopes: Scope[];
+    allowedCidrs?: string[];
+    managed?: Managed;
+    rotatedFrom?: string;
+    now: Date;
+  },
 ) {
   const managed = k.managed ?? 'platform';
   const keyId = randomId(managed === 'platform' ? 'tk_' : 'svc_');
   const { secret, sealed } = newCredentialSecret(sealer, 'project_api_key', keyId);
   const key = await insertApiKey(q, {
-    id: randomUUID(), keyId, projectId: k.projectId, secretSealed: sealed, label: k.label, scopes: k.scopes, managed,
-    allowedCidrs: k.allowedCidrs ?? [], rotatedFrom: k.rotatedFrom ?? null, now: k.now,
+    id: randomUUID(),
+    keyId,
+    projectId: k.projectId,
+    secretSealed: sealed,
+    label: k.label,
+    scopes: k.scopes,
+    managed,
+    allowedCidrs: k.allowedCidrs ?? [],
+    rotatedFrom: k.rotatedFrom ?? null,
+    now: k.now,
   });
   return { ...keyJson(key), secret, warning: SECRET_WARNING };
 }
@@ -78,12 +127,20 @@ export const projectHandlers: Handlers<typeof projectRoutes> = {
     const { db, sealer } = rc.deps.storage;
     return db.tx(async (q) => {
       const project = await insertProject(q, {
-        id: randomUUID(), organizationId, name: body.name, now: rc.now,
+        id: randomUUID(),
+        organizationId,
+        name: body.name,
+        now: rc.now,
         createdBy: rc.principal?.kind === 'account_token' ? rc.principal.userId : null,
       });
       rc.audit.projectId = project.id;
       rc.audit.targetId = project.id;
-      const apiKey = await mintProjectKey(q, sealer, { projectId: project.id, label: 'default', scopes: ['project:admin'], now: rc.now });
+      const apiKey = await mintProjectKey(q, sealer, {
+        projectId: project.id,
+        label: 'default',
+        scopes: ['project:admin'],
+        now: rc.now,
+      });
       return { project: projectJson(project), apiKey };
     });
   },
@@ -120,8 +177,12 @@ export const projectHandlers: Handlers<typeof projectRoutes> = {
     ]);
     // Sender domains join this view as their issue lands.
     return {
-      project: projectJson(project), apiKeys: keys.map(keyJson), domains: [], webhooks: webhooks.map(webhookJson),
-      suppressions: suppressions.map(suppressionJson), messages: messages.map(messageJson),
+      project: projectJson(project),
+      apiKeys: keys.map(keyJson),
+      domains: [],
+      webhooks: webhooks.map(webhookJson),
+      suppressions: suppressions.map(suppressionJson),
+      messages: messages.map(messageJson),
     };
   },
 
@@ -132,14 +193,18 @@ export const projectHandlers: Handlers<typeof projectRoutes> = {
   },
 
   async 'console.projects.delete'(_in, rc) {
-    if (!(await softDeleteProject(rc.deps.storage.db, granted(rc).projectId, rc.now))) throw fail('not_found', 'No such project.');
+    if (!(await softDeleteProject(rc.deps.storage.db, granted(rc).projectId, rc.now)))
+      throw fail('not_found', 'No such project.');
     return { ok: true as const };
   },
 
   async 'console.projects.apiKeys.create'({ body }, rc) {
     const key = await mintProjectKey(rc.deps.storage.db, rc.deps.storage.sealer, {
-      projectId: granted(rc).projectId, label: body.label ?? null, scopes: body.scopes ?? DEFAULT_SCOPES,
-      allowedCidrs: body.allowedCidrs ?? [], now: rc.now,
+      projectId: granted(rc).projectId,
+      label: body.label ?? null,
+      scopes: body.scopes ?? DEFAULT_SCOPES,
+      allowedCidrs: body.allowedCidrs ?? [],
+      now: rc.now,
     });
     rc.audit.targetId = key.keyId;
     return key;
@@ -151,19 +216,26 @@ export const projectHandlers: Handlers<typeof projectRoutes> = {
 
   async 'console.projects.apiKeys.update'({ params, body }, rc) {
     const key = await keyOf(rc, params.keyId);
-    if (key.managed === 'platform') throw fail('invalid_request', 'Platform-managed (tk_) keys cannot be renamed; rotate or revoke them.');
+    if (key.managed === 'platform')
+      throw fail('invalid_request', 'Platform-managed (tk_) keys cannot be renamed; rotate or revoke them.');
     await renameApiKey(rc.deps.storage.db, key.id, body.label);
     return { key: keyJson({ ...key, label: body.label }) };
   },
 
   async 'console.projects.apiKeys.rotate'({ params }, rc) {
     const old = await keyOf(rc, params.keyId);
-    if (old.managed !== 'platform') throw fail('invalid_request', 'Only platform-managed (tk_) keys rotate; mint a new local key instead.');
+    if (old.managed !== 'platform')
+      throw fail('invalid_request', 'Only platform-managed (tk_) keys rotate; mint a new local key instead.');
     const { db, sealer } = rc.deps.storage;
     return db.tx(async (q) => {
       await expireApiKey(q, old.id, new Date(rc.now.getTime() + ROTATION_GRACE_MS));
       const key = await mintProjectKey(q, sealer, {
-        projectId: old.projectId, label: old.label, scopes: old.scopes as Scope[], allowedCidrs: old.allowedCidrs, rotatedFrom: old.keyId, now: rc.now,
+        projectId: old.projectId,
+        label: old.label,
+        scopes: old.scopes as Scope[],
+        allowedCidrs: old.allowedCidrs,
+        rotatedFrom: old.keyId,
+        now: rc.now,
       });
       rc.audit.targetId = old.keyId;
       return key;

@@ -7,7 +7,12 @@ import { ApiError, fail } from '../errors.js';
 import { composeMessage, normalizeMailbox, parseFrom, type Mailbox } from '../../mail/compose.js';
 import { FREE_DAILY_LIMIT } from '../usage.js';
 import { encodeReturnPath } from '../../mail/verp.js';
-import { acceptMessage, findSendingCapability, type AcceptOutcome, type SendingCapability } from '../../storage/pg/messages.js';
+import {
+  acceptMessage,
+  findSendingCapability,
+  type AcceptOutcome,
+  type SendingCapability,
+} from '../../storage/pg/messages.js';
 import { renderTemplate } from '../templates/render.js';
 import { perDatabase } from '../bounded-cache.js';
 import { renderedOrFail, usableTemplate } from './templates.js';
@@ -25,7 +30,10 @@ const HEADER_BREAK = /[\r\n\0]/;
 function canonical(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
   if (v && typeof v === 'object') {
-    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(v) ?? 'null';
 }
@@ -46,7 +54,9 @@ function unsubscribeHeaders(url: string | undefined): Record<string, string> | u
   }
   // The URL goes between angle brackets in a header (RFC 2369 §2): no space, no '>' or line break.
   if (!u || u.protocol !== 'https:' || !u.hostname || /[\s<>"\0]/.test(url)) {
-    throw fail('invalid_request', 'unsubscribeUrl must be an https URL.', [{ field: 'body.unsubscribeUrl', message: 'must be an absolute https URL without spaces or angle brackets' }]);
+    throw fail('invalid_request', 'unsubscribeUrl must be an https URL.', [
+      { field: 'body.unsubscribeUrl', message: 'must be an absolute https URL without spaces or angle brackets' },
+    ]);
   }
   return { 'List-Unsubscribe': `<${url}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' };
 }
@@ -59,12 +69,18 @@ function unsubscribeHeaders(url: string | undefined): Record<string, string> | u
  * three go out as given, `{{` and all. The message records the template and the version it used.
  */
 async function renderContent(rc: RequestCtx, body: Body, organizationId: string) {
-  const own = { subject: body.subject, html: body.html, text: body.text, template: null as { id: string; version: number } | null };
+  const own = {
+    subject: body.subject,
+    html: body.html,
+    text: body.text,
+    template: null as { id: string; version: number } | null,
+  };
   if (body.templateId === undefined && body.variables === undefined) return own;
-  const t = body.templateId === undefined ? null : await usableTemplate(rc.deps.storage.db, body.templateId, organizationId);
+  const t =
+    body.templateId === undefined ? null : await usableTemplate(rc.deps.storage.db, body.templateId, organizationId);
   const parts = renderedOrFail(
     renderTemplate(
-      { subject: body.subject, html: t ? t.html : body.html ?? null, text: t ? t.text : body.text ?? null },
+      { subject: body.subject, html: t ? t.html : (body.html ?? null), text: t ? t.text : (body.text ?? null) },
       t?.variables ?? [],
       body.variables,
     ),
@@ -85,21 +101,33 @@ async function renderContent(rc: RequestCtx, body: Body, organizationId: string)
 export async function send(rc: RequestCtx, body: Body, projectId: string | null) {
   const bad = (['to', 'from', 'subject'] as const).filter((f) => HEADER_BREAK.test(body[f]));
   if (bad.length) {
-    throw fail('invalid_request', `Line breaks and NUL are not allowed in ${bad.join(', ')}.`,
-      bad.map((f) => ({ field: `body.${f}`, message: 'must not contain CR, LF or NUL' })));
+    throw fail(
+      'invalid_request',
+      `Line breaks and NUL are not allowed in ${bad.join(', ')}.`,
+      bad.map((f) => ({ field: `body.${f}`, message: 'must not contain CR, LF or NUL' })),
+    );
   }
   if (body.templateId === undefined && body.text === undefined && body.html === undefined) {
-    throw fail('invalid_request', 'Give text, html or templateId.', [{ field: 'body.text', message: 'one of text, html or templateId is required' }]);
+    throw fail('invalid_request', 'Give text, html or templateId.', [
+      { field: 'body.text', message: 'one of text, html or templateId is required' },
+    ]);
   }
   const from = parseFrom(body.from);
-  if (!from) throw fail('invalid_request', 'from is not an address or a "Name <address>".', [{ field: 'body.from', message: 'is not a valid address' }]);
+  if (!from)
+    throw fail('invalid_request', 'from is not an address or a "Name <address>".', [
+      { field: 'body.from', message: 'is not a valid address' },
+    ]);
   // The recipient as suppressions store it: the local part as given, the domain in lower case.
   const to = normalizeMailbox(body.to);
-  if (!to) throw fail('invalid_request', 'to is not a valid address.', [{ field: 'body.to', message: 'is not a valid address' }]);
+  if (!to)
+    throw fail('invalid_request', 'to is not a valid address.', [
+      { field: 'body.to', message: 'is not a valid address' },
+    ]);
 
   const { db } = rc.deps.storage;
   const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
-  const refused = () => fail('sender_domain_not_verified', `${fromDomain} is not a verified sending domain of this project.`);
+  const refused = () =>
+    fail('sender_domain_not_verified', `${fromDomain} is not a verified sending domain of this project.`);
   const senders = sendersOf(db);
   // A cached capability only ever speeds up a send that succeeds: acceptMessage's statement checks it
   // still stands as cached, and every refusal is decided on a fresh lookup.
@@ -132,7 +160,13 @@ export async function send(rc: RequestCtx, body: Body, projectId: string | null)
  * Renders, composes, spools and accepts the message as sent by `cap`. The body is durable before the
  * row commits (acceptMessage), and taken back unless the message is queued.
  */
-async function composeAndAccept(rc: RequestCtx, body: Body, from: Mailbox, to: string, cap: SendingCapability): Promise<AcceptOutcome> {
+async function composeAndAccept(
+  rc: RequestCtx,
+  body: Body,
+  from: Mailbox,
+  to: string,
+  cap: SendingCapability,
+): Promise<AcceptOutcome> {
   const { db, spool } = rc.deps.storage;
   const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
   const content = await renderContent(rc, body, cap.organizationId);
@@ -142,23 +176,51 @@ async function composeAndAccept(rc: RequestCtx, body: Body, from: Mailbox, to: s
   // Spec §4.11 display-name rule: the message's own name, else the domain's default, else none.
   const name = from.name ?? cap.defaultDisplayName;
   const raw = await composeMessage({
-    from: { name, address: from.address }, to, subject: content.subject, text: content.text, html: content.html,
-    messageId: messageIdHeader, date: rc.now, headers: unsubscribeHeaders(body.unsubscribeUrl),
+    from: { name, address: from.address },
+    to,
+    subject: content.subject,
+    text: content.text,
+    html: content.html,
+    messageId: messageIdHeader,
+    date: rc.now,
+    headers: unsubscribeHeaders(body.unsubscribeUrl),
   });
   await spool.enqueue(
     {
-      id, projectId: cap.projectId, domain: to.slice(to.lastIndexOf('@') + 1), mailFrom: returnPath, rcptTo: to,
-      outboundId: cap.outboundId, nextAttemptMs: rc.now.getTime(), attempts: 0, createdMs: rc.now.getTime(),
+      id,
+      projectId: cap.projectId,
+      domain: to.slice(to.lastIndexOf('@') + 1),
+      mailFrom: returnPath,
+      rcptTo: to,
+      outboundId: cap.outboundId,
+      nextAttemptMs: rc.now.getTime(),
+      attempts: 0,
+      createdMs: rc.now.getTime(),
     },
     raw,
   );
   let outcome: AcceptOutcome;
   try {
     outcome = await acceptMessage(db, {
-      id, sender: cap, dailyLimit: FREE_DAILY_LIMIT,
-      fromHeader: name ? `${name} <${from.address}>` : from.address, fromAddress: from.address, to,
-      subject: content.subject, messageIdHeader, returnPath, sizeBytes: raw.length, template: content.template, now: rc.now,
-      idempotency: body.idempotencyKey ? { key: body.idempotencyKey, bodyHash: createHash('sha256').update(canonical(body)).digest('hex'), ttlMs: IDEMPOTENCY_TTL_MS } : null,
+      id,
+      sender: cap,
+      dailyLimit: FREE_DAILY_LIMIT,
+      fromHeader: name ? `${name} <${from.address}>` : from.address,
+      fromAddress: from.address,
+      to,
+      subject: content.subject,
+      messageIdHeader,
+      returnPath,
+      sizeBytes: raw.length,
+      template: content.template,
+      now: rc.now,
+      idempotency: body.idempotencyKey
+        ? {
+            key: body.idempotencyKey,
+            bodyHash: createHash('sha256').update(canonical(body)).digest('hex'),
+            ttlMs: IDEMPOTENCY_TTL_MS,
+          }
+        : null,
     });
   } catch (err) {
     await spool.remove(id).catch(() => {}); // else the MTA drops it as an orphan after its grace
@@ -180,7 +242,10 @@ function answer(rc: RequestCtx, cap: SendingCapability, outcome: Exclude<AcceptO
     case 'key_reused':
       throw fail('idempotency_key_reused', 'This idempotencyKey was used with a different body in the last 24 h.');
     case 'quota_exceeded':
-      throw new ApiError('quota_exceeded', `The organization has sent its ${FREE_DAILY_LIMIT} messages for today (UTC); payg lifts the cap.`);
+      throw new ApiError(
+        'quota_exceeded',
+        `The organization has sent its ${FREE_DAILY_LIMIT} messages for today (UTC); payg lifts the cap.`,
+      );
   }
 }
 

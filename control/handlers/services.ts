@@ -15,7 +15,9 @@ export const serviceHandlers: Handlers<typeof serviceRoutes> = {
       case 'account_token': {
         const orgs = await listOrganizationsOfUser(db, principal.userId);
         return {
-          principal: 'account_token' as const, userId: principal.userId, role: principal.userRole,
+          principal: 'account_token' as const,
+          userId: principal.userId,
+          role: principal.userRole,
           organizations: orgs.map((o) => ({ id: o.id, name: o.name, plan: o.plan })),
         };
       }
@@ -23,12 +25,18 @@ export const serviceHandlers: Handlers<typeof serviceRoutes> = {
         const org = await getOrganization(db, principal.organizationId);
         if (!org) throw fail('unauthorized', 'Request authentication failed.');
         return {
-          principal: 'organization_token' as const, organizationId: org.id,
+          principal: 'organization_token' as const,
+          organizationId: org.id,
           organization: { id: org.id, name: org.name, plan: org.plan },
         };
       }
       case 'project_api_key':
-        return { principal: 'project_api_key' as const, projectId: principal.projectId, organizationId: principal.organizationId, scopes: principal.scopes };
+        return {
+          principal: 'project_api_key' as const,
+          projectId: principal.projectId,
+          organizationId: principal.organizationId,
+          scopes: principal.scopes,
+        };
       case 'platform_admin':
         return { principal: 'platform_admin' as const };
       default:

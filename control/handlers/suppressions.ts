@@ -7,7 +7,10 @@ import { fail } from '../errors.js';
 import { normalizeMailbox } from '../../mail/compose.js';
 import { suppressionJson } from './projects.js';
 import {
-  deleteSuppressionByAddress, getSuppression, insertSuppression, listSuppressions,
+  deleteSuppressionByAddress,
+  getSuppression,
+  insertSuppression,
+  listSuppressions,
 } from '../../storage/pg/suppressions.js';
 
 function projectOf(rc: RequestCtx): string {
@@ -19,7 +22,8 @@ function projectOf(rc: RequestCtx): string {
 /** The local part as given, the domain in lower case; 400 naming `field` when it is no mailbox. */
 function addressOf(raw: string, field: string): string {
   const address = normalizeMailbox(raw);
-  if (!address) throw fail('invalid_request', `${field} is not a valid address.`, [{ field, message: 'is not a valid address' }]);
+  if (!address)
+    throw fail('invalid_request', `${field} is not a valid address.`, [{ field, message: 'is not a valid address' }]);
   return address;
 }
 
@@ -28,9 +32,20 @@ export const suppressionHandlers: Handlers<typeof suppressionRoutes> = {
     const projectId = projectOf(rc);
     const address = addressOf(body.address, 'body.address');
     const { db } = rc.deps.storage;
-    const added = await insertSuppression(db, { projectId, address, reason: body.reason ?? 'manual', detail: body.detail ?? null, now: rc.now });
+    const added = await insertSuppression(db, {
+      projectId,
+      address,
+      reason: body.reason ?? 'manual',
+      detail: body.detail ?? null,
+      now: rc.now,
+    });
     // As the data layer answers (/v1/suppressions/create): the row already there is named.
-    if (!added.inserted) throw fail('conflict', `The project already suppresses ${address}.`, added.id ? { id: added.id, address } : { address });
+    if (!added.inserted)
+      throw fail(
+        'conflict',
+        `The project already suppresses ${address}.`,
+        added.id ? { id: added.id, address } : { address },
+      );
     rc.audit.targetId = address;
     const row = await getSuppression(db, projectId, added.id);
     // Lifted between the insert and this read: it was added, and is gone again.
@@ -40,7 +55,11 @@ export const suppressionHandlers: Handlers<typeof suppressionRoutes> = {
 
   async 'console.projects.suppressions.list'({ query }, rc) {
     const address = query.address === undefined ? null : addressOf(query.address, 'query.address');
-    const rows = await listSuppressions(rc.deps.storage.db, { projectId: projectOf(rc), address, limit: clampLimit(query.limit) });
+    const rows = await listSuppressions(rc.deps.storage.db, {
+      projectId: projectOf(rc),
+      address,
+      limit: clampLimit(query.limit),
+    });
     return { suppressions: rows.map(suppressionJson) };
   },
 

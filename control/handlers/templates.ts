@@ -11,8 +11,15 @@ import { renderTemplate, type RenderOutcome, type TemplateParts } from '../templ
 import type { Queryable } from '../../storage/pg/client.js';
 import { isPgError } from '../../storage/pg/client.js';
 import {
-  deleteTemplate, getTemplate, insertTemplate, listPublicTemplates, listTemplates, PG_CHECK_VIOLATION, updateTemplate,
-  type TemplateRecord, type TemplateVariable,
+  deleteTemplate,
+  getTemplate,
+  insertTemplate,
+  listPublicTemplates,
+  listTemplates,
+  PG_CHECK_VIOLATION,
+  updateTemplate,
+  type TemplateRecord,
+  type TemplateVariable,
 } from '../../storage/pg/templates.js';
 
 export const templateJson = (t: TemplateRecord) => ({
@@ -22,7 +29,9 @@ export const templateJson = (t: TemplateRecord) => ({
   subject: t.subject,
   html: t.html,
   text: t.text,
-  variables: t.variables.map((v) => (v.default === undefined ? { name: v.name } : { name: v.name, default: v.default })),
+  variables: t.variables.map((v) =>
+    v.default === undefined ? { name: v.name } : { name: v.name, default: v.default },
+  ),
   is_public: t.isPublic,
   version: t.version,
   created_by: t.createdBy,
@@ -45,7 +54,8 @@ export async function usableTemplate(q: Queryable, id: string, organizationId: s
 /** Only the owning organization changes a template: 403 for a public one of another (it is visible), 404 for a private one. */
 async function ownTemplate(q: Queryable, id: string, organizationId: string): Promise<TemplateRecord> {
   const t = await usableTemplate(q, id, organizationId);
-  if (t.organizationId !== organizationId) throw fail('forbidden', 'Only the organization that owns this public template may change it.');
+  if (t.organizationId !== organizationId)
+    throw fail('forbidden', 'Only the organization that owns this public template may change it.');
   return t;
 }
 
@@ -58,12 +68,22 @@ export function renderedOrFail(outcome: RenderOutcome, valuesField: string): Tem
   if (outcome.ok) return outcome.parts;
   switch (outcome.reason) {
     case 'missing':
-      throw new ApiError('unprocessable', `No value and no default for ${outcome.names.join(', ')}.`, { missing: outcome.names });
+      throw new ApiError('unprocessable', `No value and no default for ${outcome.names.join(', ')}.`, {
+        missing: outcome.names,
+      });
     case 'subject_break':
-      throw fail('invalid_request', 'A value would put a line break or NUL into the subject.',
-        outcome.names.map((n) => ({ field: `${valuesField}.${n}`, message: 'is used in the subject and must not contain CR, LF or NUL' })));
+      throw fail(
+        'invalid_request',
+        'A value would put a line break or NUL into the subject.',
+        outcome.names.map((n) => ({
+          field: `${valuesField}.${n}`,
+          message: 'is used in the subject and must not contain CR, LF or NUL',
+        })),
+      );
     case 'too_large':
-      throw new ApiError('unprocessable', `The rendered template would pass ${outcome.limitBytes} bytes.`, { limitBytes: outcome.limitBytes });
+      throw new ApiError('unprocessable', `The rendered template would pass ${outcome.limitBytes} bytes.`, {
+        limitBytes: outcome.limitBytes,
+      });
   }
 }
 
@@ -73,17 +93,22 @@ const HEADER_BREAK = /[\r\n\0]/;
 /** 400 for a subject with a line break, or a variable list naming a variable twice. */
 function checkDefinition(b: { subject?: string; variables?: TemplateVariable[] }): void {
   const problems: { field: string; message: string }[] = [];
-  if (b.subject !== undefined && HEADER_BREAK.test(b.subject)) problems.push({ field: 'body.subject', message: 'must not contain CR, LF or NUL' });
+  if (b.subject !== undefined && HEADER_BREAK.test(b.subject))
+    problems.push({ field: 'body.subject', message: 'must not contain CR, LF or NUL' });
   const seen = new Set<string>();
   for (const [i, v] of (b.variables ?? []).entries()) {
-    if (seen.has(v.name)) problems.push({ field: `body.variables.${i}.name`, message: `names ${v.name} a second time` });
+    if (seen.has(v.name))
+      problems.push({ field: `body.variables.${i}.name`, message: `names ${v.name} a second time` });
     seen.add(v.name);
   }
-  if (problems.length) throw fail('invalid_request', problems.map((p) => `${p.field} ${p.message}`).join('; ') + '.', problems);
+  if (problems.length)
+    throw fail('invalid_request', problems.map((p) => `${p.field} ${p.message}`).join('; ') + '.', problems);
 }
 
 const bothPartsGone = () =>
-  fail('invalid_request', 'A template needs html or text.', [{ field: 'body.html', message: 'html or text is required' }]);
+  fail('invalid_request', 'A template needs html or text.', [
+    { field: 'body.html', message: 'html or text is required' },
+  ]);
 
 function orgOf(rc: RequestCtx): string {
   const access = rc.access as Access | null;
@@ -98,15 +123,25 @@ export const templateHandlers: Handlers<typeof templateRoutes> = {
     checkDefinition(body);
     if (body.html === undefined && body.text === undefined) throw bothPartsGone();
     const t = await insertTemplate(rc.deps.storage.db, {
-      id: randomUUID(), organizationId: orgOf(rc), name: body.name, subject: body.subject, html: body.html ?? null,
-      text: body.text ?? null, variables: body.variables ?? [], isPublic: body.isPublic ?? false, createdBy: authorOf(rc), now: rc.now,
+      id: randomUUID(),
+      organizationId: orgOf(rc),
+      name: body.name,
+      subject: body.subject,
+      html: body.html ?? null,
+      text: body.text ?? null,
+      variables: body.variables ?? [],
+      isPublic: body.isPublic ?? false,
+      createdBy: authorOf(rc),
+      now: rc.now,
     });
     rc.audit.targetId = t.id;
     return { template: templateJson(t) };
   },
 
   async 'modules.templates.templates.list'({ query }, rc) {
-    return { templates: (await listTemplates(rc.deps.storage.db, orgOf(rc), clampLimit(query.limit))).map(templateJson) };
+    return {
+      templates: (await listTemplates(rc.deps.storage.db, orgOf(rc), clampLimit(query.limit))).map(templateJson),
+    };
   },
 
   async 'modules.templates.templates.listPublic'({ query }, rc) {
@@ -122,7 +157,14 @@ export const templateHandlers: Handlers<typeof templateRoutes> = {
     const { db } = rc.deps.storage;
     const organizationId = orgOf(rc);
     const current = await ownTemplate(db, body.id, organizationId);
-    const patch = { name: body.name, subject: body.subject, html: body.html, text: body.text, variables: body.variables, isPublic: body.isPublic };
+    const patch = {
+      name: body.name,
+      subject: body.subject,
+      html: body.html,
+      text: body.text,
+      variables: body.variables,
+      isPublic: body.isPublic,
+    };
     rc.audit.targetId = current.id;
     // Nothing to change: no new version.
     if (Object.values(patch).every((v) => v === undefined)) return { template: templateJson(current) };
@@ -153,8 +195,11 @@ export const templateHandlers: Handlers<typeof templateRoutes> = {
     if (body.id !== undefined) {
       const inline = (['subject', 'html', 'text', 'variables'] as const).filter((f) => body[f] !== undefined);
       if (inline.length) {
-        throw fail('invalid_request', 'Render a template by id or inline, not both.',
-          inline.map((f) => ({ field: `body.${f}`, message: 'is not allowed with id' })));
+        throw fail(
+          'invalid_request',
+          'Render a template by id or inline, not both.',
+          inline.map((f) => ({ field: `body.${f}`, message: 'is not allowed with id' })),
+        );
       }
       const t = await usableTemplate(rc.deps.storage.db, body.id, orgOf(rc));
       parts = { subject: t.subject, html: t.html, text: t.text };
@@ -162,7 +207,9 @@ export const templateHandlers: Handlers<typeof templateRoutes> = {
     } else {
       checkDefinition(body);
       if (body.html === undefined && body.text === undefined) {
-        throw fail('invalid_request', 'Give id, or html or text to render inline.', [{ field: 'body.id', message: 'id, html or text is required' }]);
+        throw fail('invalid_request', 'Give id, or html or text to render inline.', [
+          { field: 'body.id', message: 'id, html or text is required' },
+        ]);
       }
       parts = { subject: body.subject ?? null, html: body.html ?? null, text: body.text ?? null };
       defaults = body.variables ?? [];

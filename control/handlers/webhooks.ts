@@ -11,13 +11,20 @@ import { SECRET_WARNING } from '../tokens.js';
 import type { Queryable } from '../../storage/pg/client.js';
 import type { Sealer } from '../../storage/secrets.js';
 import {
-  deleteWebhookEndpoint, insertWebhookEndpoint, listWebhookEndpoints, webhookSecretAad, type WebhookEndpoint,
+  deleteWebhookEndpoint,
+  insertWebhookEndpoint,
+  listWebhookEndpoints,
+  webhookSecretAad,
+  type WebhookEndpoint,
 } from '../../storage/pg/webhooks.js';
 import { checkWebhookUrl } from '../../mail/webhook-target.js';
 import { newWebhookSecret } from '../../mail/webhook-sign.js';
 
 export const webhookJson = (w: WebhookEndpoint): Static<typeof Webhook> => ({
-  id: w.id, url: w.url, events: w.events as WebhookEvent[], createdAt: w.createdAt.toISOString(),
+  id: w.id,
+  url: w.url,
+  events: w.events as WebhookEvent[],
+  createdAt: w.createdAt.toISOString(),
 });
 
 /**
@@ -28,17 +35,30 @@ export const webhookJson = (w: WebhookEndpoint): Static<typeof Webhook> => ({
 export async function registerWebhook(
   q: Queryable,
   sealer: Sealer,
-  w: { projectId: string; url: string; events: readonly WebhookEvent[] | undefined; allowPrivate: boolean; now: Date; field: string },
+  w: {
+    projectId: string;
+    url: string;
+    events: readonly WebhookEvent[] | undefined;
+    allowPrivate: boolean;
+    now: Date;
+    field: string;
+  },
 ): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
   const checked = checkWebhookUrl(w.url.trim(), w.allowPrivate);
   if (!checked.ok) throw fail('invalid_request', checked.message, [{ field: w.field, message: checked.message }]);
   const id = randomUUID();
   const secret = newWebhookSecret();
   const endpoint = await insertWebhookEndpoint(q, {
-    id, projectId: w.projectId, url: checked.url.href, events: w.events ?? [], secretSealed: sealer.seal(secret, webhookSecretAad(id)),
-    now: w.now, max: MAX_WEBHOOKS_PER_PROJECT,
+    id,
+    projectId: w.projectId,
+    url: checked.url.href,
+    events: w.events ?? [],
+    secretSealed: sealer.seal(secret, webhookSecretAad(id)),
+    now: w.now,
+    max: MAX_WEBHOOKS_PER_PROJECT,
   });
-  if (!endpoint) throw fail('conflict', `A project has at most ${MAX_WEBHOOKS_PER_PROJECT} webhooks; delete one first.`);
+  if (!endpoint)
+    throw fail('conflict', `A project has at most ${MAX_WEBHOOKS_PER_PROJECT} webhooks; delete one first.`);
   return { endpoint, secret };
 }
 
@@ -52,7 +72,11 @@ export const webhookHandlers: Handlers<typeof webhookRoutes> = {
   async 'console.projects.webhooks.create'({ body }, rc) {
     const { db, sealer } = rc.deps.storage;
     const { endpoint, secret } = await registerWebhook(db, sealer, {
-      projectId: projectOf(rc), url: body.url, events: body.events, allowPrivate: rc.deps.ctx.config.allowPrivateWebhooks, now: rc.now,
+      projectId: projectOf(rc),
+      url: body.url,
+      events: body.events,
+      allowPrivate: rc.deps.ctx.config.allowPrivateWebhooks,
+      now: rc.now,
       field: 'body.url',
     });
     rc.audit.targetId = endpoint.id;
@@ -64,7 +88,8 @@ export const webhookHandlers: Handlers<typeof webhookRoutes> = {
   },
 
   async 'console.projects.webhooks.delete'({ params }, rc) {
-    if (!(await deleteWebhookEndpoint(rc.deps.storage.db, projectOf(rc), params.webhookId))) throw fail('not_found', 'No such webhook in this project.');
+    if (!(await deleteWebhookEndpoint(rc.deps.storage.db, projectOf(rc), params.webhookId)))
+      throw fail('not_found', 'No such webhook in this project.');
     rc.audit.targetId = params.webhookId;
     return { ok: true as const };
   },

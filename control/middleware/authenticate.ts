@@ -6,7 +6,14 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { ApiError, fail } from '../errors.js';
 import type { CredentialKind, Scope } from '../api/types.js';
 import { BlockList, isIP } from 'node:net';
-import { HEADER_ADMIN_KEY, HEADER_NONCE, HEADER_TIMESTAMP, sha256Hex, signature, stringToSign } from '../api/signing.js';
+import {
+  HEADER_ADMIN_KEY,
+  HEADER_NONCE,
+  HEADER_TIMESTAMP,
+  sha256Hex,
+  signature,
+  stringToSign,
+} from '../api/signing.js';
 import type { Principal } from '../principal.js';
 import type { Deps } from '../deps.js';
 import { credentialAad } from '../tokens.js';
@@ -62,11 +69,25 @@ function header(h: IncomingHttpHeaders, name: string): string | undefined {
 function toPrincipal(c: StoredCredential): Principal {
   switch (c.kind) {
     case 'account_token':
-      return { kind: c.kind, credentialId: c.id, keyId: c.keyId, userId: c.userId, userRole: c.userRole, email: c.userEmail };
+      return {
+        kind: c.kind,
+        credentialId: c.id,
+        keyId: c.keyId,
+        userId: c.userId,
+        userRole: c.userRole,
+        email: c.userEmail,
+      };
     case 'organization_token':
       return { kind: c.kind, credentialId: c.id, keyId: c.keyId, organizationId: c.organizationId };
     case 'project_api_key':
-      return { kind: c.kind, credentialId: c.id, keyId: c.keyId, projectId: c.projectId, organizationId: c.organizationId, scopes: c.scopes as Scope[] };
+      return {
+        kind: c.kind,
+        credentialId: c.id,
+        keyId: c.keyId,
+        projectId: c.projectId,
+        organizationId: c.organizationId,
+        scopes: c.scopes as Scope[],
+      };
   }
 }
 
@@ -98,7 +119,11 @@ function admit(accepted: readonly CredentialKind[], p: Principal): ApiError | nu
   return unauthorized();
 }
 
-export async function authenticate(req: SignedRequest, accepted: readonly CredentialKind[], deps: Deps): Promise<Principal> {
+export async function authenticate(
+  req: SignedRequest,
+  accepted: readonly CredentialKind[],
+  deps: Deps,
+): Promise<Principal> {
   const { clock, config } = deps.ctx;
   const m = AUTH_RE.exec(header(req.headers, 'authorization') ?? '');
   if (!m) throw unauthorized();
@@ -109,9 +134,18 @@ export async function authenticate(req: SignedRequest, accepted: readonly Creden
   if (keyId === 'admin' && sig === 'bootstrap') {
     // Spec §5.3: the platform key, for bootstrap and break-glass use, on the routes that list it.
     const given = header(req.headers, HEADER_ADMIN_KEY);
-    if (!config.platformAdminKey || given === undefined || !sameSecret(given, config.platformAdminKey)) throw unauthorized();
+    if (!config.platformAdminKey || given === undefined || !sameSecret(given, config.platformAdminKey))
+      throw unauthorized();
     if (!accepted.includes('platform_admin')) throw unauthorized();
-    checkGuard(await guardRequest(deps.storage.db, { keyId: 'platform_admin', nonce: randomUUID(), nonceExpiresAt: new Date(nowMs + SKEW_MS), now, bucket: BUCKET }));
+    checkGuard(
+      await guardRequest(deps.storage.db, {
+        keyId: 'platform_admin',
+        nonce: randomUUID(),
+        nonceExpiresAt: new Date(nowMs + SKEW_MS),
+        now,
+        bucket: BUCKET,
+      }),
+    );
     return { kind: 'platform_admin' };
   }
 
@@ -138,7 +172,11 @@ export async function authenticate(req: SignedRequest, accepted: readonly Creden
   cache.set(keyId, checked);
   // The nonce must be remembered for as long as its timestamp would still be accepted.
   const guard = await guardRequest(deps.storage.db, {
-    keyId, nonce, nonceExpiresAt: new Date(tsMs + SKEW_MS), now, bucket: BUCKET,
+    keyId,
+    nonce,
+    nonceExpiresAt: new Date(tsMs + SKEW_MS),
+    now,
+    bucket: BUCKET,
     credential: { lookup: credentialLookup(keyId)!, secretSealed: checked.secretSealed },
   });
   // Revoked, expired or changed since it was cached: nothing was consumed, and the request fails.
@@ -155,7 +193,8 @@ export async function authenticate(req: SignedRequest, accepted: readonly Creden
 
 /** Throws the answer for a credential that may not call this route (or not from this address). */
 function refuseUnless(accepted: readonly CredentialKind[], cred: StoredCredential, ip: string): void {
-  if (cred.kind === 'project_api_key' && cred.managed === 'platform' && !sourceAllowed(cred.allowedCidrs, ip)) throw unauthorized();
+  if (cred.kind === 'project_api_key' && cred.managed === 'platform' && !sourceAllowed(cred.allowedCidrs, ip))
+    throw unauthorized();
   const refused = admit(accepted, toPrincipal(cred));
   if (refused) throw refused;
 }
@@ -164,8 +203,13 @@ function checkGuard(guard: GuardResult): void {
   if (!guard.freshNonce) throw unauthorized();
   if (!guard.allowed) {
     const retryAfter = Math.max(1, Math.ceil((1 - guard.tokens) / BUCKET.perSecond));
-    throw new ApiError('rate_limited', 'Too many requests for this credential.', { retryAfterSeconds: retryAfter }, {
-      'Retry-After': String(retryAfter),
-    });
+    throw new ApiError(
+      'rate_limited',
+      'Too many requests for this credential.',
+      { retryAfterSeconds: retryAfter },
+      {
+        'Retry-After': String(retryAfter),
+      },
+    );
   }
 }

@@ -9,7 +9,9 @@ import { fail } from '../errors.js';
 // Bodies: unknown fields are dropped, types are not coerced (a JSON string is not a number).
 const bodyAjv = addFormats.default(new Ajv({ allErrors: true, removeAdditional: true, strict: false }));
 // Query strings and path parameters arrive as text: coerce them to the declared types.
-const textAjv = addFormats.default(new Ajv({ allErrors: true, removeAdditional: true, coerceTypes: true, strict: false }));
+const textAjv = addFormats.default(
+  new Ajv({ allErrors: true, removeAdditional: true, coerceTypes: true, strict: false }),
+);
 // Responses (checked when SVC_CHECK_RESPONSES is on, as in tests): exactly as declared.
 const responseAjv = addFormats.default(new Ajv({ allErrors: true, strict: false }));
 
@@ -34,7 +36,8 @@ export function fieldErrors(part: string, errors: ErrorObject[] | null | undefin
   const out: FieldError[] = [];
   for (const e of errors ?? []) {
     let field = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
-    if (e.keyword === 'required') field = [field, (e.params as { missingProperty: string }).missingProperty].filter(Boolean).join('.');
+    if (e.keyword === 'required')
+      field = [field, (e.params as { missingProperty: string }).missingProperty].filter(Boolean).join('.');
     const message = e.keyword === 'required' ? 'is required' : (e.message ?? 'is invalid');
     const key = `${part}${field ? '.' + field : ''}`;
     if (!out.some((o) => o.field === key && o.message === message)) out.push({ field: key, message });
@@ -48,7 +51,11 @@ export function compileRequest(part: Part, schema: TSchema): (value: unknown) =>
     if (part === 'body' && value === undefined) value = {};
     if (!v(value)) {
       const details = fieldErrors(part, v.errors);
-      throw fail('invalid_request', `Invalid ${part}: ${details.map((d) => `${d.field} ${d.message}`).join('; ')}.`, details);
+      throw fail(
+        'invalid_request',
+        `Invalid ${part}: ${details.map((d) => `${d.field} ${d.message}`).join('; ')}.`,
+        details,
+      );
     }
     return value;
   };

@@ -36,7 +36,10 @@ export const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => HTML_ESCAP
 
 const HEADER_BREAK = /[\r\n\0]/;
 
-function valueMap(defaults: readonly TemplateVariable[], values: Readonly<Record<string, unknown>> | undefined): Map<string, string> {
+function valueMap(
+  defaults: readonly TemplateVariable[],
+  values: Readonly<Record<string, unknown>> | undefined,
+): Map<string, string> {
   const out = new Map<string, string>();
   for (const v of defaults) if (typeof v.default === 'string') out.set(v.name, v.default);
   // Object.entries lists the object's own enumerable keys only: nothing inherited is ever read. A

@@ -60,10 +60,27 @@ export async function listenMx(ctx: Context, storage: Storage): Promise<{ port: 
             log.info({ messageId: m.id, why: outcome.why }, 'report received and ignored');
             continue;
           }
-          const reason = outcome.kind === 'complained' ? 'complaint' : outcome.kind === 'bounced' && outcome.suppress ? 'hard_bounce' : null;
+          const reason =
+            outcome.kind === 'complained'
+              ? 'complaint'
+              : outcome.kind === 'bounced' && outcome.suppress
+                ? 'hard_bounce'
+                : null;
           await recordReport(storage.db, {
-            messageId: m.id, projectId: m.projectId, type: outcome.kind, detail: outcome.detail, at: new Date(clock.now()),
-            suppress: reason ? { address: m.to, reason, detail: String(outcome.detail.diagnostic ?? outcome.detail.message ?? outcome.detail.feedbackType ?? outcome.kind) } : undefined,
+            messageId: m.id,
+            projectId: m.projectId,
+            type: outcome.kind,
+            detail: outcome.detail,
+            at: new Date(clock.now()),
+            suppress: reason
+              ? {
+                  address: m.to,
+                  reason,
+                  detail: String(
+                    outcome.detail.diagnostic ?? outcome.detail.message ?? outcome.detail.feedbackType ?? outcome.kind,
+                  ),
+                }
+              : undefined,
           });
           log.info({ messageId: m.id, type: outcome.kind }, 'asynchronous report recorded');
         }

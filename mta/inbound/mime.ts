@@ -5,7 +5,9 @@ import { Readable } from 'node:stream';
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-const { Splitter } = require('@zone-eu/mailsplit') as { Splitter: new (o?: { maxHeadSize?: number }) => NodeJS.ReadWriteStream };
+const { Splitter } = require('@zone-eu/mailsplit') as {
+  Splitter: new (o?: { maxHeadSize?: number }) => NodeJS.ReadWriteStream;
+};
 
 interface SplitNode {
   type: 'node';
@@ -54,7 +56,8 @@ export async function mimeParts(raw: Buffer): Promise<Part[]> {
   await new Promise<void>((resolve, reject) => {
     splitter.on('data', (data: { type: string; value?: Buffer } & Partial<SplitNode>) => {
       if (data.type === 'node') collected.push({ node: data as SplitNode, chunks: [] });
-      else if (data.type === 'body' && data.value && collected.length) collected[collected.length - 1]!.chunks.push(data.value);
+      else if (data.type === 'body' && data.value && collected.length)
+        collected[collected.length - 1]!.chunks.push(data.value);
     });
     splitter.on('end', resolve);
     splitter.on('error', reject);
@@ -73,7 +76,8 @@ export async function mimeParts(raw: Buffer): Promise<Part[]> {
       header: (name) => node.headers.getFirst(name) ?? '',
       body: node.multipart || contentType === 'message/rfc822' ? Buffer.alloc(0) : await decode(node, chunks),
       embedded: embeddedIn(node),
-      messageRoot: node.root || node.parentNode === false || (node.parentNode && node.parentNode.contentType === 'message/rfc822'),
+      messageRoot:
+        node.root || node.parentNode === false || (node.parentNode && node.parentNode.contentType === 'message/rfc822'),
     });
   }
   return parts;

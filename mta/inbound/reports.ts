@@ -13,7 +13,12 @@ export type ReportOutcome =
   | { kind: 'ignored'; why: string };
 
 /** "rfc822; a@b" → "a@b" (RFC 3464 §2.3.2 address-type prefix). */
-const addressOf = (v: string | undefined) => (v ?? '').replace(/^[^;]*;\s*/, '').replace(/^<|>$/g, '').trim().toLowerCase();
+const addressOf = (v: string | undefined) =>
+  (v ?? '')
+    .replace(/^[^;]*;\s*/, '')
+    .replace(/^<|>$/g, '')
+    .trim()
+    .toLowerCase();
 
 const REPLY = /\b([245]\d\d)(?:[ -]+([245]\.\d{1,3}\.\d{1,3}))?[ -]+([^\r\n]*)/;
 
@@ -28,30 +33,50 @@ function fromDsn(part: Part, recipient: string): ReportOutcome {
   const groups = fieldGroups(part.body.toString('utf8'));
   const perMessage = groups[0] ?? {};
   const perRecipient = groups.slice(1);
-  const mine = perRecipient.find((g) => [g['final-recipient'], g['original-recipient']].some((v) => addressOf(v) === recipient.toLowerCase()));
+  const mine = perRecipient.find((g) =>
+    [g['final-recipient'], g['original-recipient']].some((v) => addressOf(v) === recipient.toLowerCase()),
+  );
   const g = mine ?? perRecipient[0];
   if (!g) return { kind: 'ignored', why: 'a delivery-status part without a recipient' };
   const action = (g['action'] ?? '').toLowerCase();
   const status = /^[245]\.\d{1,3}\.\d{1,3}/.exec(g['status'] ?? '')?.[0] ?? null;
   const diagnostic = (g['diagnostic-code'] ?? '').replace(/^smtp;\s*/i, '');
   const detail = {
-    source: 'dsn', action, status, diagnostic: diagnostic || null,
-    reportingMta: addressOf(perMessage['reporting-mta']) || null, remoteMta: addressOf(g['remote-mta']) || null,
+    source: 'dsn',
+    action,
+    status,
+    diagnostic: diagnostic || null,
+    reportingMta: addressOf(perMessage['reporting-mta']) || null,
+    remoteMta: addressOf(g['remote-mta']) || null,
   };
   if (action === 'delayed') return { kind: 'deferred', detail };
   if (action !== 'failed') return { kind: 'ignored', why: `DSN action ${action || '(none)'}` };
   const quoted = quotedReply(diagnostic);
-  const reply: SmtpReplyInput = quoted ?? { code: status?.startsWith('4') ? 450 : 550, enhanced: status, text: diagnostic || `${status ?? '5.0.0'} delivery failed` };
+  const reply: SmtpReplyInput = quoted ?? {
+    code: status?.startsWith('4') ? 450 : 550,
+    enhanced: status,
+    text: diagnostic || `${status ?? '5.0.0'} delivery failed`,
+  };
   if (status && !quoted?.enhanced) reply.enhanced = status;
   const c = classify(reply);
   // The remote gave up: bounced whatever the class; the address is suppressed only when it is bad.
-  return { kind: 'bounced', detail: { ...detail, class: c.class, message: c.message }, suppress: SUPPRESSING.has(c.class) };
+  return {
+    kind: 'bounced',
+    detail: { ...detail, class: c.class, message: c.message },
+    suppress: SUPPRESSING.has(c.class),
+  };
 }
 
 function fromArf(part: Part): ReportOutcome {
   const f = fieldGroups(part.body.toString('utf8'))[0] ?? {};
   const type = (f['feedback-type'] ?? '').toLowerCase();
-  const detail = { source: 'arf', feedbackType: type, userAgent: f['user-agent'] ?? null, arrivalDate: f['arrival-date'] ?? null, reportingMta: addressOf(f['reporting-mta']) || null };
+  const detail = {
+    source: 'arf',
+    feedbackType: type,
+    userAgent: f['user-agent'] ?? null,
+    arrivalDate: f['arrival-date'] ?? null,
+    reportingMta: addressOf(f['reporting-mta']) || null,
+  };
   // RFC 5965 §7.3: abuse, fraud, virus and other are complaints; not-spam is the opposite, and
   // auth-failure (RFC 6591) is about authentication, not about the recipient's wishes.
   if (['abuse', 'fraud', 'virus', 'other'].includes(type)) return { kind: 'complained', detail };
@@ -59,29 +84,50 @@ function fromArf(part: Part): ReportOutcome {
 }
 
 const PLAIN_PATTERNS: { re: RegExp; reply: SmtpReplyInput }[] = [
-  { re: /\b(no such (user|mailbox|recipient)|no mailbox here|(user|mailbox|recipient|address)( name)? (is )?(unknown|not found|does not exist|doesn't exist|invalid|disabled|unavailable))\b/i, reply: { code: 550, enhanced: '5.1.1', text: 'mailbox unknown (plain-text bounce)' } },
-  { re: /\b(mailbox (is )?full|over (the )?quota|quota exceeded)\b/i, reply: { code: 552, enhanced: '5.2.2', text: 'mailbox full (plain-text bounce)' } },
-  { re: /\b(host or domain name not found|domain (does not exist|not found))\b/i, reply: { code: 550, enhanced: '5.1.2', text: 'domain not found (plain-text bounce)' } },
+  {
+    re: /\b(no such (user|mailbox|recipient)|no mailbox here|(user|mailbox|recipient|address)( name)? (is )?(unknown|not found|does not exist|doesn't exist|invalid|disabled|unavailable))\b/i,
+    reply: { code: 550, enhanced: '5.1.1', text: 'mailbox unknown (plain-text bounce)' },
+  },
+  {
+    re: /\b(mailbox (is )?full|over (the )?quota|quota exceeded)\b/i,
+    reply: { code: 552, enhanced: '5.2.2', text: 'mailbox full (plain-text bounce)' },
+  },
+  {
+    re: /\b(host or domain name not found|domain (does not exist|not found))\b/i,
+    reply: { code: 550, enhanced: '5.1.2', text: 'domain not found (plain-text bounce)' },
+  },
 ];
-const PLAIN_DELAY = /\b(has not yet been delivered|delivery (has been )?delayed|will (continue to )?(retry|try again))\b/i;
+const PLAIN_DELAY =
+  /\b(has not yet been delivered|delivery (has been )?delayed|will (continue to )?(retry|try again))\b/i;
 
 function fromPlain(parts: Part[]): ReportOutcome {
-  const text = parts.filter((p) => !p.embedded && p.contentType === 'text/plain').map((p) => p.body.toString('utf8')).join('\n');
+  const text = parts
+    .filter((p) => !p.embedded && p.contentType === 'text/plain')
+    .map((p) => p.body.toString('utf8'))
+    .join('\n');
   if (!text) return { kind: 'ignored', why: 'no report part and no text' };
-  if (PLAIN_DELAY.test(text)) return { kind: 'deferred', detail: { source: 'text', message: 'delivery delayed (plain-text notice)' } };
+  if (PLAIN_DELAY.test(text))
+    return { kind: 'deferred', detail: { source: 'text', message: 'delivery delayed (plain-text notice)' } };
   const reply = quotedReply(text) ?? PLAIN_PATTERNS.find((p) => p.re.test(text))?.reply ?? null;
   if (!reply) return { kind: 'ignored', why: 'no DSN part and no recognizable bounce text' };
   const c = classify(reply);
   if (c.action === 'deliver') return { kind: 'ignored', why: 'a 2xx reply' };
-  if (reply.code < 500) return { kind: 'deferred', detail: { source: 'text', class: c.class, message: c.message, reply: reply.text } };
-  return { kind: 'bounced', detail: { source: 'text', class: c.class, message: c.message, reply: reply.text }, suppress: SUPPRESSING.has(c.class) };
+  if (reply.code < 500)
+    return { kind: 'deferred', detail: { source: 'text', class: c.class, message: c.message, reply: reply.text } };
+  return {
+    kind: 'bounced',
+    detail: { source: 'text', class: c.class, message: c.message, reply: reply.text },
+    suppress: SUPPRESSING.has(c.class),
+  };
 }
 
 /** `recipient`: the original recipient of our message (to pick its block out of a multi-recipient DSN). */
 export async function readReport(raw: Buffer, recipient: string): Promise<ReportOutcome> {
   const parts = await mimeParts(raw);
   const outer = parts.filter((p) => !p.embedded);
-  const dsn = outer.find((p) => p.contentType === 'message/delivery-status' || p.contentType === 'message/global-delivery-status');
+  const dsn = outer.find(
+    (p) => p.contentType === 'message/delivery-status' || p.contentType === 'message/global-delivery-status',
+  );
   if (dsn) return fromDsn(dsn, recipient);
   const arf = outer.find((p) => p.contentType === 'message/feedback-report');
   if (arf) return fromArf(arf);

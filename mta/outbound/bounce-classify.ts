@@ -18,26 +18,40 @@ import { readFileSync } from 'node:fs';
  * hatch for a reply no rule or code explains.
  */
 export type BounceClass =
-  | 'delivered'     // 2xx
-  | 'unknown_user'  // the mailbox does not exist or is disabled
-  | 'mailbox_full'  // over quota (4.2.2 defers, 5.2.2 fails: see config/bounce-rules.txt)
-  | 'bad_domain'    // the recipient's domain does not exist or takes no mail
-  | 'relay_denied'  // the host we reached does not accept mail for that domain
-  | 'too_large'     // the message exceeds the receiver's size limit
-  | 'policy'        // refused by a local policy of the receiver (not content, not reputation)
-  | 'spam'          // the content was judged spam or harmful
-  | 'blocklisted'   // our sending IP or domain is on a blocklist or has a bad reputation
-  | 'auth_failure'  // SPF, DKIM, DMARC or reverse DNS checks failed (RFC 7372)
-  | 'tls_required'  // the receiver insists on STARTTLS (RFC 3207)
-  | 'rate_limited'  // throttled: too many connections, messages or recipients
-  | 'greylisted'    // "come back later" by design
-  | 'temporary'     // a transient problem at the receiver
-  | 'connection'    // no SMTP reply at all: refused, timed out, reset, DNS
+  | 'delivered' // 2xx
+  | 'unknown_user' // the mailbox does not exist or is disabled
+  | 'mailbox_full' // over quota (4.2.2 defers, 5.2.2 fails: see config/bounce-rules.txt)
+  | 'bad_domain' // the recipient's domain does not exist or takes no mail
+  | 'relay_denied' // the host we reached does not accept mail for that domain
+  | 'too_large' // the message exceeds the receiver's size limit
+  | 'policy' // refused by a local policy of the receiver (not content, not reputation)
+  | 'spam' // the content was judged spam or harmful
+  | 'blocklisted' // our sending IP or domain is on a blocklist or has a bad reputation
+  | 'auth_failure' // SPF, DKIM, DMARC or reverse DNS checks failed (RFC 7372)
+  | 'tls_required' // the receiver insists on STARTTLS (RFC 3207)
+  | 'rate_limited' // throttled: too many connections, messages or recipients
+  | 'greylisted' // "come back later" by design
+  | 'temporary' // a transient problem at the receiver
+  | 'connection' // no SMTP reply at all: refused, timed out, reset, DNS
   | 'other';
 
 export const BOUNCE_CLASSES: readonly BounceClass[] = Object.freeze([
-  'delivered', 'unknown_user', 'mailbox_full', 'bad_domain', 'relay_denied', 'too_large', 'policy', 'spam',
-  'blocklisted', 'auth_failure', 'tls_required', 'rate_limited', 'greylisted', 'temporary', 'connection', 'other',
+  'delivered',
+  'unknown_user',
+  'mailbox_full',
+  'bad_domain',
+  'relay_denied',
+  'too_large',
+  'policy',
+  'spam',
+  'blocklisted',
+  'auth_failure',
+  'tls_required',
+  'rate_limited',
+  'greylisted',
+  'temporary',
+  'connection',
+  'other',
 ]);
 
 export type BounceAction = 'deliver' | 'defer' | 'fail';
@@ -150,7 +164,9 @@ export function loadRules(text: string, source = 'bounce rules'): BounceRule[] {
     // writes \t.
     const fields = raw.split(/\t+/).map((f) => f.trim());
     if (fields.length !== 4 || fields.some((f) => f === '')) {
-      fail(`expected 4 TAB-separated fields (regex, action, class, message), found ${fields.filter((f) => f !== '').length}`);
+      fail(
+        `expected 4 TAB-separated fields (regex, action, class, message), found ${fields.filter((f) => f !== '').length}`,
+      );
     }
     const [pattern, action, cls, message] = fields as [string, string, string, string];
     let regex: RegExp;
@@ -160,13 +176,16 @@ export function loadRules(text: string, source = 'bounce rules'): BounceRule[] {
     } catch (err) {
       return fail(`bad regex: ${(err as Error).message}`);
     }
-    if (!(RULE_ACTIONS as readonly string[]).includes(action)) fail(`action must be one of ${RULE_ACTIONS.join(', ')}, got "${action}"`);
-    if (!(RULE_CLASSES as readonly string[]).includes(cls)) fail(`class must be one of ${RULE_CLASSES.join(', ')}, got "${cls}"`);
+    if (!(RULE_ACTIONS as readonly string[]).includes(action))
+      fail(`action must be one of ${RULE_ACTIONS.join(', ')}, got "${action}"`);
+    if (!(RULE_CLASSES as readonly string[]).includes(cls))
+      fail(`class must be one of ${RULE_CLASSES.join(', ')}, got "${cls}"`);
     // style.md #5: every rule stands under the real reply it was written for, and matches it.
     if (replies.length === 0) fail('a rule must be preceded by at least one "# reply: <the real SMTP reply>" comment');
     for (const quoted of replies) {
       const reply = parseReply(quoted) as SmtpReplyInput;
-      if (!regex.test(subjectOf(reply).subject)) fail(`the regex does not match its quoted reply ${JSON.stringify(quoted)}`);
+      if (!regex.test(subjectOf(reply).subject))
+        fail(`the regex does not match its quoted reply ${JSON.stringify(quoted)}`);
     }
     rules.push({ line, regex, action: action as RuleAction, class: cls as BounceClass, message, replies });
     replies = [];
@@ -254,7 +273,7 @@ function byEnhancedCode(code: number, enhanced: string | null): Classification |
   if (d) {
     return {
       action: d.alwaysDefer ? 'defer' : action,
-      class: temporary ? d.temporary ?? d.class : d.class,
+      class: temporary ? (d.temporary ?? d.class) : d.class,
       message: `${d.message} (${enhanced})`,
     };
   }
@@ -271,13 +290,18 @@ export function classify(reply: ReplyOrConnectionError, rules: readonly BounceRu
   if ('connectionError' in reply) {
     // No reply: the peer never had a say, so nothing about the recipient is known. RFC 5321 §4.5.4.1:
     // keep trying, and let the retry schedule decide when to give up.
-    return { action: 'defer', class: 'connection', message: 'Could not connect to, or lost the connection with, the receiving server' };
+    return {
+      action: 'defer',
+      class: 'connection',
+      message: 'Could not connect to, or lost the connection with, the receiving server',
+    };
   }
   const { code } = reply;
   if (!Number.isInteger(code) || code < 100 || code > 599) {
     return { action: 'defer', class: 'other', message: `Unintelligible reply code ${String(code)}` };
   }
-  if (code >= 200 && code < 300) return { action: 'deliver', class: 'delivered', message: 'Accepted by the receiving server' };
+  if (code >= 200 && code < 300)
+    return { action: 'deliver', class: 'delivered', message: 'Accepted by the receiving server' };
 
   const { subject, enhanced } = subjectOf(reply);
   const rule = rules.find((r) => r.regex.test(subject));

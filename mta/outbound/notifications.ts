@@ -6,7 +6,12 @@ import { randomUUID } from 'node:crypto';
 import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';
 import { verifiedCapabilityOf } from '../../storage/pg/deliveries.js';
-import { claimNotifications, notificationFailed, notificationSent, type ClaimedNotification } from '../../storage/pg/notification-outbox.js';
+import {
+  claimNotifications,
+  notificationFailed,
+  notificationSent,
+  type ClaimedNotification,
+} from '../../storage/pg/notification-outbox.js';
 import { composeMessage } from '../../mail/compose.js';
 import { dkimSign } from '../../mail/dkim-sign.js';
 import { createKeyCache } from './signing-keys.js';
@@ -33,7 +38,10 @@ export function startNotificationSender(ctx: Context, storage: Storage, pools: P
     if (capId) return keys.get(capId);
     if (!warnedUnsigned) {
       warnedUnsigned = true;
-      log.warn({ notifyFrom: config.notifyFrom }, 'SVC_NOTIFY_FROM has no verified sending domain: platform mail goes out unsigned');
+      log.warn(
+        { notifyFrom: config.notifyFrom },
+        'SVC_NOTIFY_FROM has no verified sending domain: platform mail goes out unsigned',
+      );
     }
     return null;
   }
@@ -41,25 +49,47 @@ export function startNotificationSender(ctx: Context, storage: Storage, pools: P
   async function deliver(n: ClaimedNotification) {
     const now = clock.now();
     const raw = await composeMessage({
-      from: { name: null, address: n.sender }, to: n.recipient, subject: n.subject,
+      from: { name: null, address: n.sender },
+      to: n.recipient,
+      subject: n.subject,
       text: sealer.open(n.bodySealed, `notification_outbox:${n.id}`),
-      messageId: `${randomUUID()}@${notifyDomain}`, date: new Date(now),
+      messageId: `${randomUUID()}@${notifyDomain}`,
+      date: new Date(now),
     });
     const k = await signingKeys();
     const message = k ? dkimSign(raw, k, now) : raw;
     const domain = n.recipient.slice(n.recipient.lastIndexOf('@') + 1).toLowerCase();
-    const result = await pools.send({ domain, source: sourceAddressFor(config.sourceAddresses, n.sender) }, n.sender, n.recipient, message);
+    const result = await pools.send(
+      { domain, source: sourceAddressFor(config.sourceAddresses, n.sender) },
+      n.sender,
+      n.recipient,
+      message,
+    );
     if (result.kind === 'accepted') return notificationSent(db, n.id, new Date(clock.now()));
     const c = classify(result.kind === 'reply' ? result.reply : { connectionError: result.error });
     const why = result.kind === 'reply' ? result.reply.text : result.error;
-    const next = c.action === 'fail' ? null : nextAttempt({ attempts: n.attempts, firstAttemptMs: n.createdAt.getTime(), nowMs: clock.now(), delaysMs: config.retryDelaysMs });
+    const next =
+      c.action === 'fail'
+        ? null
+        : nextAttempt({
+            attempts: n.attempts,
+            firstAttemptMs: n.createdAt.getTime(),
+            nowMs: clock.now(),
+            delaysMs: config.retryDelaysMs,
+          });
     await notificationFailed(db, n.id, `${c.class}: ${why}`, next?.action === 'retry' ? new Date(next.atMs) : null);
   }
 
   async function round() {
     const now = clock.now();
     const claimed = await claimNotifications(db, new Date(now), BATCH, new Date(now + LEASE_MS));
-    await Promise.all(claimed.map((n) => deliver(n).catch((err) => log.error({ err, notificationId: n.id }, 'notification delivery failed; retried after its lease'))));
+    await Promise.all(
+      claimed.map((n) =>
+        deliver(n).catch((err) =>
+          log.error({ err, notificationId: n.id }, 'notification delivery failed; retried after its lease'),
+        ),
+      ),
+    );
   }
 
   function tick() {

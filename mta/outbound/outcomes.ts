@@ -13,7 +13,13 @@ import type { SendResult } from './pool.js';
  * Refusals of this message's content or of us (spam, policy, authentication, size) do not: the
  * address is fine and the next message may well pass.
  */
-export const SUPPRESSING: ReadonlySet<BounceClass> = new Set(['unknown_user', 'bad_domain', 'mailbox_full', 'relay_denied', 'other']);
+export const SUPPRESSING: ReadonlySet<BounceClass> = new Set([
+  'unknown_user',
+  'bad_domain',
+  'mailbox_full',
+  'relay_denied',
+  'other',
+]);
 
 export interface Decision {
   status: OutcomeStatus;
@@ -24,28 +30,53 @@ export interface Decision {
 }
 
 /** What an attempt means: `attempts` counts this one; `delaysMs` is SVC_RETRY_DELAYS. */
-export function decide(result: SendResult, to: string, attempts: number, nowMs: number, delaysMs: readonly number[]): Decision {
+export function decide(
+  result: SendResult,
+  to: string,
+  attempts: number,
+  nowMs: number,
+  delaysMs: readonly number[],
+): Decision {
   const base = { attempt: attempts, host: result.host };
   if (result.kind === 'accepted') {
     return { status: 'delivered', detail: { ...base, reply: result.reply, tls: result.tls } };
   }
   const c = classify(result.kind === 'reply' ? result.reply : { connectionError: result.error });
   const detail: Record<string, unknown> = {
-    ...base, class: c.class, message: c.message,
+    ...base,
+    class: c.class,
+    message: c.message,
     // The remote reply, verbatim (issue 5): what a customer's support needs to see.
     ...(result.kind === 'reply' ? { reply: result.reply.text } : { error: result.error }),
   };
   if (c.action === 'fail') {
     return {
-      status: 'bounced', detail,
-      suppress: SUPPRESSING.has(c.class) ? { address: to, reason: 'hard_bounce', detail: (result.kind === 'reply' ? result.reply.text : c.message).slice(0, 500) } : undefined,
+      status: 'bounced',
+      detail,
+      suppress: SUPPRESSING.has(c.class)
+        ? {
+            address: to,
+            reason: 'hard_bounce',
+            detail: (result.kind === 'reply' ? result.reply.text : c.message).slice(0, 500),
+          }
+        : undefined,
     };
   }
   const next = nextAttempt({ attempts, firstAttemptMs: nowMs, nowMs, delaysMs });
-  if (next.action === 'retry') return { status: 'deferred', detail: { ...detail, nextAttemptAt: new Date(next.atMs).toISOString() }, retryAtMs: next.atMs };
+  if (next.action === 'retry')
+    return {
+      status: 'deferred',
+      detail: { ...detail, nextAttemptAt: new Date(next.atMs).toISOString() },
+      retryAtMs: next.atMs,
+    };
   return {
-    status: 'failed', detail: { ...detail, gaveUpAfter: attempts },
-    suppress: { address: to, reason: 'soft_bounce_max', detail: `gave up after ${attempts} attempts: ${c.message}`.slice(0, 500) },
+    status: 'failed',
+    detail: { ...detail, gaveUpAfter: attempts },
+    suppress: {
+      address: to,
+      reason: 'soft_bounce_max',
+      detail: `gave up after ${attempts} attempts: ${c.message}`.slice(0, 500),
+    },
   };
 }
 
@@ -58,7 +89,10 @@ export function createOutcomeWriter(db: Db, log: Logger, maxBatch = 500) {
       const batch = pending.slice(0, maxBatch);
       pending = pending.slice(batch.length);
       try {
-        await recordOutcomes(db, batch.map((b) => b.outcome));
+        await recordOutcomes(
+          db,
+          batch.map((b) => b.outcome),
+        );
         for (const b of batch) b.done();
       } catch (err) {
         log.error({ err, count: batch.length }, 'recording delivery outcomes failed');
@@ -71,7 +105,9 @@ export function createOutcomeWriter(db: Db, log: Logger, maxBatch = 500) {
   return {
     /** Resolves once the outcome is committed; rejects when its batch failed. */
     write(outcome: Outcome): Promise<void> {
-      const p = new Promise<void>((resolve, reject) => pending.push({ outcome, done: (err) => (err ? reject(err) : resolve()) }));
+      const p = new Promise<void>((resolve, reject) =>
+        pending.push({ outcome, done: (err) => (err ? reject(err) : resolve()) }),
+      );
       // The first write of a quiet period waits one turn so that writes of the same turn share the batch.
       flushing ??= new Promise<void>((r) => setImmediate(r)).then(flushLoop);
       return p;

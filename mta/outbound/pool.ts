@@ -85,12 +85,18 @@ export function createPools(opts: PoolOptions) {
   function connectOne(dest: Destination, host: string, address: string): Promise<Conn> {
     return new Promise((resolve, reject) => {
       const smtp = new SMTPConnection({
-        host: address, port: opts.port, name: opts.hostname, localAddress: dest.source ?? undefined,
+        host: address,
+        port: opts.port,
+        name: opts.hostname,
+        localAddress: dest.source ?? undefined,
         // Opportunistic STARTTLS (RFC 3207): encrypt when offered, and go on in plaintext when the
         // upgrade is refused. Certificates are not verified: without MTA-STS or DANE nothing says
         // which name an MX must present, so checking would only make mail to sloppy hosts wait.
-        opportunisticTLS: true, servername: isIP(host) ? undefined : host, tls: { rejectUnauthorized: false },
-        connectionTimeout: opts.connectTimeoutMs ?? 30_000, greetingTimeout: opts.connectTimeoutMs ?? 30_000,
+        opportunisticTLS: true,
+        servername: isIP(host) ? undefined : host,
+        tls: { rejectUnauthorized: false },
+        connectionTimeout: opts.connectTimeoutMs ?? 30_000,
+        greetingTimeout: opts.connectTimeoutMs ?? 30_000,
         socketTimeout: opts.socketTimeoutMs ?? 5 * 60_000,
       } as ConstructorParameters<typeof SMTPConnection>[0]);
       const conn: Conn = { smtp, host, messages: 0, usable: true, idleTimer: null };
@@ -130,7 +136,9 @@ export function createPools(opts: PoolOptions) {
         } catch (err) {
           const e = err as SmtpError;
           const reply = replyOf(e);
-          last = reply ? { kind: 'reply', host: host.name, reply } : { kind: 'connection', host: host.name, error: `${address}: ${e.message}` };
+          last = reply
+            ? { kind: 'reply', host: host.name, reply }
+            : { kind: 'connection', host: host.name, error: `${address}: ${e.message}` };
         }
       }
     }
@@ -185,7 +193,12 @@ export function createPools(opts: PoolOptions) {
     p.idle.push(c);
   }
 
-  function transmit(c: Conn, from: string, to: string, raw: Buffer): Promise<{ err: SmtpError | null; response: string }> {
+  function transmit(
+    c: Conn,
+    from: string,
+    to: string,
+    raw: Buffer,
+  ): Promise<{ err: SmtpError | null; response: string }> {
     return new Promise((resolve) => {
       // size: checked against the receiver's SIZE and announced in MAIL FROM (RFC 1870).
       c.smtp.send({ from, to: [to], size: raw.length }, raw, (err: SmtpError | null, info?: { response?: string }) => {
@@ -217,7 +230,9 @@ export function createPools(opts: PoolOptions) {
         return { kind: 'connection', host: null, error: 'MTA stopping' };
       }
       if (!c) {
-        const opened = await open(dest).catch((err: Error) => ({ failure: { kind: 'connection' as const, host: null, error: err.message } }));
+        const opened = await open(dest).catch((err: Error) => ({
+          failure: { kind: 'connection' as const, host: null, error: err.message },
+        }));
         if ('failure' in opened) {
           drop(p, null);
           return opened.failure;
@@ -237,7 +252,11 @@ export function createPools(opts: PoolOptions) {
       if (err.code === 'EMESSAGE' && !err.responseCode && /larger than allowed/i.test(err.message) && c.usable) {
         await reset(c);
         release(p, c);
-        return { kind: 'reply', host: c.host, reply: { code: 552, enhanced: '5.3.4', text: `552 5.3.4 ${err.message} (the receiver's SIZE limit)` } };
+        return {
+          kind: 'reply',
+          host: c.host,
+          reply: { code: 552, enhanced: '5.3.4', text: `552 5.3.4 ${err.message} (the receiver's SIZE limit)` },
+        };
       }
       const reply = replyOf(err);
       if ((err.code === 'EENVELOPE' || err.code === 'EMESSAGE') && reply && reply.code !== 421 && c.usable) {
@@ -269,7 +288,13 @@ export function createPools(opts: PoolOptions) {
     }
   }
 
-  const stats = () => [...pools.values()].map((p) => ({ domain: p.dest.domain, source: p.dest.source, open: p.open, idle: p.idle.length }));
+  const stats = () =>
+    [...pools.values()].map((p) => ({
+      domain: p.dest.domain,
+      source: p.dest.source,
+      open: p.open,
+      idle: p.idle.length,
+    }));
 
   return { send, close, stats };
 }

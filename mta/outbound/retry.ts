@@ -31,11 +31,13 @@ export type NextAttempt = { action: 'retry'; atMs: number } | { action: 'give_up
 export function nextAttempt(opts: NextAttemptInput): NextAttempt {
   const { attempts, nowMs, delaysMs } = opts;
   // Programming errors, not remote input: a caller that has made no attempt has nothing to schedule.
-  if (!Number.isSafeInteger(attempts) || attempts < 1) throw new RangeError(`retry: attempts must be an integer ≥ 1, got ${attempts}`);
+  if (!Number.isSafeInteger(attempts) || attempts < 1)
+    throw new RangeError(`retry: attempts must be an integer ≥ 1, got ${attempts}`);
   if (!Number.isFinite(nowMs)) throw new RangeError(`retry: nowMs must be a finite time, got ${nowMs}`);
   const delay = delaysMs[attempts - 1];
   if (delay === undefined) return { action: 'give_up' };
-  if (!Number.isFinite(delay) || delay < 0) throw new RangeError(`retry: delaysMs[${attempts - 1}] is not a duration: ${delay}`);
+  if (!Number.isFinite(delay) || delay < 0)
+    throw new RangeError(`retry: delaysMs[${attempts - 1}] is not a duration: ${delay}`);
   return { action: 'retry', atMs: nowMs + delay };
 }
 

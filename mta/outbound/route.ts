@@ -19,7 +19,11 @@ export type Route =
   /** DNS did not answer: try again later. */
   | { kind: 'dns_error'; message: string };
 
-async function addressesOf(resolver: Resolver, name: string, family: 4 | 6 | null): Promise<{ addresses: string[]; absent: boolean }> {
+async function addressesOf(
+  resolver: Resolver,
+  name: string,
+  family: 4 | 6 | null,
+): Promise<{ addresses: string[]; absent: boolean }> {
   if (isIP(name)) return { addresses: [name], absent: false };
   const lookups = await Promise.allSettled([
     family === 6 ? Promise.resolve([]) : resolver.a(name),
@@ -49,14 +53,20 @@ export async function resolveRoute(resolver: Resolver, domain: string, family: 4
   } catch (err) {
     if (!(err instanceof DnsError)) throw err;
     if (err.failure === 'NXDOMAIN') {
-      return { kind: 'unroutable', reply: { code: 550, enhanced: '5.1.2', text: `550 5.1.2 Domain ${domain} does not exist (NXDOMAIN)` } };
+      return {
+        kind: 'unroutable',
+        reply: { code: 550, enhanced: '5.1.2', text: `550 5.1.2 Domain ${domain} does not exist (NXDOMAIN)` },
+      };
     }
     if (err.failure !== 'NODATA') return { kind: 'dns_error', message: err.message };
     mx = [];
   }
   // RFC 7505: a single MX of "." with preference 0 says the domain takes no mail.
   if (mx.length === 1 && mx[0]!.exchange === '') {
-    return { kind: 'unroutable', reply: { code: 556, enhanced: '5.1.10', text: `556 5.1.10 ${domain} does not accept mail (null MX, RFC 7505)` } };
+    return {
+      kind: 'unroutable',
+      reply: { code: 556, enhanced: '5.1.10', text: `556 5.1.10 ${domain} does not accept mail (null MX, RFC 7505)` },
+    };
   }
   // RFC 5321 §5.1: no MX records: the domain itself is the host (the implicit MX).
   const names = mx.length ? byPreference(mx.filter((r) => r.exchange !== '')).map((r) => r.exchange) : [domain];
@@ -65,11 +75,18 @@ export async function resolveRoute(resolver: Resolver, domain: string, family: 4
   for (const name of names) {
     const { addresses, absent } = await addressesOf(resolver, name, family);
     allAbsent &&= absent;
-    if (addresses.length) hosts.push({ name, addresses: addresses.filter((a) => isIP(a) === 4).concat(addresses.filter((a) => isIP(a) === 6)) });
+    if (addresses.length)
+      hosts.push({
+        name,
+        addresses: addresses.filter((a) => isIP(a) === 4).concat(addresses.filter((a) => isIP(a) === 6)),
+      });
   }
   if (hosts.length) return { kind: 'hosts', hosts };
   if (mx.length === 0 && allAbsent) {
-    return { kind: 'unroutable', reply: { code: 550, enhanced: '5.1.2', text: `550 5.1.2 ${domain} has no MX and no address records` } };
+    return {
+      kind: 'unroutable',
+      reply: { code: 550, enhanced: '5.1.2', text: `550 5.1.2 ${domain} has no MX and no address records` },
+    };
   }
   // MX hosts without addresses are a misconfiguration the receiver may fix soon: keep trying.
   return { kind: 'dns_error', message: `no address for the MX hosts of ${domain}: ${names.join(', ')}` };

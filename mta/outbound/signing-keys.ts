@@ -15,7 +15,8 @@ export function createKeyCache(db: Queryable, sealer: Sealer, now: () => number 
     const row = await capabilityKeys(db, outboundId);
     if (!row) return null;
     const open = (k: { selector: string; sealed: string }): SigningKey => ({
-      domain: row.domain, selector: k.selector,
+      domain: row.domain,
+      selector: k.selector,
       key: createPrivateKey(sealer.open(k.sealed, `dkim:${outboundId}:${k.selector}`)),
     });
     // RSA first: a verifier that knows only RSA (most of them still) meets the signature it can check first.

@@ -23,7 +23,9 @@ export interface WorkerOptions {
   pollMs?: number;
   /** How long SIGTERM waits for deliveries in progress. */
   drainMs?: number;
-  pool?: Partial<Pick<PoolOptions, 'perDestination' | 'idleMs' | 'maxMessages' | 'connectTimeoutMs' | 'socketTimeoutMs'>>;
+  pool?: Partial<
+    Pick<PoolOptions, 'perDestination' | 'idleMs' | 'maxMessages' | 'connectTimeoutMs' | 'socketTimeoutMs'>
+  >;
 }
 
 /** A spooled id without a row may be a sendEmail whose commit is still in flight: wait this long. */
@@ -36,7 +38,13 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   const maxInFlight = opts.maxInFlight ?? 256;
   const leaseMs = opts.leaseMs ?? 10 * 60_000;
   const pollMs = opts.pollMs ?? 100;
-  const pools = createPools({ resolver: ctx.resolver, log, hostname: config.hostname, port: config.outboundPort, ...opts.pool });
+  const pools = createPools({
+    resolver: ctx.resolver,
+    log,
+    hostname: config.hostname,
+    port: config.outboundPort,
+    ...opts.pool,
+  });
   const keys = createKeyCache(db, storage.sealer, () => clock.now());
   const writer = createOutcomeWriter(db, log);
   const inFlight = new Set<string>();
@@ -64,7 +72,10 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     for (const e of entries) inFlight.add(e.id);
     let statuses: Map<string, string>;
     try {
-      statuses = await messageStatuses(db, entries.map((e) => e.id));
+      statuses = await messageStatuses(
+        db,
+        entries.map((e) => e.id),
+      );
     } catch (err) {
       // Leased, so they come back when the lease ends.
       log.error({ err }, 'reading message statuses failed');
@@ -73,7 +84,9 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     }
     for (const e of entries) {
       handle(e, statuses.get(e.id))
-        .catch((err) => log.error({ err, messageId: e.id }, 'delivery failed unexpectedly; retried when its lease ends'))
+        .catch((err) =>
+          log.error({ err, messageId: e.id }, 'delivery failed unexpectedly; retried when its lease ends'),
+        )
         .finally(async () => {
           if (relapsed.delete(e.id)) await spool.reschedule(e.id, clock.now()).catch(() => {});
           inFlight.delete(e.id);
@@ -95,12 +108,18 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       return finish(e, { status: 'failed', detail: { reason: 'cancelled by operator' } }, e.attempts);
     }
     const body = spool.body(e.id);
-    if (!body) return finish(e, { status: 'failed', detail: { reason: 'message body missing from the spool' } }, e.attempts);
+    if (!body)
+      return finish(e, { status: 'failed', detail: { reason: 'message body missing from the spool' } }, e.attempts);
 
     let signed: Buffer;
     try {
       const k = await keys.get(e.outboundId);
-      if (!k) return finish(e, { status: 'failed', detail: { reason: 'the sending domain was removed; the message cannot be signed' } }, e.attempts);
+      if (!k)
+        return finish(
+          e,
+          { status: 'failed', detail: { reason: 'the sending domain was removed; the message cannot be signed' } },
+          e.attempts,
+        );
       signed = dkimSign(body, k, now);
     } catch (err) {
       // Fail closed (issue 5): never an unsigned send. A key that does not open (a changed master
@@ -118,8 +137,14 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
 
   async function finish(e: SpoolEntry, d: Decision, attempts: number) {
     const outcome: Outcome = {
-      messageId: e.id, projectId: e.projectId, status: d.status, attempts, detail: d.detail, suppress: d.suppress,
-      outboundId: e.outboundId, at: new Date(clock.now()),
+      messageId: e.id,
+      projectId: e.projectId,
+      status: d.status,
+      attempts,
+      detail: d.detail,
+      suppress: d.suppress,
+      outboundId: e.outboundId,
+      at: new Date(clock.now()),
     };
     await writer.write(outcome);
     if (d.status === 'deferred') await spool.reschedule(e.id, d.retryAtMs!, attempts);
@@ -128,7 +153,8 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   }
 
   // Leases held by a previous process on this spool are stale: it died mid-delivery (one MTA owns a spool).
-  spool.recoverLeases(clock.now())
+  spool
+    .recoverLeases(clock.now())
     .then((n) => n && log.warn({ recovered: n }, 'deliveries interrupted by the last stop are retried now'))
     .catch((err) => log.error({ err }, 'recovering spool leases failed'))
     .finally(() => loop.schedule(0));
@@ -141,7 +167,11 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       loop.stop();
       const deadline = Date.now() + (opts.drainMs ?? 30_000);
       while ((inFlight.size || loop.polling()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-      if (inFlight.size) log.warn({ inFlight: inFlight.size }, 'stopped with deliveries in progress; they are retried after their lease');
+      if (inFlight.size)
+        log.warn(
+          { inFlight: inFlight.size },
+          'stopped with deliveries in progress; they are retried after their lease',
+        );
       await writer.idle();
       await pools.close();
     },

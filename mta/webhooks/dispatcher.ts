@@ -14,7 +14,12 @@ import { randomBytes } from 'node:crypto';
 import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';
 import {
-  claimWebhookDeliveries, recordWebhookAttempt, releaseWebhookDeliveries, webhookSecretAad, type AttemptResult, type ClaimedDelivery,
+  claimWebhookDeliveries,
+  recordWebhookAttempt,
+  releaseWebhookDeliveries,
+  webhookSecretAad,
+  type AttemptResult,
+  type ClaimedDelivery,
 } from '../../storage/pg/webhooks.js';
 import { destinationOf } from '../../mail/webhook-target.js';
 import { postWebhook, type PostResult } from './post.js';
@@ -44,7 +49,14 @@ export function webhookBody(d: ClaimedDelivery): string {
   return JSON.stringify({
     type: d.eventType,
     createdAt: new Date(d.eventAt).toISOString(),
-    data: { messageId: d.messageId, projectId: d.projectId, to: d.to, from: d.from, subject: d.subject, detail: d.detail ?? null },
+    data: {
+      messageId: d.messageId,
+      projectId: d.projectId,
+      to: d.to,
+      from: d.from,
+      subject: d.subject,
+      detail: d.detail ?? null,
+    },
   });
 }
 
@@ -70,7 +82,12 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
       if (room > 0) {
         const now = clock.now();
         const batch = await claimWebhookDeliveries(db, {
-          now: new Date(now), limit: room, perEndpoint, busy, inFlight: [...inFlight.keys()], leaseUntil: new Date(now + leaseMs),
+          now: new Date(now),
+          limit: room,
+          perEndpoint,
+          busy,
+          inFlight: [...inFlight.keys()],
+          leaseUntil: new Date(now + leaseMs),
         });
         claimed = batch.length;
         for (const d of batch) start(d);
@@ -86,7 +103,9 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
     inFlight.set(d.id, d.endpointId);
     busy.set(d.endpointId, (busy.get(d.endpointId) ?? 0) + 1);
     attempt(d)
-      .catch((err) => log.error({ err, delivery: d.id }, 'webhook attempt failed unexpectedly; retried when its lease ends'))
+      .catch((err) =>
+        log.error({ err, delivery: d.id }, 'webhook attempt failed unexpectedly; retried when its lease ends'),
+      )
       .finally(() => {
         inFlight.delete(d.id);
         const n = (busy.get(d.endpointId) ?? 1) - 1;
@@ -104,11 +123,17 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
     const secret = openSecret(d);
     let result: PostResult;
     if (!destination.ok) result = { kind: 'failed', error: destination.error, latencyMs: 0 };
-    else if (secret === null) result = { kind: 'failed', error: 'the endpoint secret does not open with this master key', latencyMs: 0 };
+    else if (secret === null)
+      result = { kind: 'failed', error: 'the endpoint secret does not open with this master key', latencyMs: 0 };
     else {
       const body = webhookBody(d);
       result = await postWebhook({
-        url, address: destination.address, family: destination.family, body, timeoutMs, signal: aborter.signal,
+        url,
+        address: destination.address,
+        family: destination.family,
+        body,
+        timeoutMs,
+        signal: aborter.signal,
         headers: webhookHeaders(secret, d.webhookId, Math.floor(at / 1000), body),
       });
     }
@@ -134,7 +159,8 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
   function outcome(d: ClaimedDelivery, r: PostResult, at: number): AttemptResult {
     const base = { id: d.id, latencyMs: r.latencyMs, attemptedAt: new Date(at) };
     const statusCode = r.kind === 'answered' ? r.statusCode : null;
-    if (statusCode !== null && statusCode >= 200 && statusCode < 300) return { ...base, status: 'succeeded', statusCode, error: null };
+    if (statusCode !== null && statusCode >= 200 && statusCode < 300)
+      return { ...base, status: 'succeeded', statusCode, error: null };
     const error = r.kind === 'answered' ? `HTTP ${r.statusCode}` : r.error;
     const next = nextWebhookAttempt(d.attempt, new Date(d.eventAt).getTime(), clock.now(), random());
     if (next.action === 'give_up') return { ...base, status: 'failed', statusCode, error };
@@ -153,7 +179,10 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
       const deadline = Date.now() + drainMs;
       while ((inFlight.size || loop.polling()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       if (inFlight.size) {
-        log.warn({ inFlight: inFlight.size }, 'webhook requests still in progress at stop: aborted, retried at the next start');
+        log.warn(
+          { inFlight: inFlight.size },
+          'webhook requests still in progress at stop: aborted, retried at the next start',
+        );
         aborter.abort();
         while (inFlight.size) await new Promise((r) => setTimeout(r, 10));
       }

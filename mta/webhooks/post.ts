@@ -7,8 +7,7 @@ import https from 'node:https';
 import type { LookupFunction } from 'node:net';
 
 export type PostResult =
-  | { kind: 'answered'; statusCode: number; latencyMs: number }
-  | { kind: 'failed'; error: string; latencyMs: number };
+  { kind: 'answered'; statusCode: number; latencyMs: number } | { kind: 'failed'; error: string; latencyMs: number };
 
 export interface PostRequest {
   url: URL;
@@ -29,7 +28,10 @@ export function postWebhook(r: PostRequest): Promise<PostResult> {
   const latency = () => Math.round(performance.now() - started);
   // The name is never resolved again: every lookup answers the checked address.
   const lookup: LookupFunction = (_host, options, callback) => {
-    if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address: r.address, family: r.family }]);
+    if ((options as { all?: boolean }).all)
+      (callback as unknown as (e: null, a: { address: string; family: number }[]) => void)(null, [
+        { address: r.address, family: r.family },
+      ]);
     else callback(null, r.address, r.family);
   };
   const mod = r.url.protocol === 'https:' ? https : http;

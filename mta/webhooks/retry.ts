@@ -21,7 +21,13 @@ export type Next = { action: 'retry'; atMs: number } | { action: 'give_up' };
  * After attempt `attempt` (1 for the first) failed at `nowMs`, for an event of `eventMs`:
  * `random` is in [0, 1).
  */
-export function nextWebhookAttempt(attempt: number, eventMs: number, nowMs: number, random: number, p: RetryPolicy = WEBHOOK_RETRY): Next {
+export function nextWebhookAttempt(
+  attempt: number,
+  eventMs: number,
+  nowMs: number,
+  random: number,
+  p: RetryPolicy = WEBHOOK_RETRY,
+): Next {
   const deadline = eventMs + p.windowMs;
   if (nowMs >= deadline) return { action: 'give_up' };
   const ceiling = Math.min(p.capMs, p.baseMs * 2 ** Math.min(attempt - 1, 52));

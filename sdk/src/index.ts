@@ -6,7 +6,13 @@ import { randomUUID } from 'node:crypto';
 import type { Static, TSchema } from '@sinclair/typebox';
 import { routeTable, type RouteTable, type RouteSpec } from '../../control/api/index.js';
 import {
-  authorizationHeader, HEADER_ADMIN_KEY, HEADER_NONCE, HEADER_TIMESTAMP, sha256Hex, signature, stringToSign,
+  authorizationHeader,
+  HEADER_ADMIN_KEY,
+  HEADER_NONCE,
+  HEADER_TIMESTAMP,
+  sha256Hex,
+  signature,
+  stringToSign,
 } from '../../control/api/signing.js';
 
 export { routeTable };
@@ -60,9 +66,10 @@ export function adminHeaders(adminKey: string): Record<string, string> {
 
 type S<T> = T extends TSchema ? Static<T> : unknown;
 type ArgsOf<R extends RouteSpec> = S<R['params']> & S<R['query']> & S<R['body']>;
-type MethodOf<R extends RouteSpec> = {} extends ArgsOf<R>
-  ? (args?: ArgsOf<R>) => Promise<Static<R['response']>>
-  : (args: ArgsOf<R>) => Promise<Static<R['response']>>;
+type MethodOf<R extends RouteSpec> =
+  {} extends ArgsOf<R>
+    ? (args?: ArgsOf<R>) => Promise<Static<R['response']>>
+    : (args: ArgsOf<R>) => Promise<Static<R['response']>>;
 type Nest<N extends string, V> = N extends `${infer H}.${infer T}` ? { [K in H]: Nest<T, V> } : { [K in N]: V };
 type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
 type Names = keyof RouteTable & string;
@@ -82,7 +89,11 @@ export function createClient(opts: ClientOptions): Client {
     const headers: Record<string, string> = raw ? { 'content-type': 'application/json' } : {};
     const cred = opts.credential;
     if (cred && 'adminKey' in cred) Object.assign(headers, adminHeaders(cred.adminKey));
-    else if (cred) Object.assign(headers, signHeaders({ method, target, body: raw, keyId: cred.keyId, secret: cred.secret, timestamp: String(now()) }));
+    else if (cred)
+      Object.assign(
+        headers,
+        signHeaders({ method, target, body: raw, keyId: cred.keyId, secret: cred.secret, timestamp: String(now()) }),
+      );
     const res = await doFetch(base + target, { method, headers, body: raw || undefined });
     const text = await res.text();
     let json: unknown;
@@ -92,8 +103,16 @@ export function createClient(opts: ClientOptions): Client {
       json = undefined;
     }
     if (!res.ok) {
-      const e = (json as { error?: { code?: string; message?: string; details?: unknown; requestId?: string } } | undefined)?.error;
-      throw new SvcError(res.status, e?.code ?? 'http_error', e?.message ?? `HTTP ${res.status}`, e?.details, e?.requestId ?? res.headers.get('x-request-id') ?? undefined);
+      const e = (
+        json as { error?: { code?: string; message?: string; details?: unknown; requestId?: string } } | undefined
+      )?.error;
+      throw new SvcError(
+        res.status,
+        e?.code ?? 'http_error',
+        e?.message ?? `HTTP ${res.status}`,
+        e?.details,
+        e?.requestId ?? res.headers.get('x-request-id') ?? undefined,
+      );
     }
     return json;
   }
@@ -111,7 +130,8 @@ export function createClient(opts: ClientOptions): Client {
     const path = spec.path.replace(/\{(\w+)\}/g, (_, k: string) => {
       const v = rest[k];
       delete rest[k];
-      if (v === undefined || v === null) throw new TypeError(`missing path parameter ${k} for ${spec.method} ${spec.path}`);
+      if (v === undefined || v === null)
+        throw new TypeError(`missing path parameter ${k} for ${spec.method} ${spec.path}`);
       return encodeURIComponent(String(v));
     });
     const queryKeys = new Set(Object.keys(spec.query?.properties ?? {}));

@@ -28,7 +28,12 @@ export async function listAccountTokens(q: Queryable, userId: string): Promise<A
 }
 
 /** Revokes one of the user's own tokens, named by its tokenId or its database id. */
-export async function revokeAccountToken(q: Queryable, userId: string, idOrTokenId: string, now: Date): Promise<boolean> {
+export async function revokeAccountToken(
+  q: Queryable,
+  userId: string,
+  idOrTokenId: string,
+  now: Date,
+): Promise<boolean> {
   const byId = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(idOrTokenId);
   const rows = await q.query(
     `UPDATE account_tokens SET revoked_at = $3 WHERE user_id = $1 AND ${byId ? 'id = $2::uuid' : 'token_id = $2'}
@@ -39,7 +44,10 @@ export async function revokeAccountToken(q: Queryable, userId: string, idOrToken
 }
 
 export async function revokeAllAccountTokens(q: Queryable, userId: string, now: Date): Promise<number> {
-  const rows = await q.query('UPDATE account_tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL RETURNING id', [userId, now]);
+  const rows = await q.query(
+    'UPDATE account_tokens SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL RETURNING id',
+    [userId, now],
+  );
   return rows.length;
 }
 

@@ -21,7 +21,21 @@ export async function insertAudit(q: Queryable, e: AuditEntry): Promise<void> {
   await q.query(
     `INSERT INTO audit_log (id, created_at, actor_kind, actor_id, action, method, path, status, organization_id, project_id, target_id, request_id, ip)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-    [e.id, e.createdAt, e.actorKind, e.actorId, e.action, e.method, e.path, e.status, e.organizationId, e.projectId, e.targetId, e.requestId, e.ip],
+    [
+      e.id,
+      e.createdAt,
+      e.actorKind,
+      e.actorId,
+      e.action,
+      e.method,
+      e.path,
+      e.status,
+      e.organizationId,
+      e.projectId,
+      e.targetId,
+      e.requestId,
+      e.ip,
+    ],
   );
 }
 

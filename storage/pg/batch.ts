@@ -26,7 +26,11 @@ interface Waiting<I, O> {
  * `one` must decide by itself. When `many` throws, every item of its batch is retried through `one`,
  * so that one bad item fails alone.
  */
-export function batched<I, O>(many: (items: I[]) => Promise<(O | typeof ALONE)[]>, one: (item: I) => Promise<O>, o: BatchOptions<I>): (item: I) => Promise<O> {
+export function batched<I, O>(
+  many: (items: I[]) => Promise<(O | typeof ALONE)[]>,
+  one: (item: I) => Promise<O>,
+  o: BatchOptions<I>,
+): (item: I) => Promise<O> {
   const queue: Waiting<I, O>[] = [];
   let running = 0;
 
@@ -34,7 +38,7 @@ export function batched<I, O>(many: (items: I[]) => Promise<(O | typeof ALONE)[]
     if (!o.keyOf) return queue.splice(0, o.max);
     const keys = new Set<string>();
     const batch: Waiting<I, O>[] = [];
-    for (let i = 0; i < queue.length && batch.length < o.max; ) {
+    for (let i = 0; i < queue.length && batch.length < o.max;) {
       const key = o.keyOf(queue[i]!.item);
       if (keys.has(key)) {
         i++;

@@ -47,7 +47,8 @@ export function openPostgres(url: string, max = 10): Db {
   const pool = new pg.Pool({ connectionString: url, max, types });
   // An idle client's error (server restart) must not crash the process; the pool replaces it.
   pool.on('error', () => {});
-  const run = (c: pg.Pool | pg.PoolClient) =>
+  const run =
+    (c: pg.Pool | pg.PoolClient) =>
     async <T>(sql: string, params: unknown[] = []): Promise<T[]> => {
       const res = await c.query({ name: params.length ? statementName(sql) : undefined, text: sql, values: params });
       return res.rows as T[];
@@ -77,8 +78,10 @@ export async function openEmbedded(dir: string): Promise<Db> {
   await mkdir(dir, { recursive: true });
   const { PGlite } = await import('@electric-sql/pglite');
   const db: PGliteType = await PGlite.create(dir);
-  const run = (c: Pick<PGliteType, 'query'>) =>
-    async <T>(sql: string, params: unknown[] = []): Promise<T[]> => (await c.query<T>(sql, params)).rows;
+  const run =
+    (c: Pick<PGliteType, 'query'>) =>
+    async <T>(sql: string, params: unknown[] = []): Promise<T[]> =>
+      (await c.query<T>(sql, params)).rows;
   return {
     kind: 'embedded',
     query: run(db),

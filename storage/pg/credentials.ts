@@ -16,7 +16,14 @@ interface Common {
 export type StoredCredential =
   | (Common & { kind: 'account_token'; userId: string; userRole: UserRole; userEmail: string })
   | (Common & { kind: 'organization_token'; organizationId: string })
-  | (Common & { kind: 'project_api_key'; projectId: string; organizationId: string; scopes: string[]; managed: Managed; allowedCidrs: string[] });
+  | (Common & {
+      kind: 'project_api_key';
+      projectId: string;
+      organizationId: string;
+      scopes: string[];
+      managed: Managed;
+      allowedCidrs: string[];
+    });
 
 export interface CredentialLookup {
   /** Selects at most one row for the key id `key` (a text expression) at `now` (a timestamptz one). */
@@ -25,29 +32,51 @@ export interface CredentialLookup {
 }
 
 const accountToken: CredentialLookup = {
-  sql: (key) => `SELECT t.id, t.secret_sealed, t.user_id, u.role, u.email FROM account_tokens t JOIN users u ON u.id = t.user_id
+  sql: (
+    key,
+  ) => `SELECT t.id, t.secret_sealed, t.user_id, u.role, u.email FROM account_tokens t JOIN users u ON u.id = t.user_id
         WHERE t.token_id = ${key} AND t.revoked_at IS NULL`,
   map: (r, keyId) => ({
-    kind: 'account_token', id: r.id as string, keyId, secretSealed: r.secret_sealed as string,
-    userId: r.user_id as string, userRole: r.role as UserRole, userEmail: r.email as string,
+    kind: 'account_token',
+    id: r.id as string,
+    keyId,
+    secretSealed: r.secret_sealed as string,
+    userId: r.user_id as string,
+    userRole: r.role as UserRole,
+    userEmail: r.email as string,
   }),
 };
 
 const organizationToken: CredentialLookup = {
-  sql: (key) => `SELECT id, secret_sealed, organization_id FROM organization_tokens WHERE token_id = ${key} AND revoked_at IS NULL`,
+  sql: (key) =>
+    `SELECT id, secret_sealed, organization_id FROM organization_tokens WHERE token_id = ${key} AND revoked_at IS NULL`,
   map: (r, keyId) => ({
-    kind: 'organization_token', id: r.id as string, keyId, secretSealed: r.secret_sealed as string, organizationId: r.organization_id as string,
+    kind: 'organization_token',
+    id: r.id as string,
+    keyId,
+    secretSealed: r.secret_sealed as string,
+    organizationId: r.organization_id as string,
   }),
 };
 
 // A key of a deleted project, a revoked key and a rotated key past its grace window all fail here.
 const projectKey: CredentialLookup = {
-  sql: (key, now) => `SELECT k.id, k.secret_sealed, k.project_id, p.organization_id, k.scopes, k.managed, k.allowed_cidrs
+  sql: (
+    key,
+    now,
+  ) => `SELECT k.id, k.secret_sealed, k.project_id, p.organization_id, k.scopes, k.managed, k.allowed_cidrs
         FROM api_keys k JOIN projects p ON p.id = k.project_id
         WHERE k.key_id = ${key} AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > ${now}) AND p.deleted_at IS NULL`,
   map: (r, keyId) => ({
-    kind: 'project_api_key', id: r.id as string, keyId, secretSealed: r.secret_sealed as string, projectId: r.project_id as string,
-    organizationId: r.organization_id as string, scopes: r.scopes as string[], managed: r.managed as Managed, allowedCidrs: r.allowed_cidrs as string[],
+    kind: 'project_api_key',
+    id: r.id as string,
+    keyId,
+    secretSealed: r.secret_sealed as string,
+    projectId: r.project_id as string,
+    organizationId: r.organization_id as string,
+    scopes: r.scopes as string[],
+    managed: r.managed as Managed,
+    allowedCidrs: r.allowed_cidrs as string[],
   }),
 };
 

@@ -39,12 +39,18 @@ export async function insertCustomDomain(
 }
 
 export async function listCustomDomains(q: Queryable, organizationId: string): Promise<CustomDomain[]> {
-  return q.query<CustomDomain>(`SELECT ${COLS} FROM custom_domains WHERE organization_id = $1 ORDER BY created_at, id`, [organizationId]);
+  return q.query<CustomDomain>(
+    `SELECT ${COLS} FROM custom_domains WHERE organization_id = $1 ORDER BY created_at, id`,
+    [organizationId],
+  );
 }
 
 // Ids arrive from the path as text: comparing id::text keeps a malformed id a plain "not found".
 export async function getCustomDomain(q: Queryable, organizationId: string, id: string): Promise<CustomDomain | null> {
-  const rows = await q.query<CustomDomain>(`SELECT ${COLS} FROM custom_domains WHERE organization_id = $1 AND id::text = $2`, [organizationId, id]);
+  const rows = await q.query<CustomDomain>(
+    `SELECT ${COLS} FROM custom_domains WHERE organization_id = $1 AND id::text = $2`,
+    [organizationId, id],
+  );
   return rows[0] ?? null;
 }
 
@@ -53,7 +59,12 @@ export async function getCustomDomain(q: Queryable, organizationId: string, id: 
  * row, or null when the organization has no such domain. Its own statement, committed before any
  * DNS lookup, so a failing verification does not undo it.
  */
-export async function recordVerifyAttempt(q: Queryable, organizationId: string, id: string, now: Date): Promise<CustomDomain | null> {
+export async function recordVerifyAttempt(
+  q: Queryable,
+  organizationId: string,
+  id: string,
+  now: Date,
+): Promise<CustomDomain | null> {
   const rows = await q.query<CustomDomain>(
     `UPDATE custom_domains SET last_verify_attempt = $3 WHERE organization_id = $1 AND id::text = $2 RETURNING ${COLS}`,
     [organizationId, id, now],
@@ -75,7 +86,10 @@ export async function markCustomDomainVerified(q: Queryable, id: string, now: Da
 }
 
 export async function deleteCustomDomain(q: Queryable, organizationId: string, id: string): Promise<boolean> {
-  const rows = await q.query(`DELETE FROM custom_domains WHERE organization_id = $1 AND id::text = $2 RETURNING id`, [organizationId, id]);
+  const rows = await q.query(`DELETE FROM custom_domains WHERE organization_id = $1 AND id::text = $2 RETURNING id`, [
+    organizationId,
+    id,
+  ]);
   return rows.length > 0;
 }
 

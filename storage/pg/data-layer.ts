@@ -56,7 +56,9 @@ interface TableSql {
 
 const TABLE_SQL: Record<string, TableSql> = {
   // As the console shows a project: always `active` while listed, with its organization's plan.
-  projects: { computed: { status: `'active'`, plan: `(SELECT o.plan FROM organizations o WHERE o.id = t.organization_id)` } },
+  projects: {
+    computed: { status: `'active'`, plan: `(SELECT o.plan FROM organizations o WHERE o.id = t.organization_id)` },
+  },
   // A membership has no id of its own: it is named by its two keys, `<organization_id>:<user_id>`.
   organization_members: {
     computed: { id: `t.organization_id::text || ':' || t.user_id::text` },
@@ -71,8 +73,12 @@ const TABLE_SQL: Record<string, TableSql> = {
   // messages (served by messages_project_idx).
   messages: {
     computed: {
-      projectId: 't.project_id', from: 't.from_header', to: 't.to_address', messageId: 't.message_id_header',
-      createdAt: 't.created_at', updatedAt: 't.updated_at',
+      projectId: 't.project_id',
+      from: 't.from_header',
+      to: 't.to_address',
+      messageId: 't.message_id_header',
+      createdAt: 't.created_at',
+      updatedAt: 't.updated_at',
     },
     order: 't.created_at DESC, t.id DESC',
   },
@@ -89,7 +95,8 @@ const TABLE_SQL: Record<string, TableSql> = {
   // filter matches the value given with its domain (after the last @) lower-cased the same way.
   suppressions: {
     match: {
-      address: (v) => `t.address = (substring(${v} from '^(.*)@[^@]*$') || '@' || lower(substring(${v} from '@([^@]*)$')))`,
+      address: (v) =>
+        `t.address = (substring(${v} from '^(.*)@[^@]*$') || '@' || lower(substring(${v} from '@([^@]*)$')))`,
     },
   },
 };
@@ -152,7 +159,9 @@ function ownerPredicate(o: OwnerColumn, v: Viewer, p: Params): string {
 const ownerColumns = (owner: Owner): readonly OwnerColumn[] => (Array.isArray(owner) ? owner : [owner as OwnerColumn]);
 
 function visible(owner: Owner, v: Viewer, p: Params): string {
-  return ownerColumns(owner).map((o) => `(${ownerPredicate(o, v, p)})`).join(' OR ');
+  return ownerColumns(owner)
+    .map((o) => `(${ownerPredicate(o, v, p)})`)
+    .join(' OR ');
 }
 
 /** The SQL of a returned field. */
@@ -179,13 +188,20 @@ async function projectVisible(q: Queryable, v: Viewer, projectId: string): Promi
  * null when a filter names a project the viewer does not see (the caller answers 404, as for any
  * project it names).
  */
-export async function listRows(q: Queryable, t: TableRead, v: Viewer, limit: number, filters: Row = {}): Promise<Row[] | null> {
+export async function listRows(
+  q: Queryable,
+  t: TableRead,
+  v: Viewer,
+  limit: number,
+  filters: Row = {},
+): Promise<Row[] | null> {
   const p = new Params();
   const where = [`(${visible(t.owner, v, p)})`];
   const projectExprs = ownerColumns(t.owner).flatMap((o) => ('project' in o ? [`t.${ident(o.project)}`] : []));
   for (const [name, value] of Object.entries(filters)) {
     if (value === undefined) continue;
-    if (!t.columns.includes(name)) throw new Error(`data layer: ${t.table} has no field ${JSON.stringify(name)} to filter on`);
+    if (!t.columns.includes(name))
+      throw new Error(`data layer: ${t.table} has no field ${JSON.stringify(name)} to filter on`);
     const expr = fieldExpr(t.table, name);
     if (projectExprs.includes(expr) && !(await projectVisible(q, v, String(value)))) return null;
     const match = TABLE_SQL[t.table]?.match?.[name];
@@ -205,7 +221,10 @@ export async function getRow(q: Queryable, t: TableRead, v: Viewer, id: string):
   if (key.uuid && !isUuid(id)) return null;
   const p = new Params();
   const match = `${key.expr} = ${p.add(id)}`;
-  const rows = await q.query<Row>(`SELECT ${selectList(t)} FROM ${ident(t.table)} t WHERE ${match} AND (${visible(t.owner, v, p)})`, p.values);
+  const rows = await q.query<Row>(
+    `SELECT ${selectList(t)} FROM ${ident(t.table)} t WHERE ${match} AND (${visible(t.owner, v, p)})`,
+    p.values,
+  );
   return rows[0] ?? null;
 }
 
@@ -214,7 +233,12 @@ export async function getRow(q: Queryable, t: TableRead, v: Viewer, id: string):
  * part may be case-sensitive (RFC 5321 §2.4), so it resets email_verified_at; the same address
  * keeps it. 'taken' when another user has the address (compared case-insensitively, as signup does).
  */
-export async function updateUserEmail(q: Queryable, userId: string, email: string, now: Date): Promise<'ok' | 'taken' | 'not_found'> {
+export async function updateUserEmail(
+  q: Queryable,
+  userId: string,
+  email: string,
+  now: Date,
+): Promise<'ok' | 'taken' | 'not_found'> {
   const taken = await q.query('SELECT 1 FROM users WHERE lower(email) = lower($2) AND id <> $1', [userId, email]);
   if (taken.length) return 'taken';
   try {
@@ -234,7 +258,10 @@ export async function updateUserEmail(q: Queryable, userId: string, email: strin
 /** Spec §4.1 rule 5: whether any of the projects has sent mail (any message accepted for sending). */
 export async function projectsHaveSentMail(q: Queryable, projectIds: readonly string[]): Promise<boolean> {
   if (projectIds.length === 0) return false;
-  const rows = await q.query("SELECT 1 FROM messages WHERE project_id = ANY($1::uuid[]) AND status <> 'suppressed' LIMIT 1", [projectIds]);
+  const rows = await q.query(
+    "SELECT 1 FROM messages WHERE project_id = ANY($1::uuid[]) AND status <> 'suppressed' LIMIT 1",
+    [projectIds],
+  );
   return rows.length > 0;
 }
 
@@ -276,7 +303,9 @@ export async function deleteUserCascade(q: Queryable, userId: string): Promise<U
 
   const organizationIds = orgs.filter((o) => o.members === 1).map((o) => o.organization_id);
   // Soft-deleted projects go too: the organization row they hang on is deleted.
-  const projects = await q.query<{ id: string }>('SELECT id FROM projects WHERE organization_id = ANY($1::uuid[])', [organizationIds]);
+  const projects = await q.query<{ id: string }>('SELECT id FROM projects WHERE organization_id = ANY($1::uuid[])', [
+    organizationIds,
+  ]);
   const projectIds = projects.map((p) => p.id);
   if (await projectsHaveSentMail(q, projectIds)) return { ok: false, reason: 'sent_mail' };
 

@@ -13,7 +13,10 @@ export const DELIVERABLE = new Set(['queued', 'deferred']);
 
 export async function messageStatuses(q: Queryable, ids: readonly string[]): Promise<Map<string, string>> {
   if (ids.length === 0) return new Map();
-  const rows = await q.query<{ id: string; status: string }>('SELECT id, status FROM messages WHERE id = ANY($1::uuid[])', [ids]);
+  const rows = await q.query<{ id: string; status: string }>(
+    'SELECT id, status FROM messages WHERE id = ANY($1::uuid[])',
+    [ids],
+  );
   return new Map(rows.map((r) => [r.id, r.status]));
 }
 
@@ -31,12 +34,19 @@ export async function capabilityKeys(q: Queryable, outboundId: string): Promise<
   );
   const r = rows[0];
   if (!r) return null;
-  return { domain: r.domain, rsa: { selector: r.s, sealed: r.p }, ed25519: r.es && r.ep ? { selector: r.es, sealed: r.ep } : null };
+  return {
+    domain: r.domain,
+    rsa: { selector: r.s, sealed: r.p },
+    ed25519: r.es && r.ep ? { selector: r.es, sealed: r.ep } : null,
+  };
 }
 
 /** The verified capability of a sending domain, for platform mail (SVC_NOTIFY_FROM's domain). */
 export async function verifiedCapabilityOf(q: Queryable, domain: string): Promise<string | null> {
-  const rows = await q.query<{ id: string }>(`SELECT id FROM outbound_capabilities WHERE domain = $1 AND status = 'verified'`, [domain]);
+  const rows = await q.query<{ id: string }>(
+    `SELECT id FROM outbound_capabilities WHERE domain = $1 AND status = 'verified'`,
+    [domain],
+  );
   return rows[0]?.id ?? null;
 }
 
@@ -91,9 +101,16 @@ export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Prom
   if (outcomes.length === 0) return;
   const col = <T>(f: (o: Outcome) => T) => outcomes.map(f);
   await db.query(OUTCOMES_SQL, [
-    col((o) => o.messageId), col((o) => o.status), col((o) => o.attempts), col((o) => o.at), col(() => randomUUID()),
-    col((o) => o.projectId), col((o) => JSON.stringify(o.detail)), col((o) => o.suppress?.address ?? null),
-    col((o) => o.suppress?.reason ?? null), col((o) => o.suppress?.detail ?? null),
+    col((o) => o.messageId),
+    col((o) => o.status),
+    col((o) => o.attempts),
+    col((o) => o.at),
+    col(() => randomUUID()),
+    col((o) => o.projectId),
+    col((o) => JSON.stringify(o.detail)),
+    col((o) => o.suppress?.address ?? null),
+    col((o) => o.suppress?.reason ?? null),
+    col((o) => o.suppress?.detail ?? null),
     col((o) => (o.status === 'delivered' && o.outboundId ? o.outboundId : null)),
   ]);
 }

@@ -61,13 +61,30 @@ export async function findClaimByDomain(q: Queryable, domain: string): Promise<C
 /** Inserts a claim; 'taken' when the name is already claimed (the UNIQUE constraint decides races). */
 export async function insertClaim(
   q: Queryable,
-  c: { id: string; projectId: string; domain: string; apexClaimId: string | null; verifyToken: string; verified: boolean; now: Date },
+  c: {
+    id: string;
+    projectId: string;
+    domain: string;
+    apexClaimId: string | null;
+    verifyToken: string;
+    verified: boolean;
+    now: Date;
+  },
 ): Promise<Claim | 'taken'> {
   try {
     const rows = await q.query<Claim>(
       `INSERT INTO domain_claims (id, project_id, domain, apex_claim_id, verify_token, status, verified_at, created_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${CLAIM}`,
-      [c.id, c.projectId, c.domain, c.apexClaimId, c.verifyToken, c.verified ? 'verified' : 'pending', c.verified ? c.now : null, c.now],
+      [
+        c.id,
+        c.projectId,
+        c.domain,
+        c.apexClaimId,
+        c.verifyToken,
+        c.verified ? 'verified' : 'pending',
+        c.verified ? c.now : null,
+        c.now,
+      ],
     );
     return rows[0] as Claim;
   } catch (err) {
@@ -78,7 +95,10 @@ export async function insertClaim(
 
 export async function getClaim(q: Queryable, projectId: string, id: string): Promise<Claim | null> {
   if (!isUuid(id)) return null;
-  const rows = await q.query<Claim>(`SELECT ${CLAIM} FROM domain_claims WHERE project_id = $1 AND id = $2`, [projectId, id]);
+  const rows = await q.query<Claim>(`SELECT ${CLAIM} FROM domain_claims WHERE project_id = $1 AND id = $2`, [
+    projectId,
+    id,
+  ]);
   return rows[0] ?? null;
 }
 
@@ -99,12 +119,17 @@ export async function touchClaimCheck(q: Queryable, id: string, now: Date, minGa
 }
 
 export async function markClaimVerified(q: Queryable, id: string, now: Date): Promise<void> {
-  await q.query(`UPDATE domain_claims SET status = 'verified', verified_at = coalesce(verified_at, $2) WHERE id = $1`, [id, now]);
+  await q.query(`UPDATE domain_claims SET status = 'verified', verified_at = coalesce(verified_at, $2) WHERE id = $1`, [
+    id,
+    now,
+  ]);
 }
 
 /** Subdomain claims under an apex claim (they block its release). */
 export async function countChildClaims(q: Queryable, apexClaimId: string): Promise<number> {
-  const rows = await q.query<{ n: number }>('SELECT count(*)::int AS n FROM domain_claims WHERE apex_claim_id = $1', [apexClaimId]);
+  const rows = await q.query<{ n: number }>('SELECT count(*)::int AS n FROM domain_claims WHERE apex_claim_id = $1', [
+    apexClaimId,
+  ]);
   return rows[0]?.n ?? 0;
 }
 
@@ -113,14 +138,24 @@ export async function deleteClaim(q: Queryable, id: string): Promise<void> {
 }
 
 export async function listOutbound(q: Queryable, claimIds: string[]): Promise<Outbound[]> {
-  return q.query<Outbound>(`SELECT ${OUTBOUND} FROM outbound_capabilities WHERE claim_id = ANY($1::uuid[]) ORDER BY domain`, [claimIds]);
+  return q.query<Outbound>(
+    `SELECT ${OUTBOUND} FROM outbound_capabilities WHERE claim_id = ANY($1::uuid[]) ORDER BY domain`,
+    [claimIds],
+  );
 }
 
 export async function listInbound(q: Queryable, claimIds: string[]): Promise<Inbound[]> {
-  return q.query<Inbound>(`SELECT ${INBOUND} FROM inbound_capabilities WHERE claim_id = ANY($1::uuid[]) ORDER BY domain`, [claimIds]);
+  return q.query<Inbound>(
+    `SELECT ${INBOUND} FROM inbound_capabilities WHERE claim_id = ANY($1::uuid[]) ORDER BY domain`,
+    [claimIds],
+  );
 }
 
-export async function getOutbound(q: Queryable, projectId: string, id: string): Promise<(Outbound & { dkimPrivateSealed: string }) | null> {
+export async function getOutbound(
+  q: Queryable,
+  projectId: string,
+  id: string,
+): Promise<(Outbound & { dkimPrivateSealed: string }) | null> {
   if (!isUuid(id)) return null;
   const rows = await q.query<Outbound & { dkimPrivateSealed: string }>(
     `SELECT ${OUTBOUND}, dkim_private_sealed AS "dkimPrivateSealed" FROM outbound_capabilities WHERE project_id = $1 AND id = $2`,
@@ -131,7 +166,10 @@ export async function getOutbound(q: Queryable, projectId: string, id: string): 
 
 export async function getInbound(q: Queryable, projectId: string, id: string): Promise<Inbound | null> {
   if (!isUuid(id)) return null;
-  const rows = await q.query<Inbound>(`SELECT ${INBOUND} FROM inbound_capabilities WHERE project_id = $1 AND id = $2`, [projectId, id]);
+  const rows = await q.query<Inbound>(`SELECT ${INBOUND} FROM inbound_capabilities WHERE project_id = $1 AND id = $2`, [
+    projectId,
+    id,
+  ]);
   return rows[0] ?? null;
 }
 
@@ -139,8 +177,15 @@ export async function getInbound(q: Queryable, projectId: string, id: string): P
 export async function insertOutbound(
   q: Queryable,
   o: {
-    id: string; claimId: string; projectId: string; domain: string; verified: boolean; now: Date;
-    dkimSelector: string; dkimPrivateSealed: string; dkimPublic: string;
+    id: string;
+    claimId: string;
+    projectId: string;
+    domain: string;
+    verified: boolean;
+    now: Date;
+    dkimSelector: string;
+    dkimPrivateSealed: string;
+    dkimPublic: string;
     ed25519?: { selector: string; privateSealed: string; public: string };
     returnPathSubdomain: string;
   },
@@ -150,9 +195,22 @@ export async function insertOutbound(
       `INSERT INTO outbound_capabilities (id, claim_id, project_id, domain, status, verified_at, dkim_selector, dkim_private_sealed, dkim_public,
          ed25519_selector, ed25519_private_sealed, ed25519_public, return_path_subdomain, created_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-      [o.id, o.claimId, o.projectId, o.domain, o.verified ? 'verified' : 'pending', o.verified ? o.now : null, o.dkimSelector,
-        o.dkimPrivateSealed, o.dkimPublic, o.ed25519?.selector ?? null, o.ed25519?.privateSealed ?? null, o.ed25519?.public ?? null,
-        o.returnPathSubdomain, o.now],
+      [
+        o.id,
+        o.claimId,
+        o.projectId,
+        o.domain,
+        o.verified ? 'verified' : 'pending',
+        o.verified ? o.now : null,
+        o.dkimSelector,
+        o.dkimPrivateSealed,
+        o.dkimPublic,
+        o.ed25519?.selector ?? null,
+        o.ed25519?.privateSealed ?? null,
+        o.ed25519?.public ?? null,
+        o.returnPathSubdomain,
+        o.now,
+      ],
     );
     return 'ok';
   } catch (err) {
@@ -161,7 +219,10 @@ export async function insertOutbound(
   }
 }
 
-export async function insertInbound(q: Queryable, i: { id: string; claimId: string; projectId: string; domain: string; now: Date }): Promise<'ok' | 'taken'> {
+export async function insertInbound(
+  q: Queryable,
+  i: { id: string; claimId: string; projectId: string; domain: string; now: Date },
+): Promise<'ok' | 'taken'> {
   try {
     await q.query(
       `INSERT INTO inbound_capabilities (id, claim_id, project_id, domain, created_at) VALUES ($1, $2, $3, $4, $5)`,
@@ -175,11 +236,17 @@ export async function insertInbound(q: Queryable, i: { id: string; claimId: stri
 }
 
 export async function markOutboundVerified(q: Queryable, id: string, now: Date): Promise<void> {
-  await q.query(`UPDATE outbound_capabilities SET status = 'verified', verified_at = coalesce(verified_at, $2) WHERE id = $1`, [id, now]);
+  await q.query(
+    `UPDATE outbound_capabilities SET status = 'verified', verified_at = coalesce(verified_at, $2) WHERE id = $1`,
+    [id, now],
+  );
 }
 
 export async function markInboundVerified(q: Queryable, id: string, now: Date): Promise<void> {
-  await q.query(`UPDATE inbound_capabilities SET status = 'verified', verified_at = coalesce(verified_at, $2) WHERE id = $1`, [id, now]);
+  await q.query(
+    `UPDATE inbound_capabilities SET status = 'verified', verified_at = coalesce(verified_at, $2) WHERE id = $1`,
+    [id, now],
+  );
 }
 
 export async function setDisplayName(q: Queryable, id: string, name: string | null): Promise<void> {
@@ -196,7 +263,10 @@ export async function deleteInbound(q: Queryable, id: string): Promise<void> {
 
 /** Whether any outbound capability of the claim has sent mail (that blocks a release). */
 export async function claimHasSent(q: Queryable, claimId: string): Promise<boolean> {
-  const rows = await q.query<{ n: number }>('SELECT count(*)::int AS n FROM outbound_capabilities WHERE claim_id = $1 AND sent_count > 0', [claimId]);
+  const rows = await q.query<{ n: number }>(
+    'SELECT count(*)::int AS n FROM outbound_capabilities WHERE claim_id = $1 AND sent_count > 0',
+    [claimId],
+  );
   return (rows[0]?.n ?? 0) > 0;
 }
 
@@ -204,14 +274,21 @@ export async function claimHasSent(q: Queryable, claimId: string): Promise<boole
  * Admin force-verify (spec §4.14): an outbound capability id, or a claim id (the claim and all its
  * outbound capabilities). Returns what was marked, or null when the id names neither.
  */
-export async function forceVerify(q: Queryable, id: string, now: Date): Promise<{ claimId: string; outboundIds: string[] } | null> {
+export async function forceVerify(
+  q: Queryable,
+  id: string,
+  now: Date,
+): Promise<{ claimId: string; outboundIds: string[] } | null> {
   if (!isUuid(id)) return null;
   const cap = await q.query<{ claim_id: string }>(
     `UPDATE outbound_capabilities SET status = 'verified', verified_at = coalesce(verified_at, $2) WHERE id = $1 RETURNING claim_id`,
     [id, now],
   );
   const claimId = cap[0]?.claim_id ?? id;
-  const claim = await q.query(`UPDATE domain_claims SET status = 'verified', verified_at = coalesce(verified_at, $2) WHERE id = $1 RETURNING id`, [claimId, now]);
+  const claim = await q.query(
+    `UPDATE domain_claims SET status = 'verified', verified_at = coalesce(verified_at, $2) WHERE id = $1 RETURNING id`,
+    [claimId, now],
+  );
   if (!cap[0] && !claim[0]) return null;
   const outs = cap[0]
     ? [id]

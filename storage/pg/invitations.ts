@@ -15,7 +15,16 @@ const COLS = `id, organization_id AS "organizationId", email, role, created_at A
 
 export async function insertInvitation(
   q: Queryable,
-  i: { id: string; organizationId: string; email: string; role: OrgRole; tokenHash: string; invitedBy: string | null; now: Date; expiresAt: Date },
+  i: {
+    id: string;
+    organizationId: string;
+    email: string;
+    role: OrgRole;
+    tokenHash: string;
+    invitedBy: string | null;
+    now: Date;
+    expiresAt: Date;
+  },
 ): Promise<Invitation> {
   const rows = await q.query<Invitation>(
     `INSERT INTO invitations (id, organization_id, email, role, token_hash, invited_by, created_at, expires_at)
@@ -44,7 +53,11 @@ export async function revokeInvitation(q: Queryable, organizationId: string, id:
 }
 
 /** The invitation a token names if it is still pending, locked for the accepting transaction. */
-export async function findPendingInvitationForUpdate(q: Queryable, tokenHash: string, now: Date): Promise<Invitation | null> {
+export async function findPendingInvitationForUpdate(
+  q: Queryable,
+  tokenHash: string,
+  now: Date,
+): Promise<Invitation | null> {
   const rows = await q.query<Invitation>(
     `SELECT ${COLS} FROM invitations WHERE token_hash = $1 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > $2 FOR UPDATE`,
     [tokenHash, now],

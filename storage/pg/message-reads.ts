@@ -71,7 +71,11 @@ export interface MessageStats {
  * so it follows the service clock.
  */
 export async function messageStats(q: Queryable, window: { since: Date; until: Date }): Promise<MessageStats> {
-  const rows = await q.query<{ projects: number; suppressions: number; by_status: { status: string; total: number; recent: number }[] | null }>(
+  const rows = await q.query<{
+    projects: number;
+    suppressions: number;
+    by_status: { status: string; total: number; recent: number }[] | null;
+  }>(
     `SELECT
        (SELECT count(*)::int FROM projects WHERE deleted_at IS NULL) AS projects,
        (SELECT count(*)::int FROM suppressions s JOIN projects p ON p.id = s.project_id WHERE p.deleted_at IS NULL) AS suppressions,

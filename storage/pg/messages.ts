@@ -120,14 +120,34 @@ WITH req AS (
 SELECT msg.status, cap.i IS NOT NULL AS "senderStands" FROM req LEFT JOIN cap ON cap.i = req.i LEFT JOIN msg ON msg.id = req.id ORDER BY req.i`;
 
 /** Accepts `ms` in one statement; an outcome per message, in order. `idempotencyKey` is stored on every row. */
-async function acceptRows(q: Queryable, ms: readonly NewMessage[], idempotencyKey: string | null): Promise<AcceptOutcome[]> {
+async function acceptRows(
+  q: Queryable,
+  ms: readonly NewMessage[],
+  idempotencyKey: string | null,
+): Promise<AcceptOutcome[]> {
   const col = <T>(f: (m: NewMessage) => T) => ms.map(f);
   const rows = await q.query<{ status: AcceptStatus | null; senderStands: boolean }>(ACCEPT_SQL, [
-    col((m) => m.id), col((m) => m.sender.projectId), col((m) => m.sender.organizationId), col((m) => m.sender.outboundId),
-    col((m) => m.fromHeader), col((m) => m.fromAddress), col((m) => m.to), col((m) => m.subject), col((m) => m.messageIdHeader),
-    col((m) => m.returnPath), col((m) => m.sizeBytes), col((m) => m.now), col((m) => m.template?.id ?? null),
-    col((m) => m.template?.version ?? null), col((m) => utcDay(m.now)), col(() => randomUUID()), col((m) => m.sender.domain),
-    col((m) => m.sender.returnPathSubdomain), col((m) => m.sender.defaultDisplayName), ms[0]!.dailyLimit, idempotencyKey,
+    col((m) => m.id),
+    col((m) => m.sender.projectId),
+    col((m) => m.sender.organizationId),
+    col((m) => m.sender.outboundId),
+    col((m) => m.fromHeader),
+    col((m) => m.fromAddress),
+    col((m) => m.to),
+    col((m) => m.subject),
+    col((m) => m.messageIdHeader),
+    col((m) => m.returnPath),
+    col((m) => m.sizeBytes),
+    col((m) => m.now),
+    col((m) => m.template?.id ?? null),
+    col((m) => m.template?.version ?? null),
+    col((m) => utcDay(m.now)),
+    col(() => randomUUID()),
+    col((m) => m.sender.domain),
+    col((m) => m.sender.returnPathSubdomain),
+    col((m) => m.sender.defaultDisplayName),
+    ms[0]!.dailyLimit,
+    idempotencyKey,
   ]);
   if (rows.length !== ms.length) throw new Error(`accept returned ${rows.length} rows for ${ms.length} messages`);
   return rows.map((r, i): AcceptOutcome => {
@@ -192,7 +212,11 @@ export async function acceptMessage(db: Db, m: NewMessage): Promise<AcceptOutcom
         );
         const h = held[0];
         if (!h || h.body_hash !== bodyHash) throw new Refused({ kind: 'key_reused' });
-        throw new Refused({ kind: 'replayed', messageId: h.message_id, status: h.status === 'suppressed' ? 'suppressed' : 'queued' });
+        throw new Refused({
+          kind: 'replayed',
+          messageId: h.message_id,
+          status: h.status === 'suppressed' ? 'suppressed' : 'queued',
+        });
       }
       const [outcome] = await acceptRows(q, [m], key);
       // The key was taken in this transaction: a refusal must give it back.
@@ -207,6 +231,9 @@ export async function acceptMessage(db: Db, m: NewMessage): Promise<AcceptOutcom
 
 /** Messages accepted today (UTC) by the organization: the quota row. */
 export async function acceptedToday(q: Queryable, organizationId: string, now: Date): Promise<number> {
-  const rows = await q.query<{ accepted: number }>('SELECT accepted FROM quota_days WHERE organization_id = $1 AND day = $2', [organizationId, utcDay(now)]);
+  const rows = await q.query<{ accepted: number }>(
+    'SELECT accepted FROM quota_days WHERE organization_id = $1 AND day = $2',
+    [organizationId, utcDay(now)],
+  );
   return rows[0]?.accepted ?? 0;
 }

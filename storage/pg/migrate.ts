@@ -33,7 +33,9 @@ export async function migrate(db: Db): Promise<string[]> {
     await q.query('SELECT pg_advisory_xact_lock($1)', [LOCK_KEY]);
     await q.query(`CREATE TABLE IF NOT EXISTS schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-    const done = new Set((await q.query<{ version: number }>('SELECT version FROM schema_migrations')).map((r) => r.version));
+    const done = new Set(
+      (await q.query<{ version: number }>('SELECT version FROM schema_migrations')).map((r) => r.version),
+    );
     const applied: string[] = [];
     for (const m of all) {
       if (done.has(m.version)) continue;

@@ -25,7 +25,10 @@ export async function enqueueNotification(
   );
 }
 
-export async function listNotifications(q: Queryable, filter: { recipient?: string; pendingOnly?: boolean } = {}): Promise<OutboxRow[]> {
+export async function listNotifications(
+  q: Queryable,
+  filter: { recipient?: string; pendingOnly?: boolean } = {},
+): Promise<OutboxRow[]> {
   return q.query<OutboxRow>(
     `SELECT id, kind, sender, recipient, subject, body_sealed AS "bodySealed", created_at AS "createdAt", attempts, sent_at AS "sentAt"
      FROM notification_outbox
@@ -43,7 +46,12 @@ export type ClaimedNotification = Omit<OutboxRow, 'sentAt'>;
  * Takes up to `limit` due notifications and moves their next attempt to `leaseUntil` in the same
  * statement (SKIP LOCKED: two MTA nodes never take the same row). `attempts` counts this one.
  */
-export async function claimNotifications(q: Queryable, now: Date, limit: number, leaseUntil: Date): Promise<ClaimedNotification[]> {
+export async function claimNotifications(
+  q: Queryable,
+  now: Date,
+  limit: number,
+  leaseUntil: Date,
+): Promise<ClaimedNotification[]> {
   return q.query<ClaimedNotification>(
     `UPDATE notification_outbox o SET next_attempt_at = $3, attempts = o.attempts + 1
      WHERE o.id IN (SELECT id FROM notification_outbox WHERE sent_at IS NULL AND next_attempt_at <= $1

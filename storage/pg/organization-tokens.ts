@@ -28,7 +28,12 @@ export async function listOrgTokens(q: Queryable, organizationId: string): Promi
 }
 
 /** Revokes by tokenId or id, within the organization. */
-export async function revokeOrgToken(q: Queryable, organizationId: string, idOrTokenId: string, now: Date): Promise<boolean> {
+export async function revokeOrgToken(
+  q: Queryable,
+  organizationId: string,
+  idOrTokenId: string,
+  now: Date,
+): Promise<boolean> {
   const rows = await q.query(
     `UPDATE organization_tokens SET revoked_at = $3
      WHERE organization_id = $1 AND (token_id = $2 OR id::text = $2) AND revoked_at IS NULL RETURNING id`,

@@ -35,12 +35,17 @@ export async function insertOrganization(
   );
   const org = rows[0];
   if (!org) return null;
-  await q.query(`INSERT INTO organization_members (organization_id, user_id, role, created_at) VALUES ($1, $2, 'owner', $3)`, [o.id, o.ownerId, o.now]);
+  await q.query(
+    `INSERT INTO organization_members (organization_id, user_id, role, created_at) VALUES ($1, $2, 'owner', $3)`,
+    [o.id, o.ownerId, o.now],
+  );
   return org;
 }
 
 export async function countMemberships(q: Queryable, userId: string): Promise<number> {
-  const rows = await q.query<{ n: number }>('SELECT count(*)::int AS n FROM organization_members WHERE user_id = $1', [userId]);
+  const rows = await q.query<{ n: number }>('SELECT count(*)::int AS n FROM organization_members WHERE user_id = $1', [
+    userId,
+  ]);
   return rows[0]?.n ?? 0;
 }
 
@@ -50,7 +55,10 @@ export async function getOrganization(q: Queryable, id: string): Promise<Organiz
   return rows[0] ?? null;
 }
 
-export async function listOrganizationsOfUser(q: Queryable, userId: string): Promise<(Organization & { role: OrgRole })[]> {
+export async function listOrganizationsOfUser(
+  q: Queryable,
+  userId: string,
+): Promise<(Organization & { role: OrgRole })[]> {
   return q.query(
     `SELECT ${ORG}, m.role FROM organizations o JOIN organization_members m ON m.organization_id = o.id
      WHERE m.user_id = $1 ORDER BY o.created_at, o.id`,
@@ -58,7 +66,12 @@ export async function listOrganizationsOfUser(q: Queryable, userId: string): Pro
   );
 }
 
-export async function updateOrganization(q: Queryable, id: string, change: { name?: string; plan?: Plan }, now: Date): Promise<Organization | null> {
+export async function updateOrganization(
+  q: Queryable,
+  id: string,
+  change: { name?: string; plan?: Plan },
+  now: Date,
+): Promise<Organization | null> {
   const rows = await q.query<Organization>(
     `UPDATE organizations o SET name = coalesce($2, name), plan = coalesce($3, plan), updated_at = $4 WHERE o.id = $1 RETURNING ${ORG}`,
     [id, change.name ?? null, change.plan ?? null, now],
@@ -76,12 +89,21 @@ export async function listMembers(q: Queryable, orgId: string): Promise<Member[]
 
 export async function getMemberRole(q: Queryable, orgId: string, userId: string): Promise<OrgRole | null> {
   if (!isUuid(orgId) || !isUuid(userId)) return null;
-  const rows = await q.query<{ role: OrgRole }>('SELECT role FROM organization_members WHERE organization_id = $1 AND user_id = $2', [orgId, userId]);
+  const rows = await q.query<{ role: OrgRole }>(
+    'SELECT role FROM organization_members WHERE organization_id = $1 AND user_id = $2',
+    [orgId, userId],
+  );
   return rows[0]?.role ?? null;
 }
 
 /** Adds a member; false when the user already belongs to the organization. */
-export async function addMember(q: Queryable, orgId: string, userId: string, role: OrgRole, now: Date): Promise<boolean> {
+export async function addMember(
+  q: Queryable,
+  orgId: string,
+  userId: string,
+  role: OrgRole,
+  now: Date,
+): Promise<boolean> {
   const rows = await q.query(
     `INSERT INTO organization_members (organization_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)
      ON CONFLICT DO NOTHING RETURNING user_id`,
@@ -112,13 +134,21 @@ export async function changeMember(
   if ('remove' in change) {
     await q.query('DELETE FROM organization_members WHERE organization_id = $1 AND user_id = $2', [orgId, userId]);
   } else {
-    await q.query('UPDATE organization_members SET role = $3 WHERE organization_id = $1 AND user_id = $2', [orgId, userId, change.role]);
+    await q.query('UPDATE organization_members SET role = $3 WHERE organization_id = $1 AND user_id = $2', [
+      orgId,
+      userId,
+      change.role,
+    ]);
   }
   return 'ok';
 }
 
 /** Organization existence plus the caller's role in it, in one round trip. */
-export async function orgAccessRow(q: Queryable, orgId: string, userId: string | null): Promise<{ id: string; role: OrgRole | null } | null> {
+export async function orgAccessRow(
+  q: Queryable,
+  orgId: string,
+  userId: string | null,
+): Promise<{ id: string; role: OrgRole | null } | null> {
   if (!isUuid(orgId)) return null;
   const rows = await q.query<{ id: string; role: OrgRole | null }>(
     `SELECT o.id, m.role FROM organizations o

@@ -57,6 +57,9 @@ export async function renameProject(q: Queryable, id: string, name: string, now:
 }
 
 export async function softDeleteProject(q: Queryable, id: string, now: Date): Promise<boolean> {
-  const rows = await q.query('UPDATE projects SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL RETURNING id', [id, now]);
+  const rows = await q.query(
+    'UPDATE projects SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL RETURNING id',
+    [id, now],
+  );
   return rows.length > 0;
 }

@@ -51,9 +51,13 @@ const guardSql = (lookup: CredentialLookup | null) => `
 WITH req AS (
   SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $6::timestamptz[]${lookup ? ', $7::text[]' : ''})
     WITH ORDINALITY AS q(key_id, at, nonce, expires_at${lookup ? ', sealed' : ''}, i)
-), ${lookup ? `cred AS (
+), ${
+  lookup
+    ? `cred AS (
   SELECT req.i, c.* FROM req CROSS JOIN LATERAL (${lookup.sql('req.key_id', 'req.at')}) c
-), ` : ''}nonce AS (
+), `
+    : ''
+}nonce AS (
   INSERT INTO request_nonces (key_id, nonce, expires_at)
   SELECT req.key_id, req.nonce, req.expires_at FROM req
   ${lookup ? 'JOIN cred ON cred.i = req.i AND cred.secret_sealed = req.sealed' : ''}
@@ -73,20 +77,37 @@ SELECT (nonce.key_id IS NOT NULL) AS fresh, bucket.tokens, bucket.allowed${looku
 FROM req LEFT JOIN nonce ON nonce.key_id = req.key_id LEFT JOIN bucket ON bucket.key = req.key_id
 ORDER BY req.i`;
 
-type Row = { fresh: boolean; tokens: number | null; allowed: boolean | null; cred?: Record<string, unknown> | string | null };
+type Row = {
+  fresh: boolean;
+  tokens: number | null;
+  allowed: boolean | null;
+  cred?: Record<string, unknown> | string | null;
+};
 
 const sqlOf = new Map<CredentialLookup | null, string>();
 
-async function guardMany(q: Queryable, lookup: CredentialLookup | null, gs: readonly GuardInput[]): Promise<GuardResult[]> {
+async function guardMany(
+  q: Queryable,
+  lookup: CredentialLookup | null,
+  gs: readonly GuardInput[],
+): Promise<GuardResult[]> {
   let sql = sqlOf.get(lookup);
   if (sql === undefined) sqlOf.set(lookup, (sql = guardSql(lookup)));
   const { burst, perSecond } = gs[0]!.bucket;
-  const params: unknown[] = [gs.map((g) => g.keyId), gs.map((g) => g.now), gs.map((g) => g.nonce), burst, perSecond, gs.map((g) => g.nonceExpiresAt)];
+  const params: unknown[] = [
+    gs.map((g) => g.keyId),
+    gs.map((g) => g.now),
+    gs.map((g) => g.nonce),
+    burst,
+    perSecond,
+    gs.map((g) => g.nonceExpiresAt),
+  ];
   if (lookup) params.push(gs.map((g) => g.credential!.secretSealed));
   const rows = await q.query<Row>(sql, params);
-  if (rows.length !== gs.length) throw new Error(`request guard returned ${rows.length} rows for ${gs.length} requests`);
+  if (rows.length !== gs.length)
+    throw new Error(`request guard returned ${rows.length} rows for ${gs.length} requests`);
   return rows.map((r, i) => {
-    const raw = typeof r.cred === 'string' ? (JSON.parse(r.cred) as Record<string, unknown>) : r.cred ?? null;
+    const raw = typeof r.cred === 'string' ? (JSON.parse(r.cred) as Record<string, unknown>) : (r.cred ?? null);
     return {
       freshNonce: r.fresh === true,
       allowed: r.allowed === true,

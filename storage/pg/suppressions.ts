@@ -31,7 +31,10 @@ export async function insertSuppression(
     [s.projectId, s.address, s.reason, s.detail, s.now],
   );
   if (rows[0]) return { inserted: true, id: rows[0].id };
-  const existing = await q.query<{ id: string }>('SELECT id FROM suppressions WHERE project_id = $1 AND address = $2', [s.projectId, s.address]);
+  const existing = await q.query<{ id: string }>('SELECT id FROM suppressions WHERE project_id = $1 AND address = $2', [
+    s.projectId,
+    s.address,
+  ]);
   return { inserted: false, id: existing[0]?.id ?? null };
 }
 
@@ -42,7 +45,11 @@ export async function deleteSuppression(q: Queryable, id: string): Promise<boole
 }
 
 /** A project's newest suppressions, at most `limit`. */
-export async function listRecentSuppressions(q: Queryable, projectId: string, limit: number): Promise<SuppressionRecord[]> {
+export async function listRecentSuppressions(
+  q: Queryable,
+  projectId: string,
+  limit: number,
+): Promise<SuppressionRecord[]> {
   return q.query<SuppressionRecord>(
     `SELECT ${COLUMNS} FROM suppressions WHERE project_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
     [projectId, limit],
@@ -52,7 +59,10 @@ export async function listRecentSuppressions(q: Queryable, projectId: string, li
 /** One suppression of a project by id, or null. */
 export async function getSuppression(q: Queryable, projectId: string, id: string): Promise<SuppressionRecord | null> {
   if (!isUuid(id)) return null;
-  const rows = await q.query<SuppressionRecord>(`SELECT ${COLUMNS} FROM suppressions WHERE project_id = $1 AND id = $2`, [projectId, id]);
+  const rows = await q.query<SuppressionRecord>(
+    `SELECT ${COLUMNS} FROM suppressions WHERE project_id = $1 AND id = $2`,
+    [projectId, id],
+  );
   return rows[0] ?? null;
 }
 
@@ -70,5 +80,12 @@ export async function listSuppressions(
 
 /** Lifts the project's suppression of an address (normalized); false when there is none. */
 export async function deleteSuppressionByAddress(q: Queryable, projectId: string, address: string): Promise<boolean> {
-  return (await q.query('DELETE FROM suppressions WHERE project_id = $1 AND address = $2 RETURNING id', [projectId, address])).length > 0;
+  return (
+    (
+      await q.query('DELETE FROM suppressions WHERE project_id = $1 AND address = $2 RETURNING id', [
+        projectId,
+        address,
+      ])
+    ).length > 0
+  );
 }

@@ -32,7 +32,9 @@ const COLUMNS = `id, organization_id AS "organizationId", name, subject, html, t
   created_by AS "createdBy", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 // The version row of a template row just written (t: the CTE holding it); `actor` is the writer.
-const VERSION_OF = (actor: string) => `INSERT INTO template_versions (template_id, version, name, subject, html, text, variables, is_public, created_by, created_at)
+const VERSION_OF = (
+  actor: string,
+) => `INSERT INTO template_versions (template_id, version, name, subject, html, text, variables, is_public, created_by, created_at)
   SELECT id, version, name, subject, html, text, variables, is_public, ${actor}, updated_at FROM t`;
 
 /** Postgres check_violation: the table's CHECK (html IS NOT NULL OR text IS NOT NULL) refused the row. */
@@ -41,8 +43,16 @@ export const PG_CHECK_VIOLATION = '23514';
 export async function insertTemplate(
   q: Queryable,
   t: {
-    id: string; organizationId: string; name: string; subject: string; html: string | null; text: string | null;
-    variables: TemplateVariable[]; isPublic: boolean; createdBy: string | null; now: Date;
+    id: string;
+    organizationId: string;
+    name: string;
+    subject: string;
+    html: string | null;
+    text: string | null;
+    variables: TemplateVariable[];
+    isPublic: boolean;
+    createdBy: string | null;
+    now: Date;
   },
 ): Promise<TemplateRecord> {
   const rows = await q.query<TemplateRecord>(
@@ -51,7 +61,18 @@ export async function insertTemplate(
        VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, 1, $9, $10, $10) RETURNING *
      ), v AS (${VERSION_OF('t.created_by')})
      SELECT ${COLUMNS} FROM t`,
-    [t.id, t.organizationId, t.name, t.subject, t.html, t.text, JSON.stringify(t.variables), t.isPublic, t.createdBy, t.now],
+    [
+      t.id,
+      t.organizationId,
+      t.name,
+      t.subject,
+      t.html,
+      t.text,
+      JSON.stringify(t.variables),
+      t.isPublic,
+      t.createdBy,
+      t.now,
+    ],
   );
   return rows[0] as TemplateRecord;
 }
@@ -73,7 +94,10 @@ export async function listTemplates(q: Queryable, organizationId: string, limit:
 
 /** Every public template of every organization, newest first. */
 export async function listPublicTemplates(q: Queryable, limit: number): Promise<TemplateRecord[]> {
-  return q.query<TemplateRecord>(`SELECT ${COLUMNS} FROM templates WHERE is_public ORDER BY created_at DESC, id DESC LIMIT $1`, [limit]);
+  return q.query<TemplateRecord>(
+    `SELECT ${COLUMNS} FROM templates WHERE is_public ORDER BY created_at DESC, id DESC LIMIT $1`,
+    [limit],
+  );
 }
 
 /** Fields an update changes; an absent field keeps its value, html or text null clears that part. */
@@ -112,14 +136,16 @@ export async function updateTemplate(
      ), v AS (${VERSION_OF('$16::uuid')})
      SELECT ${COLUMNS} FROM t`,
     [
-      u.id, u.organizationId,
+      u.id,
+      u.organizationId,
       ...set(p.name !== undefined, p.name),
       ...set(p.subject !== undefined, p.subject),
       ...set(p.html !== undefined, p.html),
       ...set(p.text !== undefined, p.text),
       ...set(p.variables !== undefined, p.variables === undefined ? null : JSON.stringify(p.variables)),
       ...set(p.isPublic !== undefined, p.isPublic),
-      u.now, u.updatedBy,
+      u.now,
+      u.updatedBy,
     ],
   );
   return rows[0] ?? null;
@@ -128,5 +154,8 @@ export async function updateTemplate(
 /** Deletes the organization's template and its versions; false when it owns no template of this id. */
 export async function deleteTemplate(q: Queryable, id: string, organizationId: string): Promise<boolean> {
   if (!isUuid(id)) return false;
-  return (await q.query('DELETE FROM templates WHERE id = $1 AND organization_id = $2 RETURNING id', [id, organizationId])).length > 0;
+  return (
+    (await q.query('DELETE FROM templates WHERE id = $1 AND organization_id = $2 RETURNING id', [id, organizationId]))
+      .length > 0
+  );
 }

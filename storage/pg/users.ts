@@ -28,7 +28,10 @@ export async function insertUser(
   return rows[0] ?? null;
 }
 
-export async function findUserWithHashByEmail(q: Queryable, email: string): Promise<(User & { password_hash: string }) | null> {
+export async function findUserWithHashByEmail(
+  q: Queryable,
+  email: string,
+): Promise<(User & { password_hash: string }) | null> {
   const rows = await q.query<User & { password_hash: string }>(
     `SELECT ${PUBLIC}, password_hash FROM users WHERE lower(email) = lower($1)`,
     [email],
@@ -37,7 +40,10 @@ export async function findUserWithHashByEmail(q: Queryable, email: string): Prom
 }
 
 export async function findUserWithHash(q: Queryable, id: string): Promise<(User & { password_hash: string }) | null> {
-  const rows = await q.query<User & { password_hash: string }>(`SELECT ${PUBLIC}, password_hash FROM users WHERE id = $1`, [id]);
+  const rows = await q.query<User & { password_hash: string }>(
+    `SELECT ${PUBLIC}, password_hash FROM users WHERE id = $1`,
+    [id],
+  );
   return rows[0] ?? null;
 }
 

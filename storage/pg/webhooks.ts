@@ -35,7 +35,15 @@ const COLUMNS = `id, project_id AS "projectId", url, events, created_at AS "crea
  */
 export async function insertWebhookEndpoint(
   q: Queryable,
-  e: { id: string; projectId: string; url: string; events: readonly string[]; secretSealed: string; now: Date; max: number },
+  e: {
+    id: string;
+    projectId: string;
+    url: string;
+    events: readonly string[];
+    secretSealed: string;
+    now: Date;
+    max: number;
+  },
 ): Promise<WebhookEndpoint | null> {
   const rows = await q.query<WebhookEndpoint>(
     `INSERT INTO webhook_endpoints (id, project_id, url, events, secret_sealed, created_at)
@@ -47,13 +55,19 @@ export async function insertWebhookEndpoint(
 }
 
 export async function listWebhookEndpoints(q: Queryable, projectId: string): Promise<WebhookEndpoint[]> {
-  return q.query<WebhookEndpoint>(`SELECT ${COLUMNS} FROM webhook_endpoints WHERE project_id = $1 ORDER BY created_at, id`, [projectId]);
+  return q.query<WebhookEndpoint>(
+    `SELECT ${COLUMNS} FROM webhook_endpoints WHERE project_id = $1 ORDER BY created_at, id`,
+    [projectId],
+  );
 }
 
 /** Deletes an endpoint of the project, and with it its attempts (pending ones are never made). */
 export async function deleteWebhookEndpoint(q: Queryable, projectId: string, id: string): Promise<boolean> {
   if (!isUuid(id)) return false;
-  return (await q.query('DELETE FROM webhook_endpoints WHERE id = $1 AND project_id = $2 RETURNING id', [id, projectId])).length > 0;
+  return (
+    (await q.query('DELETE FROM webhook_endpoints WHERE id = $1 AND project_id = $2 RETURNING id', [id, projectId]))
+      .length > 0
+  );
 }
 
 /** A new message event, as the fan-out needs it. */
@@ -159,7 +173,17 @@ export async function claimWebhookDeliveries(q: Queryable, o: ClaimOptions): Pro
      RETURNING d.id, d.webhook_id AS "webhookId", d.attempt, d.endpoint_id AS "endpointId", w.url, w.secret_sealed AS "secretSealed",
        e.id AS "eventId", e.type AS "eventType", e.created_at AS "eventAt", e.detail, m.id AS "messageId", m.project_id AS "projectId",
        m.to_address AS "to", m.from_header AS "from", m.subject`,
-    [o.now, full, o.inFlight, o.limit * 4, busy.map(([id]) => id), busy.map(([, n]) => n), o.perEndpoint, o.limit, o.leaseUntil],
+    [
+      o.now,
+      full,
+      o.inFlight,
+      o.limit * 4,
+      busy.map(([id]) => id),
+      busy.map(([, n]) => n),
+      o.perEndpoint,
+      o.limit,
+      o.leaseUntil,
+    ],
   );
 }
 
@@ -190,12 +214,23 @@ export async function recordWebhookAttempt(q: Queryable, r: AttemptResult): Prom
      SELECT gen_random_uuid(), webhook_id, endpoint_id, project_id, event_id, event_type, attempt + 1, 'pending', $7, $6
      FROM done WHERE $7::timestamptz IS NOT NULL
      ON CONFLICT (event_id, endpoint_id, attempt) DO NOTHING`,
-    [r.id, r.status, r.statusCode, r.latencyMs, r.error?.slice(0, 1000) ?? null, r.attemptedAt, r.status === 'retrying' ? r.nextAt ?? r.attemptedAt : null],
+    [
+      r.id,
+      r.status,
+      r.statusCode,
+      r.latencyMs,
+      r.error?.slice(0, 1000) ?? null,
+      r.attemptedAt,
+      r.status === 'retrying' ? (r.nextAt ?? r.attemptedAt) : null,
+    ],
   );
 }
 
 /** Gives claimed attempts back (a stopping dispatcher): due again at `at`, their attempt not spent. */
 export async function releaseWebhookDeliveries(q: Queryable, ids: readonly string[], at: Date): Promise<void> {
   if (ids.length === 0) return;
-  await q.query(`UPDATE webhook_deliveries SET next_attempt_at = $2 WHERE id = ANY ($1::uuid[]) AND status = 'pending'`, [ids, at]);
+  await q.query(
+    `UPDATE webhook_deliveries SET next_attempt_at = $2 WHERE id = ANY ($1::uuid[]) AND status = 'pending'`,
+    [ids, at],
+  );
 }

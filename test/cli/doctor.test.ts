@@ -43,7 +43,9 @@ function doctor(svc: TestService, zone: DnsZone, ...args: string[]): Promise<Run
   };
   const started = Date.now();
   const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', 'doctor', ...args], {
-    cwd: ROOT, env: { ...baseEnv(), ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: ROOT,
+    env: { ...baseEnv(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
   let stderr = '';
@@ -80,7 +82,8 @@ function row(t: Test, run: Run, label: string, host: string): Row {
   return found[0] ?? { status: '(no line)', label, type: '', host, value: '' };
 }
 
-const chunks = (value: string, size = 255) => Array.from({ length: Math.ceil(value.length / size) }, (_, i) => value.slice(i * size, (i + 1) * size));
+const chunks = (value: string, size = 255) =>
+  Array.from({ length: Math.ceil(value.length / size) }, (_, i) => value.slice(i * size, (i + 1) * size));
 
 t.test('svc doctor: ok, missing and wrong records, and the exit codes', async (t) => {
   const zone = await startDnsZone(t);
@@ -118,23 +121,78 @@ t.test('svc doctor: ok, missing and wrong records, and the exit codes', async (t
   await t.test('some required records missing or wrong: exit 1', async (t) => {
     const run = await doctor(svc, zone, domain);
     t.equal(run.code, 1, `exit 1 (stderr: ${run.stderr})`);
-    t.match(run.stdout, new RegExp(`^svc doctor ${domain.replace(/\./g, '\\.')}: claim verified`, 'm'), 'a header names the claim');
+    t.match(
+      run.stdout,
+      new RegExp(`^svc doctor ${domain.replace(/\./g, '\\.')}: claim verified`, 'm'),
+      'a header names the claim',
+    );
     t.notMatch(run.stdout, /^\{/m, 'no log lines in the report');
-    t.equal(rows(run.stdout).length, 8, 'one line per record: ownership, 2 DKIM, return-path MX and SPF, SPF, DMARC, MX');
+    t.equal(
+      rows(run.stdout).length,
+      8,
+      'one line per record: ownership, 2 DKIM, return-path MX and SPF, SPF, DMARC, MX',
+    );
 
     const own = row(t, run, 'ownership', `_svc-verify.${domain}`);
-    t.same(own, { status: 'ok', label: 'ownership', type: 'TXT', host: `_svc-verify.${domain}`, value: JSON.stringify(c.dnsRecords.ownership.value) });
-    t.same(row(t, run, 'DKIM', o.dnsRecords.dkim.host), { status: 'ok', label: 'DKIM', type: 'TXT', host: o.dnsRecords.dkim.host, value: JSON.stringify(o.dnsRecords.dkim.value) },
-      'DKIM published as split strings: ok, with the full expected value');
-    t.same(row(t, run, 'DKIM Ed25519', ed.host), { status: 'missing', label: 'DKIM Ed25519', type: 'TXT', host: ed.host, value: JSON.stringify(ed.value) });
-    t.same(row(t, run, 'return-path MX', `bounces.${domain}`), { status: 'ok', label: 'return-path MX', type: 'MX', host: `bounces.${domain}`, value: `10 ${MX_HOST}` });
+    t.same(own, {
+      status: 'ok',
+      label: 'ownership',
+      type: 'TXT',
+      host: `_svc-verify.${domain}`,
+      value: JSON.stringify(c.dnsRecords.ownership.value),
+    });
+    t.same(
+      row(t, run, 'DKIM', o.dnsRecords.dkim.host),
+      {
+        status: 'ok',
+        label: 'DKIM',
+        type: 'TXT',
+        host: o.dnsRecords.dkim.host,
+        value: JSON.stringify(o.dnsRecords.dkim.value),
+      },
+      'DKIM published as split strings: ok, with the full expected value',
+    );
+    t.same(row(t, run, 'DKIM Ed25519', ed.host), {
+      status: 'missing',
+      label: 'DKIM Ed25519',
+      type: 'TXT',
+      host: ed.host,
+      value: JSON.stringify(ed.value),
+    });
+    t.same(row(t, run, 'return-path MX', `bounces.${domain}`), {
+      status: 'ok',
+      label: 'return-path MX',
+      type: 'MX',
+      host: `bounces.${domain}`,
+      value: `10 ${MX_HOST}`,
+    });
     t.equal(row(t, run, 'return-path SPF', `bounces.${domain}`).status, 'ok');
     const spf = row(t, run, 'SPF', domain);
-    t.equal(spf.status, 'wrong (found "v=spf1 include:_spf.example.net -all") (recommended)', 'SPF without our host: wrong, a recommendation; other TXT ignored');
+    t.equal(
+      spf.status,
+      'wrong (found "v=spf1 include:_spf.example.net -all") (recommended)',
+      'SPF without our host: wrong, a recommendation; other TXT ignored',
+    );
     t.equal(spf.value, JSON.stringify(o.dnsRecords.spf.value));
-    t.same(row(t, run, 'DMARC', `_dmarc.${domain}`), { status: 'missing (recommended)', label: 'DMARC', type: 'TXT', host: `_dmarc.${domain}`, value: JSON.stringify(o.dnsRecords.dmarc.value) });
-    t.same(row(t, run, 'MX', domain), { status: 'wrong (found "mx.other.test")', label: 'MX', type: 'MX', host: domain, value: `10 ${MX_HOST}` });
-    t.match(run.stdout, /^2 of 4 required records right; 2 recommended records missing or different\. Publish/m, 'the summary counts');
+    t.same(row(t, run, 'DMARC', `_dmarc.${domain}`), {
+      status: 'missing (recommended)',
+      label: 'DMARC',
+      type: 'TXT',
+      host: `_dmarc.${domain}`,
+      value: JSON.stringify(o.dnsRecords.dmarc.value),
+    });
+    t.same(row(t, run, 'MX', domain), {
+      status: 'wrong (found "mx.other.test")',
+      label: 'MX',
+      type: 'MX',
+      host: domain,
+      value: `10 ${MX_HOST}`,
+    });
+    t.match(
+      run.stdout,
+      /^2 of 4 required records right; 2 recommended records missing or different\. Publish/m,
+      'the summary counts',
+    );
   });
 
   await t.test('every required record right: exit 0, recommendations still shown', async (t) => {
@@ -163,17 +221,27 @@ t.test('svc doctor: ok, missing and wrong records, and the exit codes', async (t
   await t.test('a subdomain claim and a pending claim', async (t) => {
     const sub = await doctor(svc, zone, `shop.${domain}`);
     t.equal(sub.code, 1, 'the MX of shop is missing: exit 1');
-    t.equal(row(t, sub, 'ownership', `_svc-verify.shop.${domain}`).status, 'missing (no longer needed: verified)',
-      'a verified claim does not need its ownership TXT (a subdomain claim never did)');
+    t.equal(
+      row(t, sub, 'ownership', `_svc-verify.shop.${domain}`).status,
+      'missing (no longer needed: verified)',
+      'a verified claim does not need its ownership TXT (a subdomain claim never did)',
+    );
     t.equal(row(t, sub, 'MX', `shop.${domain}`).status, 'missing');
     t.equal(rows(sub.stdout).length, 2, 'inbound only: no sending records');
     t.match(sub.stdout, /^0 of 1 required records right\./m);
 
     const pend = await doctor(svc, zone, pending.domain);
     t.equal(pend.code, 1, 'pending, nothing published: exit 1');
-    t.equal(row(t, pend, 'ownership', `_svc-verify.${pending.domain}`).status, 'missing', 'the ownership TXT is required while pending');
+    t.equal(
+      row(t, pend, 'ownership', `_svc-verify.${pending.domain}`).status,
+      'missing',
+      'the ownership TXT is required while pending',
+    );
     zone.txt(`_svc-verify.${pending.domain}`, 'svc-verify=something-else');
-    t.equal(row(t, await doctor(svc, zone, pending.domain), 'ownership', `_svc-verify.${pending.domain}`).status, 'wrong (found "svc-verify=something-else")');
+    t.equal(
+      row(t, await doctor(svc, zone, pending.domain), 'ownership', `_svc-verify.${pending.domain}`).status,
+      'wrong (found "svc-verify=something-else")',
+    );
     zone.txt(`_svc-verify.${pending.domain}`, pending.dnsRecords.ownership.value);
     const fixed = await doctor(svc, zone, pending.domain);
     t.equal(fixed.code, 0, 'published: exit 0');
@@ -205,6 +273,9 @@ t.test('svc doctor: ok, missing and wrong records, and the exit codes', async (t
     t.ok(run.ms < 30_000, `finished in ${run.ms} ms`);
     const dkim = row(t, run, 'DKIM', o.dnsRecords.dkim.host);
     t.match(dkim.status, /^unknown \(DNS TIMEOUT/, 'each record says the lookup got no answer');
-    t.ok(rows(run.stdout).every((r) => r.status.startsWith('unknown')), 'every line');
+    t.ok(
+      rows(run.stdout).every((r) => r.status.startsWith('unknown')),
+      'every line',
+    );
   });
 });

@@ -32,7 +32,9 @@ function baseEnv(): NodeJS.ProcessEnv {
 
 function svcQueue(dataDir: string, ...args: string[]): Promise<Run> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', 'queue', ...args], {
-    cwd: ROOT, env: { ...baseEnv(), SVC_DATA_DIR: dataDir }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: ROOT,
+    env: { ...baseEnv(), SVC_DATA_DIR: dataDir },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   const chunks: Buffer[] = [];
   let stderr = '';
@@ -56,7 +58,10 @@ async function tempDir(t: Test): Promise<string> {
 
 const lines = (s: string) => s.split('\n').filter((l) => l !== '');
 /** The first column of the table rows (the header excluded). */
-const tableIds = (out: string) => lines(out).slice(1, -1).map((l) => l.split(/\s+/)[0]);
+const tableIds = (out: string) =>
+  lines(out)
+    .slice(1, -1)
+    .map((l) => l.split(/\s+/)[0]);
 const jsonLines = (out: string) => lines(out).map((l) => JSON.parse(l) as Record<string, unknown>);
 
 const NOW = Date.now();
@@ -64,8 +69,15 @@ const MIN = 60_000;
 
 function entry(id: string, domain: string, nextAttemptMs: number, attempts = 0): SpoolEntry {
   return {
-    id, projectId: 'p1', domain, mailFrom: `bounce+${id}@rp.sender.test`, rcptTo: `user@${domain}`,
-    outboundId: 'o1', nextAttemptMs, attempts, createdMs: NOW - 90 * MIN,
+    id,
+    projectId: 'p1',
+    domain,
+    mailFrom: `bounce+${id}@rp.sender.test`,
+    rcptTo: `user@${domain}`,
+    outboundId: 'o1',
+    nextAttemptMs,
+    attempts,
+    createdMs: NOW - 90 * MIN,
   };
 }
 
@@ -80,7 +92,11 @@ const ORDER = ['m-a1', 'm-c1', 'm-b1', 'm-a2'];
 
 /** A message with 8-bit bytes in its body: --body must hand back exactly these bytes. */
 const bodyOf = (id: string) =>
-  Buffer.concat([Buffer.from(`From: sender@sender.test\r\nTo: user@x.test\r\nSubject: message ${id}\r\n\r\nthe body of ${id}: `), Buffer.from([0xe9, 0x00, 0xff]), Buffer.from('\r\n')]);
+  Buffer.concat([
+    Buffer.from(`From: sender@sender.test\r\nTo: user@x.test\r\nSubject: message ${id}\r\n\r\nthe body of ${id}: `),
+    Buffer.from([0xe9, 0x00, 0xff]),
+    Buffer.from('\r\n'),
+  ]);
 
 t.test('svc queue against a spool shared with this (service-like) process', async (t) => {
   const dataDir = await tempDir(t);
@@ -113,9 +129,17 @@ t.test('svc queue against a spool shared with this (service-like) process', asyn
     t.same(tableIds(all.out), ORDER, 'every entry, in schedule order');
     t.equal(lines(all.out).at(-1), '4 shown of 4 queued', 'and the count');
     const b1 = lines(all.out).find((l) => l.startsWith('m-b1 '));
-    t.match(b1, /^m-b1\s+b\.test\s+user@b\.test\s+2\s+(\S+)\s+1h3\dm\s+in 5\dm$/, 'domain, rcpt, attempts, next attempt, age and state');
+    t.match(
+      b1,
+      /^m-b1\s+b\.test\s+user@b\.test\s+2\s+(\S+)\s+1h3\dm\s+in 5\dm$/,
+      'domain, rcpt, attempts, next attempt, age and state',
+    );
     t.ok(b1?.includes(new Date(NOW + 60 * MIN).toISOString()), 'the next attempt in ISO form');
-    t.match(lines(all.out).find((l) => l.startsWith('m-a1 ')), /\bdue$/, 'an entry past its time is due');
+    t.match(
+      lines(all.out).find((l) => l.startsWith('m-a1 ')),
+      /\bdue$/,
+      'an entry past its time is due',
+    );
     t.equal(all.stderr, '');
 
     t.equal(byDomain.code, 0);
@@ -124,23 +148,51 @@ t.test('svc queue against a spool shared with this (service-like) process', asyn
 
     t.equal(json.code, 0);
     const rows = jsonLines(json.out);
-    t.same(rows.map((r) => r.id), ['m-a1', 'm-c1', undefined], '--limit 2: two entries, then the summary');
+    t.same(
+      rows.map((r) => r.id),
+      ['m-a1', 'm-c1', undefined],
+      '--limit 2: two entries, then the summary',
+    );
     t.same(rows[2], { total: 4, matching: 4, shown: 2 });
-    t.match(rows[0], { ...ENTRIES[1], nextAttempt: new Date(NOW - MIN).toISOString(), created: new Date(NOW - 90 * MIN).toISOString() });
+    t.match(rows[0], {
+      ...ENTRIES[1],
+      nextAttempt: new Date(NOW - MIN).toISOString(),
+      created: new Date(NOW - 90 * MIN).toISOString(),
+    });
     t.ok(typeof rows[0]?.ageMs === 'number' && rows[0].ageMs >= 90 * MIN, 'ageMs');
     t.same(jsonLines(jsonByDomain.out), [jsonLines(jsonByDomain.out)[0], { total: 4, matching: 2, shown: 1 }]);
     t.equal(jsonLines(jsonByDomain.out)[0]?.id, 'm-a1');
 
     t.equal(inspect.code, 0, `inspect exits 0 (stderr: ${inspect.stderr})`);
     const fields = lines(inspect.out);
-    for (const [k, v] of [['id', 'm-b1'], ['projectId', 'p1'], ['domain', 'b.test'], ['mailFrom', 'bounce+m-b1@rp.sender.test'], ['rcptTo', 'user@b.test'], ['outboundId', 'o1'], ['attempts', '2']]) {
-      t.ok(fields.some((l) => new RegExp(`^${k}:\\s+${v!.replace(/[.+]/g, '\\$&')}$`).test(l)), `${k}: ${v}`);
+    for (const [k, v] of [
+      ['id', 'm-b1'],
+      ['projectId', 'p1'],
+      ['domain', 'b.test'],
+      ['mailFrom', 'bounce+m-b1@rp.sender.test'],
+      ['rcptTo', 'user@b.test'],
+      ['outboundId', 'o1'],
+      ['attempts', '2'],
+    ]) {
+      t.ok(
+        fields.some((l) => new RegExp(`^${k}:\\s+${v!.replace(/[.+]/g, '\\$&')}$`).test(l)),
+        `${k}: ${v}`,
+      );
     }
-    t.ok(fields.some((l) => l.startsWith('nextAttempt:') && l.includes(new Date(NOW + 60 * MIN).toISOString())), 'nextAttempt in ISO form');
-    t.ok(fields.some((l) => /^size:\s+\d+ bytes$/.test(l) && l.includes(String(bodyOf('m-b1').length))), 'the size of the message');
+    t.ok(
+      fields.some((l) => l.startsWith('nextAttempt:') && l.includes(new Date(NOW + 60 * MIN).toISOString())),
+      'nextAttempt in ISO form',
+    );
+    t.ok(
+      fields.some((l) => /^size:\s+\d+ bytes$/.test(l) && l.includes(String(bodyOf('m-b1').length))),
+      'the size of the message',
+    );
     t.ok(fields.includes('Subject: message m-b1'), 'the headers');
     t.notOk(inspect.out.includes('the body of'), 'but not the body');
-    t.notOk(fields.some((l) => l.startsWith('cancelled:')), 'not cancelled');
+    t.notOk(
+      fields.some((l) => l.startsWith('cancelled:')),
+      'not cancelled',
+    );
 
     t.equal(body.code, 0);
     t.ok(body.stdout.equals(bodyOf('m-b1')), '--body: exactly the raw bytes, nothing else');
@@ -187,7 +239,11 @@ t.test('svc queue against a spool shared with this (service-like) process', asyn
     for (const [args, message, exit] of inProcess) {
       const out: string[] = [];
       const err: string[] = [];
-      const code = await queue(args, config, { out: (l) => out.push(l), err: (l) => err.push(l), raw: (b) => out.push(String(b)) });
+      const code = await queue(args, config, {
+        out: (l) => out.push(l),
+        err: (l) => err.push(l),
+        raw: (b) => out.push(String(b)),
+      });
       const what = `svc queue ${args.join(' ')}`;
       t.equal(code, exit, `${what}: exit ${exit}`);
       t.equal(err.length, 1, `${what}: one stderr line`);
@@ -196,12 +252,19 @@ t.test('svc queue against a spool shared with this (service-like) process', asyn
       t.same(out, [], `${what}: nothing on stdout`);
     }
     env.root.resetReadTxn();
-    t.same(spool.list(10), ORDER.map((id) => ENTRIES.find((e) => e.id === id)), 'nothing changed');
+    t.same(
+      spool.list(10),
+      ORDER.map((id) => ENTRIES.find((e) => e.id === id)),
+      'nothing changed',
+    );
   });
 
   await t.test('retry makes an entry due now; --all --domain only that domain', async (t) => {
     const before = Date.now();
-    const [one, all] = await Promise.all([svcQueue(dataDir, 'retry', 'm-a2'), svcQueue(dataDir, 'retry', '--all', '--domain', 'b.test')]);
+    const [one, all] = await Promise.all([
+      svcQueue(dataDir, 'retry', 'm-a2'),
+      svcQueue(dataDir, 'retry', '--all', '--domain', 'b.test'),
+    ]);
     const after = Date.now();
     t.equal(one.code, 0, `retry exits 0 (stderr: ${one.stderr})`);
     t.match(one.out, /^m-a2: due now \(/);
@@ -209,11 +272,21 @@ t.test('svc queue against a spool shared with this (service-like) process', asyn
     t.equal(all.out.trim().split(' (')[0], '1 message for b.test due now');
     for (const id of ['m-a2', 'm-b1']) {
       const e = fresh(id);
-      t.ok(e && e.nextAttemptMs >= before && e.nextAttemptMs <= after, `${id}: next attempt is now (${e?.nextAttemptMs})`);
+      t.ok(
+        e && e.nextAttemptMs >= before && e.nextAttemptMs <= after,
+        `${id}: next attempt is now (${e?.nextAttemptMs})`,
+      );
       t.equal(e?.attempts, ENTRIES.find((x) => x.id === id)?.attempts, `${id}: attempts unchanged`);
     }
     t.equal(fresh('m-c1')?.nextAttemptMs, NOW + 10 * MIN, 'another domain is untouched');
-    t.same(spool.due(after, 10).map((e) => e.id).sort(), ['m-a1', 'm-a2', 'm-b1'], 'due to this process too');
+    t.same(
+      spool
+        .due(after, 10)
+        .map((e) => e.id)
+        .sort(),
+      ['m-a1', 'm-a2', 'm-b1'],
+      'due to this process too',
+    );
     t.equal(spool.count(), 4, 'moved, not copied');
   });
 
@@ -224,22 +297,43 @@ t.test('svc queue against a spool shared with this (service-like) process', asyn
     t.equal(del.code, 0, `delete exits 0 (stderr: ${del.stderr})`);
     t.match(del.out, /^m-c1: cancelled at \S+; the MTA records it failed \("cancelled by operator"\)/);
     const e = fresh('m-c1');
-    t.ok(e?.cancelledMs !== undefined && e.cancelledMs >= before && e.cancelledMs <= after, `cancelledMs is now (${e?.cancelledMs})`);
+    t.ok(
+      e?.cancelledMs !== undefined && e.cancelledMs >= before && e.cancelledMs <= after,
+      `cancelledMs is now (${e?.cancelledMs})`,
+    );
     t.equal(e?.nextAttemptMs, e?.cancelledMs, 'due at the cancellation');
     t.ok(spool.body('m-c1')?.equals(bodyOf('m-c1')), 'the body is kept for the worker');
     t.equal(spool.count(), 4, 'not removed');
 
     // Cancelling again (in-process: the same function the command runs) keeps the first time.
     const said: string[] = [];
-    t.equal(await queue(['delete', 'm-c1'], loadConfig({ SVC_DATA_DIR: dataDir }), { out: (l) => said.push(l), err: (l) => said.push(l), raw: () => {} }), 0);
+    t.equal(
+      await queue(['delete', 'm-c1'], loadConfig({ SVC_DATA_DIR: dataDir }), {
+        out: (l) => said.push(l),
+        err: (l) => said.push(l),
+        raw: () => {},
+      }),
+      0,
+    );
     t.match(said, [/^m-c1: already cancelled at /]);
 
-    const [retried, list, inspect] = await Promise.all([svcQueue(dataDir, 'retry', 'm-c1'), svcQueue(dataDir, 'list'), svcQueue(dataDir, 'inspect', 'm-c1')]);
+    const [retried, list, inspect] = await Promise.all([
+      svcQueue(dataDir, 'retry', 'm-c1'),
+      svcQueue(dataDir, 'list'),
+      svcQueue(dataDir, 'inspect', 'm-c1'),
+    ]);
     t.equal(retried.code, 0);
     t.match(retried.out, /^m-c1: due now .*; still cancelled$/m);
     t.equal(fresh('m-c1')?.cancelledMs, e?.cancelledMs, 'the first cancellation time stays, through retry');
-    t.match(lines(list.out).find((l) => l.startsWith('m-c1 ')), /\bcancelled$/, 'list shows it cancelled');
-    t.ok(lines(inspect.out).some((l) => l.startsWith('cancelled:') && l.includes(new Date(e!.cancelledMs!).toISOString())), 'inspect shows when');
+    t.match(
+      lines(list.out).find((l) => l.startsWith('m-c1 ')),
+      /\bcancelled$/,
+      'list shows it cancelled',
+    );
+    t.ok(
+      lines(inspect.out).some((l) => l.startsWith('cancelled:') && l.includes(new Date(e!.cancelledMs!).toISOString())),
+      'inspect shows when',
+    );
   });
 
   await t.test('with the environment closed (service stopped) it works the same', async (t) => {

@@ -50,7 +50,10 @@ t.test('start listens, answers /health, and drains on SIGTERM', async (t) => {
   const body = (await res.json()) as Record<string, unknown>;
   t.equal(body.ok, true, 'ok: true');
   t.type(body.service, 'string', 'service');
-  t.ok(typeof body.time === 'string' && Number.isFinite(Date.parse(body.time)), `time is a date (${String(body.time)})`);
+  t.ok(
+    typeof body.time === 'string' && Number.isFinite(Date.parse(body.time)),
+    `time is a date (${String(body.time)})`,
+  );
 
   const warned = s.logs().some((l) => typeof l.msg === 'string' && EMBEDDED_WARNING.test(l.msg));
   if (SERVER_URL) t.notOk(warned, 'no embedded-database warning with SVC_DATABASE_URL');
@@ -66,7 +69,10 @@ t.test('start listens, answers /health, and drains on SIGTERM', async (t) => {
   s.child.kill('SIGTERM');
   const exit = await s.exited;
   t.same(exit, { code: 0, signal: null }, 'SIGTERM: exit 0');
-  t.ok(s.logs().some((l) => l.msg === 'stopped'), "logs 'stopped'");
+  t.ok(
+    s.logs().some((l) => l.msg === 'stopped'),
+    "logs 'stopped'",
+  );
   await t.rejects(fetch(`http://127.0.0.1:${String(port)}/health`), 'the port is closed');
 });
 
@@ -79,16 +85,20 @@ t.test('start --role control without SVC_DATABASE_URL names SVC_DATABASE_URL', a
   t.notMatch(s.stdout(), /control plane listening/, 'nothing started');
 });
 
-t.test('start --role control with SVC_DATABASE_URL listens', { skip: SERVER_URL ? false : 'needs SVC_DATABASE_URL' }, async (t) => {
-  const dataDir = await tempDir(t);
-  const s = svc(t, ['start', '--role', 'control'], { ...listenEnv(dataDir), ...(await databaseEnv(t)) });
-  const line = await listening(s);
-  t.equal(line.role, 'control');
-  const res = await fetch(`http://127.0.0.1:${String(line.http)}/health`);
-  t.equal(res.status, 200);
-  s.child.kill('SIGTERM');
-  t.same(await s.exited, { code: 0, signal: null });
-});
+t.test(
+  'start --role control with SVC_DATABASE_URL listens',
+  { skip: SERVER_URL ? false : 'needs SVC_DATABASE_URL' },
+  async (t) => {
+    const dataDir = await tempDir(t);
+    const s = svc(t, ['start', '--role', 'control'], { ...listenEnv(dataDir), ...(await databaseEnv(t)) });
+    const line = await listening(s);
+    t.equal(line.role, 'control');
+    const res = await fetch(`http://127.0.0.1:${String(line.http)}/health`);
+    t.equal(res.status, 200);
+    s.child.kill('SIGTERM');
+    t.same(await s.exited, { code: 0, signal: null });
+  },
+);
 
 t.test('start with an unknown role is bad usage', async (t) => {
   const dataDir = await tempDir(t);
@@ -106,7 +116,10 @@ t.test('migrate applies every migration once, then is up to date', async (t) => 
 
   const first = svc(t, ['migrate'], env);
   t.same(await first.exited, { code: 0, signal: null }, `first migrate exits 0 ${first.stderr()}`);
-  const applied = first.stdout().split('\n').find((l) => l.startsWith('applied: '));
+  const applied = first
+    .stdout()
+    .split('\n')
+    .find((l) => l.startsWith('applied: '));
   t.ok(applied, `prints the applied migrations: ${first.stdout()}`);
   t.same(applied?.slice('applied: '.length).split(', '), expected, 'every migration, in order');
 
@@ -129,7 +142,10 @@ t.test('config prints the effective configuration, secrets redacted', async (t) 
 t.test('openapi prints a document covering the route table', async (t) => {
   const s = svc(t, ['openapi'], {});
   t.same(await s.exited, { code: 0, signal: null });
-  const doc = JSON.parse(s.stdout()) as { openapi?: string; paths?: Record<string, Record<string, { operationId?: string }>> };
+  const doc = JSON.parse(s.stdout()) as {
+    openapi?: string;
+    paths?: Record<string, Record<string, { operationId?: string }>>;
+  };
   t.match(doc.openapi, /^3\./, 'an OpenAPI 3 document');
   const routes = Object.entries(routeTable) as [string, RouteSpec][];
   t.ok(routes.length > 0);

@@ -10,8 +10,19 @@ const MIN = 60_000;
 const HOUR = 60 * MIN;
 // 1m,5m,15m,30m,1h,2h,4h,8h,16h,24h,24h,24h,16h (operator contract, SVC_RETRY_DELAYS).
 const DEFAULT_RETRY_MS = [
-  1 * MIN, 5 * MIN, 15 * MIN, 30 * MIN,
-  1 * HOUR, 2 * HOUR, 4 * HOUR, 8 * HOUR, 16 * HOUR, 24 * HOUR, 24 * HOUR, 24 * HOUR, 16 * HOUR,
+  1 * MIN,
+  5 * MIN,
+  15 * MIN,
+  30 * MIN,
+  1 * HOUR,
+  2 * HOUR,
+  4 * HOUR,
+  8 * HOUR,
+  16 * HOUR,
+  24 * HOUR,
+  24 * HOUR,
+  24 * HOUR,
+  16 * HOUR,
 ];
 
 /** Calls loadConfig and returns the ConfigError it throws; fails the test when it does not throw one. */
@@ -60,7 +71,9 @@ t.test('host names and the notification sender derive from SVC_HOSTNAME', async 
   t.equal(c.notifyFrom, 'no-reply@mta.example.test');
 
   const own = loadConfig({
-    SVC_HOSTNAME: 'mta.example.test', SVC_MX_HOST: 'in.example.net', SVC_WEBMAIL_HOST: 'mail.example.net',
+    SVC_HOSTNAME: 'mta.example.test',
+    SVC_MX_HOST: 'in.example.net',
+    SVC_WEBMAIL_HOST: 'mail.example.net',
     SVC_NOTIFY_FROM: 'robot@example.net',
   });
   t.equal(own.mxHost, 'in.example.net', 'an explicit SVC_MX_HOST wins');
@@ -108,13 +121,22 @@ t.test('two bad variables give two lines, one per variable', async (t) => {
   const err = configError(t, { SVC_HTTP_PORT: 'abc', SVC_DNS_SERVERS: 'not a server:xx' });
   if (!err) return;
   t.equal(err.problems.length, 2);
-  t.ok(err.problems.some((l) => /\bSVC_HTTP_PORT\b/.test(l) && !l.includes('SVC_DNS_SERVERS')), 'a line for SVC_HTTP_PORT');
-  t.ok(err.problems.some((l) => /\bSVC_DNS_SERVERS\b/.test(l) && !l.includes('SVC_HTTP_PORT')), 'a line for SVC_DNS_SERVERS');
+  t.ok(
+    err.problems.some((l) => /\bSVC_HTTP_PORT\b/.test(l) && !l.includes('SVC_DNS_SERVERS')),
+    'a line for SVC_HTTP_PORT',
+  );
+  t.ok(
+    err.problems.some((l) => /\bSVC_DNS_SERVERS\b/.test(l) && !l.includes('SVC_HTTP_PORT')),
+    'a line for SVC_DNS_SERVERS',
+  );
   // Good variables next to bad ones are not reported.
   const mixed = configError(t, { SVC_HTTP_PORT: '8081', SVC_SMTP_PORT: '99999', SVC_IMAP_PORT: 'x' });
   if (!mixed) return;
   t.equal(mixed.problems.length, 2);
-  t.notOk(mixed.problems.some((l) => l.includes('SVC_HTTP_PORT')), 'the good port is not reported');
+  t.notOk(
+    mixed.problems.some((l) => l.includes('SVC_HTTP_PORT')),
+    'the good port is not reported',
+  );
 });
 
 t.test('good values parse', async (t) => {
@@ -140,11 +162,15 @@ t.test('good values parse', async (t) => {
   t.equal(c.httpPort, 0, 'port 0 is allowed (tests bind an ephemeral port)');
   t.equal(c.smtpPort, 25);
   t.equal(c.imapPort, 65535);
-  t.same(c.dnsServers, [
-    { host: '127.0.0.1', port: 5353 },
-    { host: '::1', port: 53 },
-    { host: '8.8.8.8', port: 53 },
-  ], 'host/port list, default port 53');
+  t.same(
+    c.dnsServers,
+    [
+      { host: '127.0.0.1', port: 5353 },
+      { host: '::1', port: 53 },
+      { host: '8.8.8.8', port: 53 },
+    ],
+    'host/port list, default port 53',
+  );
   t.equal(c.outboundPort, 2526);
   t.same(c.webmailAddresses, ['192.0.2.10', '2001:db8::1']);
   t.equal(c.publicUrl, 'https://mail.example.test', 'trailing slash removed');
@@ -153,7 +179,11 @@ t.test('good values parse', async (t) => {
   t.equal(c.platformAdminKey, 'a-platform-key-of-enough-length');
   t.equal(typeof c.httpPort, 'number', 'ports are numbers, not strings');
 
-  t.equal(loadConfig({ SVC_PUBLIC_URL: 'http://127.0.0.1:8080///' }).publicUrl, 'http://127.0.0.1:8080', 'every trailing slash');
+  t.equal(
+    loadConfig({ SVC_PUBLIC_URL: 'http://127.0.0.1:8080///' }).publicUrl,
+    'http://127.0.0.1:8080',
+    'every trailing slash',
+  );
   t.equal(loadConfig({ SVC_PUBLIC_URL: 'https://x.test/base/' }).publicUrl, 'https://x.test/base', 'a path is kept');
 });
 
@@ -162,12 +192,14 @@ t.test('describeConfig redacts every secret', async (t) => {
   const masterKey = randomBytes(32).toString('base64');
   const dbPassword = 'pw' + randomBytes(8).toString('hex');
   const databaseUrl = `postgres://svc:${dbPassword}@db.example.test:5432/svc`;
-  const text = describeConfig(loadConfig({
-    SVC_PLATFORM_ADMIN_KEY: adminKey,
-    SVC_MASTER_KEY: masterKey,
-    SVC_DATABASE_URL: databaseUrl,
-    SVC_HTTP_PORT: '8181',
-  }));
+  const text = describeConfig(
+    loadConfig({
+      SVC_PLATFORM_ADMIN_KEY: adminKey,
+      SVC_MASTER_KEY: masterKey,
+      SVC_DATABASE_URL: databaseUrl,
+      SVC_HTTP_PORT: '8181',
+    }),
+  );
   t.notOk(text.includes(adminKey), 'no SVC_PLATFORM_ADMIN_KEY value');
   t.notOk(text.includes(masterKey), 'no SVC_MASTER_KEY value (base64)');
   t.notOk(text.includes(Buffer.from(masterKey, 'base64').toString('hex')), 'no SVC_MASTER_KEY value (hex)');
@@ -207,6 +239,9 @@ t.test('describeConfig prints DNS servers in a form SVC_DNS_SERVERS reads back',
   const text = describeConfig(loadConfig({ SVC_DNS_SERVERS: servers }));
   const printed = /^SVC_DNS_SERVERS=(.*)$/m.exec(text)?.[1] ?? '';
   t.match(printed, /^127\.0\.0\.1:5353,/, 'IPv4 as host:port');
-  t.same(loadConfig({ SVC_DNS_SERVERS: printed }).dnsServers, loadConfig({ SVC_DNS_SERVERS: servers }).dnsServers,
-    'the printed value parses to the same servers');
+  t.same(
+    loadConfig({ SVC_DNS_SERVERS: printed }).dnsServers,
+    loadConfig({ SVC_DNS_SERVERS: servers }).dnsServers,
+    'the printed value parses to the same servers',
+  );
 });

@@ -37,32 +37,69 @@ async function loginClient(email: string, password: string): Promise<Client> {
 t.test('password change', async (t) => {
   const u = await svc.signup(uniqueEmail('change'), 'old password 123');
 
-  const wrong = await errorOf(u.client.auth.password.change({ currentPassword: 'not my password', newPassword: 'new password 456' }));
+  const wrong = await errorOf(
+    u.client.auth.password.change({ currentPassword: 'not my password', newPassword: 'new password 456' }),
+  );
   t.match(wrong, { status: 401, code: 'unauthorized' });
   await loginClient(u.email, 'old password 123').then(
     () => t.pass('a refused change leaves the old password in place'),
     (e) => t.fail(`old password no longer logs in after a refused change: ${e}`),
   );
 
-  const short = await errorOf(u.client.auth.password.change({ currentPassword: 'old password 123', newPassword: '123456789' }));
+  const short = await errorOf(
+    u.client.auth.password.change({ currentPassword: 'old password 123', newPassword: '123456789' }),
+  );
   t.match(short, { status: 400, code: 'invalid_request' });
-  t.ok(fields(short).includes('body.newPassword'), `details name body.newPassword (got ${JSON.stringify(short.details)})`);
-  t.match(await errorOf(svc.client().auth.login({ email: u.email, password: '123456789' })), { status: 401 }, 'the short password was not set');
+  t.ok(
+    fields(short).includes('body.newPassword'),
+    `details name body.newPassword (got ${JSON.stringify(short.details)})`,
+  );
+  t.match(
+    await errorOf(svc.client().auth.login({ email: u.email, password: '123456789' })),
+    { status: 401 },
+    'the short password was not set',
+  );
 
-  t.strictSame(await u.client.auth.password.change({ currentPassword: 'old password 123', newPassword: 'new password 456' }), { ok: true });
+  t.strictSame(
+    await u.client.auth.password.change({ currentPassword: 'old password 123', newPassword: 'new password 456' }),
+    { ok: true },
+  );
   const after = await loginClient(u.email, 'new password 456');
-  t.match(await after.v1.services.whoami(), { principal: 'account_token', userId: u.userId }, 'the new password logs in');
-  t.match(await errorOf(svc.client().auth.login({ email: u.email, password: 'old password 123' })), { status: 401, code: 'unauthorized' }, 'the old one no longer does');
+  t.match(
+    await after.v1.services.whoami(),
+    { principal: 'account_token', userId: u.userId },
+    'the new password logs in',
+  );
+  t.match(
+    await errorOf(svc.client().auth.login({ email: u.email, password: 'old password 123' })),
+    { status: 401, code: 'unauthorized' },
+    'the old one no longer does',
+  );
 
   // The current password is now the new one.
-  t.match(await errorOf(u.client.auth.password.change({ currentPassword: 'old password 123', newPassword: 'third password 789' })), { status: 401 });
+  t.match(
+    await errorOf(
+      u.client.auth.password.change({ currentPassword: 'old password 123', newPassword: 'third password 789' }),
+    ),
+    { status: 401 },
+  );
 
   // Spec: "no email".
   t.equal((await outbox(u.email)).length, 0, 'a password change mails nothing');
 
   // Needs an account token.
-  t.match(await errorOf(svc.client().auth.password.change({ currentPassword: 'new password 456', newPassword: 'third password 789' })), { status: 401 });
-  t.match(await errorOf(svc.admin().auth.password.change({ currentPassword: 'new password 456', newPassword: 'third password 789' })), { status: 401 });
+  t.match(
+    await errorOf(
+      svc.client().auth.password.change({ currentPassword: 'new password 456', newPassword: 'third password 789' }),
+    ),
+    { status: 401 },
+  );
+  t.match(
+    await errorOf(
+      svc.admin().auth.password.change({ currentPassword: 'new password 456', newPassword: 'third password 789' }),
+    ),
+    { status: 401 },
+  );
 });
 
 t.test('password forgot: always ok; one sealed mail with a reset link for an existing account', async (t) => {
@@ -71,7 +108,11 @@ t.test('password forgot: always ok; one sealed mail with a reset link for an exi
   const allBefore = (await listNotifications(svc.running.storage.db)).length;
 
   t.strictSame(await svc.client().auth.password.forgot({ email: u.email }), { ok: true });
-  t.strictSame(await svc.client().auth.password.forgot({ email: nobody }), { ok: true }, 'same answer for an unknown email');
+  t.strictSame(
+    await svc.client().auth.password.forgot({ email: nobody }),
+    { ok: true },
+    'same answer for an unknown email',
+  );
 
   t.equal((await outbox(nobody)).length, 0, 'no mail for an unknown email');
   t.equal((await listNotifications(svc.running.storage.db)).length, allBefore + 1, 'exactly one mail queued in all');
@@ -95,14 +136,20 @@ t.test('password forgot: always ok; one sealed mail with a reset link for an exi
   t.ok(token.length >= 32, 'the token has real entropy');
 
   // Sealed at rest: the stored column holds neither the token nor the link, and is bound to its row.
-  const stored = await svc.running.storage.db.query<{ body_sealed: string }>('SELECT body_sealed FROM notification_outbox WHERE id = $1', [row.id]);
+  const stored = await svc.running.storage.db.query<{ body_sealed: string }>(
+    'SELECT body_sealed FROM notification_outbox WHERE id = $1',
+    [row.id],
+  );
   t.equal(stored.length, 1);
   const sealed = stored[0]!.body_sealed;
   t.equal(sealed, row.bodySealed);
   t.notOk(sealed.includes(token), 'body_sealed does not contain the token in clear');
   t.notOk(sealed.includes('reset-password'), 'body_sealed does not contain the link in clear');
   t.notOk(sealed.includes(Buffer.from(token).toString('base64').slice(0, 24)), 'nor the token merely base64-encoded');
-  t.throws(() => svc.running.storage.sealer.open(sealed, 'notification_outbox:00000000-0000-0000-0000-000000000000'), 'does not open under another row');
+  t.throws(
+    () => svc.running.storage.sealer.open(sealed, 'notification_outbox:00000000-0000-0000-0000-000000000000'),
+    'does not open under another row',
+  );
 
   // The token works.
   t.strictSame(await svc.client().auth.password.reset({ token, password: 'reset password 99' }), { ok: true });
@@ -123,7 +170,8 @@ t.test('password reset sets the password and revokes every account token of the 
   const minted = await u.client.console.accountTokens.create({ label: 'ci' });
   const mintedClient = tokenClient(minted.tokenId, minted.secret);
   const bystander = await svc.signup();
-  for (const c of [u.client, login, mintedClient]) t.match(await c.v1.services.whoami(), { userId: u.userId }, 'works before the reset');
+  for (const c of [u.client, login, mintedClient])
+    t.match(await c.v1.services.whoami(), { userId: u.userId }, 'works before the reset');
 
   const token = await requestReset(u.email);
   // A session opened after the link was mailed is an existing session at reset time too.
@@ -132,20 +180,44 @@ t.test('password reset sets the password and revokes every account token of the 
 
   t.match(await errorOf(u.client.v1.services.whoami()), { status: 401, code: 'unauthorized' }, 'signup token revoked');
   t.match(await errorOf(login.v1.services.whoami()), { status: 401, code: 'unauthorized' }, 'login token revoked');
-  t.match(await errorOf(mintedClient.v1.services.whoami()), { status: 401, code: 'unauthorized' }, 'minted token revoked');
-  t.match(await errorOf(between.v1.services.whoami()), { status: 401, code: 'unauthorized' }, 'token from a login after the forgot revoked');
-  t.match(await bystander.client.v1.services.whoami(), { userId: bystander.userId }, "another user's token is untouched");
+  t.match(
+    await errorOf(mintedClient.v1.services.whoami()),
+    { status: 401, code: 'unauthorized' },
+    'minted token revoked',
+  );
+  t.match(
+    await errorOf(between.v1.services.whoami()),
+    { status: 401, code: 'unauthorized' },
+    'token from a login after the forgot revoked',
+  );
+  t.match(
+    await bystander.client.v1.services.whoami(),
+    { userId: bystander.userId },
+    "another user's token is untouched",
+  );
 
   const fresh = await loginClient(u.email, 'after reset 456');
-  t.match(await fresh.v1.services.whoami(), { principal: 'account_token', userId: u.userId }, 'the new password logs in');
-  t.match(await errorOf(svc.client().auth.login({ email: u.email, password: 'before reset 123' })), { status: 401 }, 'the old one does not');
+  t.match(
+    await fresh.v1.services.whoami(),
+    { principal: 'account_token', userId: u.userId },
+    'the new password logs in',
+  );
+  t.match(
+    await errorOf(svc.client().auth.login({ email: u.email, password: 'before reset 123' })),
+    { status: 401 },
+    'the old one does not',
+  );
   const list = await fresh.console.accountTokens.list();
   t.equal(list.tokens.length, 1, 'only the token minted after the reset is live');
 
   // Single use.
   const again = await errorOf(svc.client().auth.password.reset({ token, password: 'third password 789' }));
   t.match(again, { status: 401, code: 'unauthorized' });
-  t.match(await errorOf(svc.client().auth.login({ email: u.email, password: 'third password 789' })), { status: 401 }, 'the reused token set nothing');
+  t.match(
+    await errorOf(svc.client().auth.login({ email: u.email, password: 'third password 789' })),
+    { status: 401 },
+    'the reused token set nothing',
+  );
   t.match(await fresh.v1.services.whoami(), { userId: u.userId }, 'a refused reuse revokes nothing');
 });
 
@@ -154,7 +226,11 @@ t.test('password reset: garbage tokens are 401', async (t) => {
     const e = await errorOf(svc.client().auth.password.reset({ token, password: 'whatever password 1' }));
     t.match(e, { status: 401, code: 'unauthorized' }, `token ${JSON.stringify(token)}`);
   }
-  t.match(await errorOf(svc.client().auth.password.reset({ token: '', password: 'whatever password 1' })), { status: 400, code: 'invalid_request' }, 'an empty token is malformed');
+  t.match(
+    await errorOf(svc.client().auth.password.reset({ token: '', password: 'whatever password 1' })),
+    { status: 400, code: 'invalid_request' },
+    'an empty token is malformed',
+  );
 });
 
 t.test('password reset: a too-short password is 400 and does not consume the token', async (t) => {
@@ -166,7 +242,11 @@ t.test('password reset: a too-short password is 400 and does not consume the tok
   t.ok(fields(short).includes('body.password'), `details name body.password (got ${JSON.stringify(short.details)})`);
   t.match(await u.client.v1.services.whoami(), { userId: u.userId }, 'a refused reset revokes nothing');
 
-  t.strictSame(await svc.client().auth.password.reset({ token, password: '1234567890' }), { ok: true }, 'the token still works');
+  t.strictSame(
+    await svc.client().auth.password.reset({ token, password: '1234567890' }),
+    { ok: true },
+    'the token still works',
+  );
   await loginClient(u.email, '1234567890');
   t.pass('the password is the one of the second attempt');
 });
@@ -179,7 +259,11 @@ t.test('password reset: the link is valid for one hour', async (t) => {
   const lateToken = await requestReset(late.email);
 
   svc.clock.advance(59 * 60 * 1000);
-  t.strictSame(await svc.client().auth.password.reset({ token: earlyToken, password: 'after 59 minutes' }), { ok: true }, 'works at 59 minutes');
+  t.strictSame(
+    await svc.client().auth.password.reset({ token: earlyToken, password: 'after 59 minutes' }),
+    { ok: true },
+    'works at 59 minutes',
+  );
   await loginClient(early.email, 'after 59 minutes');
   t.pass('the 59-minute reset took effect');
 

@@ -32,7 +32,12 @@ t.test('create returns the token once and it works', async (t) => {
   t.ok(tok.warning.length > 0, 'carries a warning');
 
   const c = tokenClient(tok.tokenId, tok.secret);
-  t.strictSame(await c.v1.services.whoami(), { principal: 'account_token', userId: u.userId, role: 'customer', organizations: [] });
+  t.strictSame(await c.v1.services.whoami(), {
+    principal: 'account_token',
+    userId: u.userId,
+    role: 'customer',
+    organizations: [],
+  });
   t.match(await u.client.v1.services.whoami(), { userId: u.userId }, 'the minting token keeps working');
 
   // A token can mint another.
@@ -41,7 +46,10 @@ t.test('create returns the token once and it works', async (t) => {
   t.match(await tokenClient(child.tokenId, child.secret).v1.services.whoami(), { userId: u.userId });
 
   // The label is bounded.
-  t.match(await errorOf(u.client.console.accountTokens.create({ label: 'x'.repeat(201) })), { status: 400, code: 'invalid_request' });
+  t.match(await errorOf(u.client.console.accountTokens.create({ label: 'x'.repeat(201) })), {
+    status: 400,
+    code: 'invalid_request',
+  });
 });
 
 t.test('list shows own live tokens, never secrets, never other users', async (t) => {
@@ -96,10 +104,23 @@ t.test('delete by tokenId and by id revokes', async (t) => {
   t.match(await errorOf(c2.v1.services.whoami()), { status: 401, code: 'unauthorized' }, 'revoked by id');
   t.match(await u.client.v1.services.whoami(), { userId: u.userId }, 'the caller keeps working');
 
-  t.match(await errorOf(u.client.console.accountTokens.delete({ id: byId.id })), { status: 404, code: 'not_found' }, 'a revoked token is gone');
-  t.match(await errorOf(u.client.console.accountTokens.delete({ id: byTokenId.tokenId })), { status: 404, code: 'not_found' });
-  t.match(await errorOf(u.client.console.accountTokens.delete({ id: 'svca_doesnotexist' })), { status: 404, code: 'not_found' });
-  t.match(await errorOf(u.client.console.accountTokens.delete({ id: '00000000-0000-0000-0000-000000000000' })), { status: 404, code: 'not_found' });
+  t.match(
+    await errorOf(u.client.console.accountTokens.delete({ id: byId.id })),
+    { status: 404, code: 'not_found' },
+    'a revoked token is gone',
+  );
+  t.match(await errorOf(u.client.console.accountTokens.delete({ id: byTokenId.tokenId })), {
+    status: 404,
+    code: 'not_found',
+  });
+  t.match(await errorOf(u.client.console.accountTokens.delete({ id: 'svca_doesnotexist' })), {
+    status: 404,
+    code: 'not_found',
+  });
+  t.match(await errorOf(u.client.console.accountTokens.delete({ id: '00000000-0000-0000-0000-000000000000' })), {
+    status: 404,
+    code: 'not_found',
+  });
 
   // A token may revoke itself.
   const self = await u.client.console.accountTokens.create();
@@ -114,9 +135,21 @@ t.test("deleting another user's token is 404 and leaves it working", async (t) =
   const bTok = await b.client.console.accountTokens.create({ label: 'b' });
   const bClient = tokenClient(bTok.tokenId, bTok.secret);
 
-  t.match(await errorOf(a.client.console.accountTokens.delete({ id: bTok.tokenId })), { status: 404, code: 'not_found' }, 'by tokenId');
-  t.match(await errorOf(a.client.console.accountTokens.delete({ id: bTok.id })), { status: 404, code: 'not_found' }, 'by id');
-  t.match(await errorOf(a.client.console.accountTokens.delete({ id: b.tokenId })), { status: 404, code: 'not_found' }, "B's signup token");
+  t.match(
+    await errorOf(a.client.console.accountTokens.delete({ id: bTok.tokenId })),
+    { status: 404, code: 'not_found' },
+    'by tokenId',
+  );
+  t.match(
+    await errorOf(a.client.console.accountTokens.delete({ id: bTok.id })),
+    { status: 404, code: 'not_found' },
+    'by id',
+  );
+  t.match(
+    await errorOf(a.client.console.accountTokens.delete({ id: b.tokenId })),
+    { status: 404, code: 'not_found' },
+    "B's signup token",
+  );
 
   t.match(await bClient.v1.services.whoami(), { userId: b.userId }, "B's minted token still works");
   t.match(await b.client.v1.services.whoami(), { userId: b.userId }, "B's signup token still works");
@@ -129,12 +162,27 @@ t.test('the account-token routes take only an account token', async (t) => {
   const tok = await u.client.console.accountTokens.create({ label: 'target' });
   const admin = svc.admin();
   const unsigned = svc.client();
-  for (const [name, c] of [['platform key', admin], ['unsigned', unsigned]] as const) {
-    t.match(await errorOf(c.console.accountTokens.create({ label: 'x' })), { status: 401, code: 'unauthorized' }, `${name}: create`);
+  for (const [name, c] of [
+    ['platform key', admin],
+    ['unsigned', unsigned],
+  ] as const) {
+    t.match(
+      await errorOf(c.console.accountTokens.create({ label: 'x' })),
+      { status: 401, code: 'unauthorized' },
+      `${name}: create`,
+    );
     t.match(await errorOf(c.console.accountTokens.list()), { status: 401, code: 'unauthorized' }, `${name}: list`);
-    t.match(await errorOf(c.console.accountTokens.delete({ id: tok.tokenId })), { status: 401, code: 'unauthorized' }, `${name}: delete`);
+    t.match(
+      await errorOf(c.console.accountTokens.delete({ id: tok.tokenId })),
+      { status: 401, code: 'unauthorized' },
+      `${name}: delete`,
+    );
   }
-  t.match(await tokenClient(tok.tokenId, tok.secret).v1.services.whoami(), { userId: u.userId }, 'the target token survived');
+  t.match(
+    await tokenClient(tok.tokenId, tok.secret).v1.services.whoami(),
+    { userId: u.userId },
+    'the target token survived',
+  );
   const ids = (await u.client.console.accountTokens.list()).tokens.map((x) => x.tokenId).sort();
   t.strictSame(ids, [u.tokenId, tok.tokenId].sort(), 'no token was minted by the refused creates');
 });

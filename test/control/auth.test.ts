@@ -20,7 +20,11 @@ t.test('signup returns the user and a working account token', async (t) => {
   const after = svc.clock.now();
 
   t.strictSame(Object.keys(res).sort(), ['accountToken', 'user'], 'only user and accountToken');
-  t.strictSame(Object.keys(res.user).sort(), ['created_at', 'email', 'email_verified_at', 'id', 'role', 'updated_at'], 'user fields, no password hash');
+  t.strictSame(
+    Object.keys(res.user).sort(),
+    ['created_at', 'email', 'email_verified_at', 'id', 'role', 'updated_at'],
+    'user fields, no password hash',
+  );
   t.match(res.user.id, UUID_RE);
   t.equal(res.user.email, email);
   t.equal(res.user.role, 'customer');
@@ -37,7 +41,12 @@ t.test('signup returns the user and a working account token', async (t) => {
   t.not(res.accountToken.secret, res.accountToken.tokenId);
 
   const me = svc.client({ keyId: res.accountToken.tokenId, secret: res.accountToken.secret });
-  t.strictSame(await me.v1.services.whoami(), { principal: 'account_token', userId: res.user.id, role: 'customer', organizations: [] });
+  t.strictSame(await me.v1.services.whoami(), {
+    principal: 'account_token',
+    userId: res.user.id,
+    role: 'customer',
+    organizations: [],
+  });
 
   // The secret is what signs: the right token id with a wrong secret is refused.
   const forged = svc.client({ keyId: res.accountToken.tokenId, secret: res.accountToken.secret + 'x' });
@@ -53,7 +62,9 @@ t.test('signup with a taken email is 409, also when only the case differs', asyn
   t.match(same, { status: 409, code: 'conflict' });
   t.type(same.requestId, 'string');
 
-  const upper = await errorOf(svc.client().auth.signup({ email: `${local.toUpperCase()}@EXAMPLE.TEST`, password: 'second password 2' }));
+  const upper = await errorOf(
+    svc.client().auth.signup({ email: `${local.toUpperCase()}@EXAMPLE.TEST`, password: 'second password 2' }),
+  );
   t.match(upper, { status: 409, code: 'conflict' });
 
   // The taken email still belongs to the first account: its password logs in, the rejected one does not.
@@ -111,7 +122,9 @@ t.test('login failures: wrong password and unknown email look the same', async (
   const u = await svc.signup(uniqueEmail('badlogin'), 'right password 123');
   const wrong = await errorOf(svc.client().auth.login({ email: u.email, password: 'wrong password 123' }));
   t.match(wrong, { status: 401, code: 'unauthorized' });
-  const unknown = await errorOf(svc.client().auth.login({ email: uniqueEmail('nobody'), password: 'right password 123' }));
+  const unknown = await errorOf(
+    svc.client().auth.login({ email: uniqueEmail('nobody'), password: 'right password 123' }),
+  );
   t.match(unknown, { status: 401, code: 'unauthorized' });
   t.equal(unknown.message, wrong.message, 'same message, so the answer does not tell whether the email exists');
   t.equal(unknown.details, wrong.details);
@@ -126,10 +139,22 @@ t.test('logout revokes the calling token only', async (t) => {
 
   t.strictSame(await u.client.auth.logout(), { ok: true });
   t.match(await errorOf(u.client.v1.services.whoami()), { status: 401, code: 'unauthorized' });
-  t.match(await errorOf(u.client.auth.logout()), { status: 401, code: 'unauthorized' }, 'a logged-out token cannot log out again');
+  t.match(
+    await errorOf(u.client.auth.logout()),
+    { status: 401, code: 'unauthorized' },
+    'a logged-out token cannot log out again',
+  );
 
-  t.match(await otherClient.v1.services.whoami(), { principal: 'account_token', userId: u.userId }, "the user's other token still works");
-  t.match(await stranger.client.v1.services.whoami(), { principal: 'account_token', userId: stranger.userId }, "another user's token still works");
+  t.match(
+    await otherClient.v1.services.whoami(),
+    { principal: 'account_token', userId: u.userId },
+    "the user's other token still works",
+  );
+  t.match(
+    await stranger.client.v1.services.whoami(),
+    { principal: 'account_token', userId: stranger.userId },
+    "another user's token still works",
+  );
 
   // Logout needs an account token.
   t.match(await errorOf(svc.client().auth.logout()), { status: 401, code: 'unauthorized' }, 'unsigned');
@@ -138,10 +163,19 @@ t.test('logout revokes the calling token only', async (t) => {
 
 t.test('whoami', async (t) => {
   const u = await svc.signup();
-  t.strictSame(await u.client.v1.services.whoami(), { principal: 'account_token', userId: u.userId, role: 'customer', organizations: [] });
+  t.strictSame(await u.client.v1.services.whoami(), {
+    principal: 'account_token',
+    userId: u.userId,
+    role: 'customer',
+    organizations: [],
+  });
   t.strictSame(await svc.admin().v1.services.whoami(), { principal: 'platform_admin' });
   t.match(await errorOf(svc.client().v1.services.whoami()), { status: 401, code: 'unauthorized' }, 'unsigned');
-  t.match(await errorOf(svc.client({ adminKey: 'not-the-platform-key' }).v1.services.whoami()), { status: 401, code: 'unauthorized' }, 'wrong platform key');
+  t.match(
+    await errorOf(svc.client({ adminKey: 'not-the-platform-key' }).v1.services.whoami()),
+    { status: 401, code: 'unauthorized' },
+    'wrong platform key',
+  );
 });
 
 t.test('GET /health answers unsigned', async (t) => {

@@ -77,9 +77,22 @@ const cd = main.owner.client.console.organizations.customDomains;
 t.test('register: a pending domain, the CNAME to publish and the next step', async (t) => {
   const now = tick();
   const res = await cd.create({ id: main.id, domain: '  Mail.Register.TEST. ' });
-  t.match(res.customDomain, { domain: 'mail.register.test', status: 'pending', verified_at: null, last_verify_attempt: null, created_at: now });
+  t.match(res.customDomain, {
+    domain: 'mail.register.test',
+    status: 'pending',
+    verified_at: null,
+    last_verify_attempt: null,
+    created_at: now,
+  });
   t.match(res.customDomain.id, UUID_RE);
-  t.same(Object.keys(res.customDomain).sort(), ['created_at', 'domain', 'id', 'last_verify_attempt', 'status', 'verified_at']);
+  t.same(Object.keys(res.customDomain).sort(), [
+    'created_at',
+    'domain',
+    'id',
+    'last_verify_attempt',
+    'status',
+    'verified_at',
+  ]);
   t.match(res.dnsRecord, { host: 'mail.register.test', type: 'CNAME', value: WEBMAIL });
   t.match(res.dnsRecord.note, WEBMAIL);
   t.match(res.dnsRecord.note, ADDRESSES[0] as string, 'the note names the apex alternative');
@@ -97,23 +110,42 @@ t.test('an IDN is stored and answered as punycode', async (t) => {
   t.equal(res.customDomain.domain, 'post.xn--bcher-kva.test');
   t.equal(res.dnsRecord.host, 'post.xn--bcher-kva.test');
   tick();
-  t.match(await errorOf(cd.create({ id: main.id, domain: 'post.xn--bcher-kva.test' })), { status: 409, code: 'custom_domain_taken' },
-    'the punycode spelling is the same domain');
+  t.match(
+    await errorOf(cd.create({ id: main.id, domain: 'post.xn--bcher-kva.test' })),
+    { status: 409, code: 'custom_domain_taken' },
+    'the punycode spelling is the same domain',
+  );
 });
 
 t.test('400 invalid_domain for names that are not host names', async (t) => {
   const bad = [
-    '-bad.example', 'a..b', 'localhost', '1.2.3.4', 'x'.repeat(300), `${'abcdefghi.'.repeat(30)}test`,
-    'bad-.example', 'under_score.example', 'xn--zz.example', '::1', ' ',
+    '-bad.example',
+    'a..b',
+    'localhost',
+    '1.2.3.4',
+    'x'.repeat(300),
+    `${'abcdefghi.'.repeat(30)}test`,
+    'bad-.example',
+    'under_score.example',
+    'xn--zz.example',
+    '::1',
+    ' ',
   ];
   for (const domain of bad) {
     tick();
     const err = await errorOf(cd.create({ id: main.id, domain }));
-    t.match(err, { status: 400, code: 'invalid_domain' }, JSON.stringify(domain.length > 40 ? `${domain.slice(0, 20)}… (${domain.length})` : domain));
+    t.match(
+      err,
+      { status: 400, code: 'invalid_domain' },
+      JSON.stringify(domain.length > 40 ? `${domain.slice(0, 20)}… (${domain.length})` : domain),
+    );
   }
   tick();
   const { customDomains } = await cd.list({ id: main.id });
-  t.notOk(customDomains.some((d) => d.domain.includes('bad') || d.domain.includes('..')), 'nothing was stored');
+  t.notOk(
+    customDomains.some((d) => d.domain.includes('bad') || d.domain.includes('..')),
+    'nothing was stored',
+  );
 });
 
 t.test('409 custom_domain_taken: once per platform, whatever the spelling, also at the same moment', async (t) => {
@@ -122,18 +154,29 @@ t.test('409 custom_domain_taken: once per platform, whatever the spelling, also 
   await cd.create({ id: main.id, domain: 'mail.taken.test' });
   for (const domain of ['mail.taken.test', 'MAIL.Taken.test.']) {
     tick();
-    t.match(await errorOf(other.owner.client.console.organizations.customDomains.create({ id: other.id, domain })),
-      { status: 409, code: 'custom_domain_taken' }, `another org: ${domain}`);
+    t.match(
+      await errorOf(other.owner.client.console.organizations.customDomains.create({ id: other.id, domain })),
+      { status: 409, code: 'custom_domain_taken' },
+      `another org: ${domain}`,
+    );
   }
   tick();
-  t.match(await errorOf(cd.create({ id: main.id, domain: 'mail.taken.test' })), { status: 409, code: 'custom_domain_taken' }, 'the same org again');
+  t.match(
+    await errorOf(cd.create({ id: main.id, domain: 'mail.taken.test' })),
+    { status: 409, code: 'custom_domain_taken' },
+    'the same org again',
+  );
 
   // Two organizations register one name at the same moment: the UNIQUE constraint lets exactly one in.
   const third = await newOrg('third');
   tick();
   const results = await Promise.all([
-    statusOf(other.owner.client.console.organizations.customDomains.create({ id: other.id, domain: 'race.taken.test' })),
-    statusOf(third.owner.client.console.organizations.customDomains.create({ id: third.id, domain: 'race.taken.test' })),
+    statusOf(
+      other.owner.client.console.organizations.customDomains.create({ id: other.id, domain: 'race.taken.test' }),
+    ),
+    statusOf(
+      third.owner.client.console.organizations.customDomains.create({ id: third.id, domain: 'race.taken.test' }),
+    ),
     statusOf(main.orgClient.console.organizations.customDomains.create({ id: main.id, domain: 'Race.Taken.Test' })),
   ]);
   t.same(results.sort(), [200, 409, 409], 'one registration, two 409');
@@ -141,7 +184,11 @@ t.test('409 custom_domain_taken: once per platform, whatever the spelling, also 
   // The platform's own names are not for customers.
   for (const domain of [WEBMAIL, `x.${WEBMAIL}`, 'mta.test']) {
     tick();
-    t.match(await errorOf(cd.create({ id: main.id, domain })), { status: 409, code: 'custom_domain_taken' }, `reserved: ${domain}`);
+    t.match(
+      await errorOf(cd.create({ id: main.id, domain })),
+      { status: 409, code: 'custom_domain_taken' },
+      `reserved: ${domain}`,
+    );
   }
 });
 
@@ -155,7 +202,11 @@ t.test('verify by CNAME: last_verify_attempt on every call, verified_at only on 
   let err = await errorOf(cd.verify({ id: main.id, domainId: id }));
   t.match(err, { status: 400, code: 'cname_not_found' }, 'nothing published');
   t.match(err.message, /no CNAME and no A or AAAA records/);
-  t.match(await listed(main, id), { status: 'pending', verified_at: null, last_verify_attempt: now }, 'attempt recorded, not verified');
+  t.match(
+    await listed(main, id),
+    { status: 'pending', verified_at: null, last_verify_attempt: now },
+    'attempt recorded, not verified',
+  );
 
   // A CNAME pointing elsewhere.
   zone.cname('webmail.cname.test', 'ghs.googlehosted.test');
@@ -163,8 +214,15 @@ t.test('verify by CNAME: last_verify_attempt on every call, verified_at only on 
   err = await errorOf(cd.verify({ id: main.id, domainId: id }));
   t.match(err, { status: 400, code: 'cname_not_found' }, 'CNAME elsewhere');
   t.match(err.message, 'ghs.googlehosted.test', 'the message says what was found');
-  t.match(err.details, { expected: { host: 'webmail.cname.test', type: 'CNAME', value: WEBMAIL }, found: { cname: 'ghs.googlehosted.test' } });
-  t.match(await listed(main, id), { status: 'pending', verified_at: null, last_verify_attempt: now }, 'the later attempt is recorded');
+  t.match(err.details, {
+    expected: { host: 'webmail.cname.test', type: 'CNAME', value: WEBMAIL },
+    found: { cname: 'ghs.googlehosted.test' },
+  });
+  t.match(
+    await listed(main, id),
+    { status: 'pending', verified_at: null, last_verify_attempt: now },
+    'the later attempt is recorded',
+  );
   t.equal(await allowed('webmail.cname.test'), 404, 'a pending domain is not allowed');
 
   // Fixed: the next verify sees it at once (lookups skip the cache).
@@ -185,8 +243,11 @@ t.test('verify by CNAME: last_verify_attempt on every call, verified_at only on 
   t.match(await listed(main, id), { status: 'verified', verified_at: verifiedAt, last_verify_attempt: now });
   zone.remove('webmail.cname.test').cname('webmail.cname.test', WEBMAIL);
   now = tick();
-  t.match((await cd.verify({ id: main.id, domainId: id })).customDomain, { verified_at: verifiedAt, last_verify_attempt: now },
-    'verified_at keeps when it first became verified');
+  t.match(
+    (await cd.verify({ id: main.id, domainId: id })).customDomain,
+    { verified_at: verifiedAt, last_verify_attempt: now },
+    'verified_at keeps when it first became verified',
+  );
 });
 
 t.test('verify an apex by A/AAAA: all records within SVC_WEBMAIL_ADDRESSES, at least one', async (t) => {
@@ -195,7 +256,11 @@ t.test('verify an apex by A/AAAA: all records within SVC_WEBMAIL_ADDRESSES, at l
   tick();
   const good = (await cd.create({ id: main.id, domain: 'apex-ok.test' })).customDomain;
   let now = tick();
-  t.match(await cd.verify({ id: main.id, domainId: good.id }), { status: 'verified', domain: 'apex-ok.test', customDomain: { verified_at: now } });
+  t.match(await cd.verify({ id: main.id, domainId: good.id }), {
+    status: 'verified',
+    domain: 'apex-ok.test',
+    customDomain: { verified_at: now },
+  });
   t.equal(await allowed('apex-ok.test'), 200);
 
   // One address outside the list fails the whole domain.
@@ -206,7 +271,10 @@ t.test('verify an apex by A/AAAA: all records within SVC_WEBMAIL_ADDRESSES, at l
   const err = await errorOf(cd.verify({ id: main.id, domainId: mixed.id }));
   t.match(err, { status: 400, code: 'cname_not_found' });
   t.match(err.message, '198.51.100.7', 'the message names the address outside');
-  t.match(err.details, { found: { cname: null, a: ['192.0.2.10', '198.51.100.7'] }, notWebmailAddresses: ['198.51.100.7'] });
+  t.match(err.details, {
+    found: { cname: null, a: ['192.0.2.10', '198.51.100.7'] },
+    notWebmailAddresses: ['198.51.100.7'],
+  });
   t.match(await listed(main, mixed.id), { status: 'pending', verified_at: null, last_verify_attempt: now });
   t.equal(await allowed('apex-mixed.test'), 404);
 
@@ -215,15 +283,22 @@ t.test('verify an apex by A/AAAA: all records within SVC_WEBMAIL_ADDRESSES, at l
   tick();
   const v6 = (await cd.create({ id: main.id, domain: 'apex-v6.test' })).customDomain;
   tick();
-  t.match(await errorOf(cd.verify({ id: main.id, domainId: v6.id })), { status: 400, code: 'cname_not_found', message: /2001:db8::99/ });
+  t.match(await errorOf(cd.verify({ id: main.id, domainId: v6.id })), {
+    status: 400,
+    code: 'cname_not_found',
+    message: /2001:db8::99/,
+  });
 
   // A CNAME wins over addresses: a name that has one is judged by it.
   zone.cname('www.apex-ok.test', 'apex-ok.test');
   tick();
   const www = (await cd.create({ id: main.id, domain: 'www.apex-ok.test' })).customDomain;
   tick();
-  t.match(await errorOf(cd.verify({ id: main.id, domainId: www.id })), { status: 400, code: 'cname_not_found', message: /points at apex-ok\.test/ },
-    'a CNAME to a name that has webmail addresses is not the webmail host');
+  t.match(
+    await errorOf(cd.verify({ id: main.id, domainId: www.id })),
+    { status: 400, code: 'cname_not_found', message: /points at apex-ok\.test/ },
+    'a CNAME to a name that has webmail addresses is not the webmail host',
+  );
 });
 
 t.test('a DNS server that does not answer: a clear 400 with a message, never a hang', async (t) => {
@@ -234,14 +309,24 @@ t.test('a DNS server that does not answer: a clear 400 with a message, never a h
     zone.behaviour = behaviour;
     const now = tick();
     const started = Date.now();
-    const err = await errorOf(cd.verify({ id: main.id, domainId: customDomain.id })).finally(() => (zone.behaviour = 'normal'));
+    const err = await errorOf(cd.verify({ id: main.id, domainId: customDomain.id })).finally(
+      () => (zone.behaviour = 'normal'),
+    );
     t.match(err, { status: 400, code: 'cname_not_found', message: /DNS did not answer/ }, behaviour);
     t.match(err.details, { dnsFailure: behaviour === 'silent' ? 'TIMEOUT' : 'SERVFAIL' });
     t.ok(Date.now() - started < 30_000, `${behaviour}: answered in ${Date.now() - started} ms`);
-    t.match(await listed(main, customDomain.id), { status: 'pending', verified_at: null, last_verify_attempt: now }, 'the attempt is kept');
+    t.match(
+      await listed(main, customDomain.id),
+      { status: 'pending', verified_at: null, last_verify_attempt: now },
+      'the attempt is kept',
+    );
   }
   tick();
-  t.match(await cd.verify({ id: main.id, domainId: customDomain.id }), { status: 'verified' }, 'answers again once DNS does');
+  t.match(
+    await cd.verify({ id: main.id, domainId: customDomain.id }),
+    { status: 'verified' },
+    'answers again once DNS does',
+  );
 });
 
 t.test('the allow check: public, normalized, true only for a verified domain, 404 after delete', async (t) => {
@@ -261,7 +346,11 @@ t.test('the allow check: public, normalized, true only for a verified domain, 40
   await cd.verify({ id: main.id, domainId: idn.id });
 
   tick();
-  t.same(await anonymous.v1.services.customDomainAllowed({ domain: 'mail.allow.test' }), { allowed: true }, 'no credential needed');
+  t.same(
+    await anonymous.v1.services.customDomainAllowed({ domain: 'mail.allow.test' }),
+    { allowed: true },
+    'no credential needed',
+  );
   t.equal(await allowed('MAIL.Allow.Test.'), 200, 'normalized like registration');
   t.equal(await allowed('post.bücher.allow.test'), 200, 'Unicode spelling of a verified IDN');
   t.equal(await allowed('post.xn--bcher-kva.allow.test'), 200, 'punycode spelling');
@@ -279,14 +368,25 @@ t.test('the allow check: public, normalized, true only for a verified domain, 40
   t.equal(await allowed('mail.allow.test'), 404, 'deleted: no longer allowed');
   t.notOk(await listed(main, a.id), 'deleted: no longer listed');
   tick();
-  t.match(await errorOf(cd.delete({ id: main.id, domainId: a.id })), { status: 404, code: 'not_found' }, 'delete twice');
+  t.match(
+    await errorOf(cd.delete({ id: main.id, domainId: a.id })),
+    { status: 404, code: 'not_found' },
+    'delete twice',
+  );
   tick();
-  t.match(await errorOf(cd.verify({ id: main.id, domainId: a.id })), { status: 404, code: 'not_found' }, 'verify a deleted domain');
+  t.match(
+    await errorOf(cd.verify({ id: main.id, domainId: a.id })),
+    { status: 404, code: 'not_found' },
+    'verify a deleted domain',
+  );
 
   // Deleted, the name is free for any organization again.
   const other = await newOrg('reuse');
   tick();
-  const again = await other.owner.client.console.organizations.customDomains.create({ id: other.id, domain: 'mail.allow.test' });
+  const again = await other.owner.client.console.organizations.customDomains.create({
+    id: other.id,
+    domain: 'mail.allow.test',
+  });
   t.equal(again.customDomain.status, 'pending', 'registered afresh, pending');
   t.equal(await allowed('mail.allow.test'), 404, 'and not allowed until verified again');
 });
@@ -296,7 +396,9 @@ t.test('the allow check is answered from the unique index on domain', async (t) 
   const plan = await db.tx(async (q) => {
     // Tiny tables are scanned whatever the indexes; forbid that to see which index serves the query.
     await q.query('SET LOCAL enable_seqscan = off');
-    return q.query<Record<string, string>>(`EXPLAIN SELECT 1 FROM custom_domains WHERE domain = 'mail.allow.test' AND status = 'verified'`);
+    return q.query<Record<string, string>>(
+      `EXPLAIN SELECT 1 FROM custom_domains WHERE domain = 'mail.allow.test' AND status = 'verified'`,
+    );
   });
   t.match(plan.map((r) => Object.values(r)[0]).join('\n'), /Index (Only )?Scan using custom_domains_domain_key/);
 });
@@ -310,7 +412,10 @@ t.test('access: non-members 404, roles without domains:manage 403, org token and
 
   // Another organization's owner and token, by this org's id: 404 everywhere, existence not leaked.
   const outsider = await newOrg('outsider');
-  for (const [who, c] of [['outsider owner', outsider.owner.client], ['outsider org token', outsider.orgClient]] as const) {
+  for (const [who, c] of [
+    ['outsider owner', outsider.owner.client],
+    ['outsider org token', outsider.orgClient],
+  ] as const) {
     const calls: [string, () => Promise<unknown>][] = [
       ['list', () => api(c).list({ id: org.id })],
       ['create', () => api(c).create({ id: org.id, domain: 'evil.access.test' })],
@@ -324,17 +429,32 @@ t.test('access: non-members 404, roles without domains:manage 403, org token and
   }
   // Their own org's path with this org's domain id: still 404 (the domain is looked up within the org).
   tick();
-  t.match(await errorOf(api(outsider.owner.client).verify({ id: outsider.id, domainId: customDomain.id })), { status: 404 }, 'verify via own org id');
+  t.match(
+    await errorOf(api(outsider.owner.client).verify({ id: outsider.id, domainId: customDomain.id })),
+    { status: 404 },
+    'verify via own org id',
+  );
   tick();
-  t.match(await errorOf(api(outsider.owner.client).delete({ id: outsider.id, domainId: customDomain.id })), { status: 404 }, 'delete via own org id');
+  t.match(
+    await errorOf(api(outsider.owner.client).delete({ id: outsider.id, domainId: customDomain.id })),
+    { status: 404 },
+    'delete via own org id',
+  );
   tick();
-  t.match(await errorOf(api(org.owner.client).verify({ id: org.id, domainId: 'not-a-uuid' })), { status: 404 }, 'malformed domain id');
+  t.match(
+    await errorOf(api(org.owner.client).verify({ id: org.id, domainId: 'not-a-uuid' })),
+    { status: 404 },
+    'malformed domain id',
+  );
 
   // Roles (spec §5.5): auditor and billing read, but may not write; member may.
   for (const role of ['auditor', 'billing'] as const) {
     const u = await joined(org, role);
     tick();
-    t.ok((await api(u.client).list({ id: org.id })).customDomains.some((d) => d.id === customDomain.id), `${role} lists`);
+    t.ok(
+      (await api(u.client).list({ id: org.id })).customDomains.some((d) => d.id === customDomain.id),
+      `${role} lists`,
+    );
     for (const [what, call] of [
       ['create', () => api(u.client).create({ id: org.id, domain: `${role}.access.test` })],
       ['verify', () => api(u.client).verify({ id: org.id, domainId: customDomain.id })],
@@ -351,27 +471,48 @@ t.test('access: non-members 404, roles without domains:manage 403, org token and
   const byMember = await api(member.client).create({ id: org.id, domain: 'member.access.test' });
   t.equal(byMember.customDomain.status, 'pending', 'member (domains:manage) registers');
   tick();
-  t.match(await api(org.orgClient).verify({ id: org.id, domainId: customDomain.id }), { status: 'verified' }, 'the org token verifies');
+  t.match(
+    await api(org.orgClient).verify({ id: org.id, domainId: customDomain.id }),
+    { status: 'verified' },
+    'the org token verifies',
+  );
   tick();
-  t.same(await api(svc.admin()).delete({ id: org.id, domainId: byMember.customDomain.id }), { ok: true }, 'the platform key deletes');
+  t.same(
+    await api(svc.admin()).delete({ id: org.id, domainId: byMember.customDomain.id }),
+    { ok: true },
+    'the platform key deletes',
+  );
   tick();
-  t.same((await api(org.owner.client).list({ id: org.id })).customDomains.map((d) => d.domain), ['mail.access.test']);
+  t.same(
+    (await api(org.owner.client).list({ id: org.id })).customDomains.map((d) => d.domain),
+    ['mail.access.test'],
+  );
 });
 
-t.test('defaults: SVC_WEBMAIL_HOST is webmail.<SVC_HOSTNAME>; without SVC_WEBMAIL_ADDRESSES only a CNAME passes', async (t) => {
-  const plain = await startTestService(t, { env: { SVC_DNS_SERVERS: zone.hostPort } });
-  const owner = await plain.signup(uniqueEmail('defaults'));
-  const { organization } = await owner.client.console.organizations.create({ name: 'Defaults' });
-  const api = owner.client.console.organizations.customDomains;
-  const { customDomain, dnsRecord } = await api.create({ id: organization.id, domain: 'apex-default.test' });
-  t.match(dnsRecord, { host: 'apex-default.test', type: 'CNAME', value: 'webmail.mta.test' }, 'the test service has SVC_HOSTNAME mta.test');
-  t.notMatch(dnsRecord.note, /A\/AAAA/, 'no apex alternative offered');
-  // Records at webmail addresses of the other service count for nothing here.
-  zone.a('apex-default.test', ADDRESSES[0] as string);
-  const err = await errorOf(api.verify({ id: organization.id, domainId: customDomain.id }));
-  t.match(err, { status: 400, code: 'cname_not_found', message: /has no CNAME record/ });
-  t.equal(zone.queriesFor('apex-default.test', 'A').length, 0, 'no A lookup when no address could pass');
-  zone.cname('www.apex-default.test', 'webmail.mta.test');
-  const www = (await api.create({ id: organization.id, domain: 'www.apex-default.test' })).customDomain;
-  t.match(await api.verify({ id: organization.id, domainId: www.id }), { status: 'verified', domain: 'www.apex-default.test' });
-});
+t.test(
+  'defaults: SVC_WEBMAIL_HOST is webmail.<SVC_HOSTNAME>; without SVC_WEBMAIL_ADDRESSES only a CNAME passes',
+  async (t) => {
+    const plain = await startTestService(t, { env: { SVC_DNS_SERVERS: zone.hostPort } });
+    const owner = await plain.signup(uniqueEmail('defaults'));
+    const { organization } = await owner.client.console.organizations.create({ name: 'Defaults' });
+    const api = owner.client.console.organizations.customDomains;
+    const { customDomain, dnsRecord } = await api.create({ id: organization.id, domain: 'apex-default.test' });
+    t.match(
+      dnsRecord,
+      { host: 'apex-default.test', type: 'CNAME', value: 'webmail.mta.test' },
+      'the test service has SVC_HOSTNAME mta.test',
+    );
+    t.notMatch(dnsRecord.note, /A\/AAAA/, 'no apex alternative offered');
+    // Records at webmail addresses of the other service count for nothing here.
+    zone.a('apex-default.test', ADDRESSES[0] as string);
+    const err = await errorOf(api.verify({ id: organization.id, domainId: customDomain.id }));
+    t.match(err, { status: 400, code: 'cname_not_found', message: /has no CNAME record/ });
+    t.equal(zone.queriesFor('apex-default.test', 'A').length, 0, 'no A lookup when no address could pass');
+    zone.cname('www.apex-default.test', 'webmail.mta.test');
+    const www = (await api.create({ id: organization.id, domain: 'www.apex-default.test' })).customDomain;
+    t.match(await api.verify({ id: organization.id, domainId: www.id }), {
+      status: 'verified',
+      domain: 'www.apex-default.test',
+    });
+  },
+);

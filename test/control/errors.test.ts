@@ -16,8 +16,18 @@ interface Res {
   body: any;
 }
 
-async function send(svc: TestService, method: string, target: string, body?: RequestInit['body'], headers: Record<string, string> = {}): Promise<Res> {
-  const init: RequestInit & { duplex?: 'half' } = { method, headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers }, body };
+async function send(
+  svc: TestService,
+  method: string,
+  target: string,
+  body?: RequestInit['body'],
+  headers: Record<string, string> = {},
+): Promise<Res> {
+  const init: RequestInit & { duplex?: 'half' } = {
+    method,
+    headers: { ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
+    body,
+  };
   if (body instanceof ReadableStream) init.duplex = 'half';
   const res = await fetch(svc.url + target, init);
   const text = await res.text();
@@ -32,7 +42,11 @@ async function send(svc: TestService, method: string, target: string, body?: Req
 
 /** Checks the envelope of an error response; returns its requestId. */
 function expectEnvelope(t: Test, res: Res, status: number, code: string, what: string): string {
-  t.equal(res.status, status, `${what}: status ${status}${res.status === status ? '' : ` (got ${res.text.slice(0, 300)})`}`);
+  t.equal(
+    res.status,
+    status,
+    `${what}: status ${status}${res.status === status ? '' : ` (got ${res.text.slice(0, 300)})`}`,
+  );
   t.match(res.headers.get('content-type') ?? '', /^application\/json/, `${what}: JSON body`);
   t.type(res.body, 'object', `${what}: body parses as JSON`);
   const e = res.body?.error;
@@ -44,7 +58,11 @@ function expectEnvelope(t: Test, res: Res, status: number, code: string, what: s
   t.ok(String(e?.requestId ?? '').length > 0, `${what}: requestId is not empty`);
   t.equal(res.headers.get('x-request-id'), e?.requestId, `${what}: X-Request-Id header equals error.requestId`);
   const allowed = ['code', 'message', 'details', 'requestId'];
-  t.same(Object.keys(e ?? {}).filter((k) => !allowed.includes(k)), [], `${what}: no fields beyond code, message, details, requestId`);
+  t.same(
+    Object.keys(e ?? {}).filter((k) => !allowed.includes(k)),
+    [],
+    `${what}: no fields beyond code, message, details, requestId`,
+  );
   t.same(Object.keys(res.body ?? {}), ['error'], `${what}: nothing beside "error" at the top level`);
   return e?.requestId as string;
 }
@@ -89,16 +107,25 @@ t.test('error envelope on every error path', async (t) => {
     const h2 = await send(svc, 'GET', '/health');
     t.ok(h2.headers.get('x-request-id'), 'again');
     t.not(h2.headers.get('x-request-id'), id1, 'a new id per request');
-    const s = await send(svc, 'POST', SIGNUP, JSON.stringify({ email: uniqueEmail(), password: 'correct horse battery' }));
+    const s = await send(
+      svc,
+      'POST',
+      SIGNUP,
+      JSON.stringify({ email: uniqueEmail(), password: 'correct horse battery' }),
+    );
     t.equal(s.status, 200, 'signup succeeds');
     t.ok(s.headers.get('x-request-id'), 'signup has X-Request-Id');
-    seen(id1 ?? ''); seen(h2.headers.get('x-request-id') ?? ''); seen(s.headers.get('x-request-id') ?? '');
+    seen(id1 ?? '');
+    seen(h2.headers.get('x-request-id') ?? '');
+    seen(s.headers.get('x-request-id') ?? '');
   });
 
   t.test('unknown route → 404 not_found', async (t) => {
     seen(expectEnvelope(t, await send(svc, 'GET', '/nope'), 404, 'not_found', 'GET /nope'));
     seen(expectEnvelope(t, await send(svc, 'POST', '/nope', '{}'), 404, 'not_found', 'POST /nope'));
-    seen(expectEnvelope(t, await send(svc, 'GET', '/v1/services/whoami/extra'), 404, 'not_found', 'known path + suffix'));
+    seen(
+      expectEnvelope(t, await send(svc, 'GET', '/v1/services/whoami/extra'), 404, 'not_found', 'known path + suffix'),
+    );
   });
 
   t.test('wrong method on a known path → 404 not_found', async (t) => {
@@ -110,8 +137,24 @@ t.test('error envelope on every error path', async (t) => {
   t.test('malformed JSON → 400 invalid_request', async (t) => {
     seen(expectEnvelope(t, await send(svc, 'POST', SIGNUP, '{"email":'), 400, 'invalid_request', 'truncated JSON'));
     seen(expectEnvelope(t, await send(svc, 'POST', SIGNUP, "{'email': 'x'}"), 400, 'invalid_request', 'single quotes'));
-    seen(expectEnvelope(t, await send(svc, 'POST', SIGNUP, 'null'), 400, 'invalid_request', 'JSON null instead of an object'));
-    seen(expectEnvelope(t, await send(svc, 'POST', SIGNUP, '[1,2]'), 400, 'invalid_request', 'JSON array instead of an object'));
+    seen(
+      expectEnvelope(
+        t,
+        await send(svc, 'POST', SIGNUP, 'null'),
+        400,
+        'invalid_request',
+        'JSON null instead of an object',
+      ),
+    );
+    seen(
+      expectEnvelope(
+        t,
+        await send(svc, 'POST', SIGNUP, '[1,2]'),
+        400,
+        'invalid_request',
+        'JSON array instead of an object',
+      ),
+    );
   });
 
   t.test('body over 1 MB → 413 payload_too_large', async (t) => {
@@ -125,9 +168,17 @@ t.test('error envelope on every error path', async (t) => {
 
     const at = await send(svc, 'POST', SIGNUP, paddedSignup(MB));
     t.not(at.status, 413, 'exactly 1048576 bytes is not 413');
-    t.equal(at.status, 200, `exactly 1048576 bytes: a valid signup${at.status === 200 ? '' : ` (got ${at.text.slice(0, 200)})`}`);
+    t.equal(
+      at.status,
+      200,
+      `exactly 1048576 bytes: a valid signup${at.status === 200 ? '' : ` (got ${at.text.slice(0, 200)})`}`,
+    );
     const atChunked = await send(svc, 'POST', SIGNUP, chunked(paddedSignup(MB)));
-    t.equal(atChunked.status, 200, `exactly 1048576 bytes chunked: a valid signup${atChunked.status === 200 ? '' : ` (got ${atChunked.text.slice(0, 200)})`}`);
+    t.equal(
+      atChunked.status,
+      200,
+      `exactly 1048576 bytes chunked: a valid signup${atChunked.status === 200 ? '' : ` (got ${atChunked.text.slice(0, 200)})`}`,
+    );
     const under = await send(svc, 'POST', SIGNUP, paddedSignup(MB - 1));
     t.equal(under.status, 200, 'one byte under the limit: a valid signup');
   });
@@ -140,7 +191,8 @@ t.test('error envelope on every error path', async (t) => {
     const fields = (Array.isArray(details) ? details : []).map((d: { field?: unknown }) => d?.field);
     t.ok(fields.includes('body.email'), `details name body.email (got ${JSON.stringify(fields)})`);
     t.ok(fields.includes('body.password'), `details name body.password (got ${JSON.stringify(fields)})`);
-    for (const d of Array.isArray(details) ? details : []) t.type(d?.message, 'string', `detail ${d?.field} has a message`);
+    for (const d of Array.isArray(details) ? details : [])
+      t.type(d?.message, 'string', `detail ${d?.field} has a message`);
 
     const bad = await send(svc, 'POST', SIGNUP, JSON.stringify({ email: 'not-an-email', password: 12345678901 }));
     seen(expectEnvelope(t, bad, 400, 'invalid_request', 'bad email format, password not a string'));
@@ -168,14 +220,34 @@ t.test('unexpected exception → 500 internal, details only in the log', async (
   const svc = await startTestService(t, { log });
 
   // The service works, then its database changes behind its back.
-  const ok = await send(svc, 'POST', SIGNUP, JSON.stringify({ email: uniqueEmail(), password: 'correct horse battery' }));
+  const ok = await send(
+    svc,
+    'POST',
+    SIGNUP,
+    JSON.stringify({ email: uniqueEmail(), password: 'correct horse battery' }),
+  );
   t.equal(ok.status, 200, 'signup works before');
   await svc.running.storage.db.query('ALTER TABLE users RENAME TO users_gone');
 
-  const res = await send(svc, 'POST', SIGNUP, JSON.stringify({ email: uniqueEmail(), password: 'correct horse battery' }));
+  const res = await send(
+    svc,
+    'POST',
+    SIGNUP,
+    JSON.stringify({ email: uniqueEmail(), password: 'correct horse battery' }),
+  );
   const requestId = expectEnvelope(t, res, 500, 'internal', 'signup with the users table gone');
   t.equal(res.body?.error?.details, undefined, 'no details');
-  for (const leak of [/users/i, /relation/i, /insert/i, /select/i, /\bat\s+\S+\s*\(/, /\.ts:\d+/, /\.js:\d+/, /node_modules/, /stack/i]) {
+  for (const leak of [
+    /users/i,
+    /relation/i,
+    /insert/i,
+    /select/i,
+    /\bat\s+\S+\s*\(/,
+    /\.ts:\d+/,
+    /\.js:\d+/,
+    /node_modules/,
+    /stack/i,
+  ]) {
     t.notMatch(res.text, leak, `body does not leak ${leak}`);
   }
 

@@ -27,10 +27,18 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
 
   // The victim: an organization with a project, keys, tokens, an invitation, a join code and a second member.
   const owner = await svc.signup();
-  const { organization: org, organizationToken: orgToken } = await owner.client.console.organizations.create({ name: 'Victim Org' });
-  const { project, apiKey } = await owner.client.console.projects.create({ name: 'Victim Project', organizationId: org.id });
+  const { organization: org, organizationToken: orgToken } = await owner.client.console.organizations.create({
+    name: 'Victim Org',
+  });
+  const { project, apiKey } = await owner.client.console.projects.create({
+    name: 'Victim Project',
+    organizationId: org.id,
+  });
   const extraKey = await owner.client.console.projects.apiKeys.create({ id: project.id, label: 'victim-send' });
-  const { invitation } = await owner.client.console.organizations.invitations.create({ id: org.id, email: 'invitee@example.test' });
+  const { invitation } = await owner.client.console.organizations.invitations.create({
+    id: org.id,
+    email: 'invitee@example.test',
+  });
   const { joinCode } = await owner.client.console.organizations.joinCodes.create({ id: org.id });
   const member = await svc.signup();
   const { code } = await owner.client.console.organizations.joinCodes.create({ id: org.id, role: 'member' });
@@ -39,9 +47,15 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   const withCaps = await owner.client.console.projects.domains.capabilities({ id: project.id, domainId: claim.id });
   const outboundCap = withCaps.outbound[0]!;
   const inboundCap = withCaps.inbound[0]!;
-  const { customDomain } = await owner.client.console.organizations.customDomains.create({ id: org.id, domain: 'webmail.victim-domain.test' });
+  const { customDomain } = await owner.client.console.organizations.customDomains.create({
+    id: org.id,
+    domain: 'webmail.victim-domain.test',
+  });
   const victimTokens = (await owner.client.console.accountTokens.list()).tokens;
-  const victimAudit = await svc.running.storage.db.query<{ id: string }>('SELECT id FROM audit_log WHERE organization_id = $1 LIMIT 1', [org.id]);
+  const victimAudit = await svc.running.storage.db.query<{ id: string }>(
+    'SELECT id FROM audit_log WHERE organization_id = $1 LIMIT 1',
+    [org.id],
+  );
   // A sent message of the victim, for /v1/messages/get and /events (seeded: sending is not under test here).
   const victimMessage = randomUUID();
   await svc.running.storage.db.query(
@@ -68,11 +82,17 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   );
   // A private template of the victim (spec §4.13), for the template routes' `id`.
   const { template: victimTemplate } = await owner.client.modules.templates.templates.create({
-    organizationId: org.id, name: 'Victim template', subject: 'Victim template subject', text: 'victim template body',
+    organizationId: org.id,
+    name: 'Victim template',
+    subject: 'Victim template subject',
+    text: 'victim template body',
   });
 
   // A webhook of the victim's project and one delivery attempt of its event (spec §4.8, §6 rule 3).
-  const victimHook = await owner.client.console.projects.webhooks.create({ id: project.id, url: 'https://victim-hooks.example.test/h' });
+  const victimHook = await owner.client.console.projects.webhooks.create({
+    id: project.id,
+    url: 'https://victim-hooks.example.test/h',
+  });
   const [victimDelivery] = await svc.running.storage.db.query<{ id: string }>(
     `INSERT INTO webhook_deliveries (id, webhook_id, endpoint_id, project_id, event_id, event_type, attempt, status, status_code, created_at)
      VALUES (gen_random_uuid(), 'msg_victim', $1, $2, $3, 'delivered', 1, 'succeeded', 200, now()) RETURNING id`,
@@ -132,33 +152,73 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     if (name.startsWith('console.accountTokens.') || name.startsWith('admin.accountTokens.')) return owner.tokenId;
     if (name.startsWith('admin.users.')) return owner.userId;
     if (name.startsWith('admin.senderDomains.')) return outboundCap.id;
-    throw new Error(`isolation matrix: cannot tell which victim id route ${name} (${r.method} ${r.path}) takes; teach idFor`);
+    throw new Error(
+      `isolation matrix: cannot tell which victim id route ${name} (${r.method} ${r.path}) takes; teach idFor`,
+    );
   }
 
   // The attackers: another organization's owner, its organization token and its project key.
   const attacker = await svc.signup();
   const a = await attacker.client.console.organizations.create({ name: 'Attacker Org' });
-  const ap = await attacker.client.console.projects.create({ name: 'Attacker Project', organizationId: a.organization.id });
+  const ap = await attacker.client.console.projects.create({
+    name: 'Attacker Project',
+    organizationId: a.organization.id,
+  });
   // Every scope, so that a missing scope (403) never stands in for the 404 under test.
   const apKey = await attacker.client.console.projects.apiKeys.create({
-    id: ap.project.id, scopes: ['messages:send', 'messages:read', 'suppressions:read', 'suppressions:write', 'project:admin'],
+    id: ap.project.id,
+    scopes: ['messages:send', 'messages:read', 'suppressions:read', 'suppressions:write', 'project:admin'],
   });
   const attackers: { kind: 'account_token' | 'organization_token' | 'project_api_key'; client: Client }[] = [
     { kind: 'account_token', client: attacker.client },
-    { kind: 'organization_token', client: svc.client({ keyId: a.organizationToken.tokenId, secret: a.organizationToken.secret }) },
+    {
+      kind: 'organization_token',
+      client: svc.client({ keyId: a.organizationToken.tokenId, secret: a.organizationToken.secret }),
+    },
     { kind: 'project_api_key', client: svc.client({ keyId: apKey.keyId, secret: apKey.secret }) },
   ];
 
-  const secrets = [org.id, project.id, org.name, project.name, owner.email, member.email, apiKey.keyId, extraKey.keyId, orgToken.tokenId,
-    'invitee@example.test', 'victim-domain.test', outboundCap.selector, 'Victim subject', victimMessage, victimEvent,
-    'victim-idempotency-key', 'victim-suppressed@example.test', victimHook.id, victimHook.secret, 'victim-hooks', victimDelivery!.id, victimTemplate.id, 'Victim template', 'victim template body'];
+  const secrets = [
+    org.id,
+    project.id,
+    org.name,
+    project.name,
+    owner.email,
+    member.email,
+    apiKey.keyId,
+    extraKey.keyId,
+    orgToken.tokenId,
+    'invitee@example.test',
+    'victim-domain.test',
+    outboundCap.selector,
+    'Victim subject',
+    victimMessage,
+    victimEvent,
+    'victim-idempotency-key',
+    'victim-suppressed@example.test',
+    victimHook.id,
+    victimHook.secret,
+    'victim-hooks',
+    victimDelivery!.id,
+    victimTemplate.id,
+    'Victim template',
+    'victim template body',
+  ];
   const covered: string[] = [];
 
   for (const [name, r] of Object.entries(routeTable) as [string, RouteSpec][]) {
     if (r.auth === 'public' || !takesAnId(r)) continue;
     covered.push(name);
     const id = idFor(name, r);
-    const known = { ...paramValues, id, organizationId: org.id, organization_id: org.id, projectId: project.id, project_id: project.id, name: 'renamed-by-attacker' };
+    const known = {
+      ...paramValues,
+      id,
+      organizationId: org.id,
+      organization_id: org.id,
+      projectId: project.id,
+      project_id: project.id,
+      name: 'renamed-by-attacker',
+    };
     const target = r.path.replace(/\{(\w+)\}/g, (_, p: string) => encodeURIComponent(paramFor(name, p, id)));
     const query = r.query ? (sample(r.query, known) as Record<string, unknown>) : {};
     const qs = new URLSearchParams(Object.entries(query).map(([k, v]): [string, string] => [k, String(v)])).toString();
@@ -185,7 +245,10 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   }
 
   t.ok(covered.length >= 20, `the matrix covered ${covered.length} routes`);
-  t.ok(covered.includes('console.projects.create') && covered.includes('console.organizations.get'), 'organizationId-in-body and {id} routes are both covered');
+  t.ok(
+    covered.includes('console.projects.create') && covered.includes('console.organizations.get'),
+    'organizationId-in-body and {id} routes are both covered',
+  );
 
   // Nothing of the victim changed.
   tick();
@@ -193,31 +256,62 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   t.equal(after.organization.name, 'Victim Org', 'organization not renamed');
   t.equal(after.organization.plan, 'free', 'plan not changed');
   t.same(after.members.map((m) => m.userId).sort(), [owner.userId, member.userId].sort(), 'members unchanged');
-  t.ok(after.tokens.some((x) => x.tokenId === orgToken.tokenId), 'organization token not revoked');
-  t.ok(after.invitations.some((i) => i.id === invitation.id), 'invitation still pending');
+  t.ok(
+    after.tokens.some((x) => x.tokenId === orgToken.tokenId),
+    'organization token not revoked',
+  );
+  t.ok(
+    after.invitations.some((i) => i.id === invitation.id),
+    'invitation still pending',
+  );
   tick();
   const codes = (await owner.client.console.organizations.joinCodes.list({ id: org.id })).joinCodes;
   t.equal(codes.find((c) => c.id === joinCode.id)?.status, 'active', 'join code still active');
   tick();
   const p = await owner.client.console.projects.get({ id: project.id });
   t.equal(p.project.name, 'Victim Project', 'project not renamed or deleted');
-  t.ok(p.apiKeys.some((k) => k.keyId === extraKey.keyId), 'project key not revoked');
+  t.ok(
+    p.apiKeys.some((k) => k.keyId === extraKey.keyId),
+    'project key not revoked',
+  );
   tick();
   const claimAfter = await owner.client.console.projects.domains.get({ id: project.id, domainId: claim.id });
   t.equal(claimAfter.status, 'pending', 'claim not verified by anyone else');
-  t.same([claimAfter.outbound.length, claimAfter.inbound.length, claimAfter.outbound[0]?.status], [1, 1, 'pending'], 'capabilities untouched');
+  t.same(
+    [claimAfter.outbound.length, claimAfter.inbound.length, claimAfter.outbound[0]?.status],
+    [1, 1, 'pending'],
+    'capabilities untouched',
+  );
   tick();
   const customAfter = (await owner.client.console.organizations.customDomains.list({ id: org.id })).customDomains;
-  t.ok(customAfter.some((d) => d.id === customDomain.id), 'custom domain not deleted');
+  t.ok(
+    customAfter.some((d) => d.id === customDomain.id),
+    'custom domain not deleted',
+  );
   tick();
-  t.same((await owner.client.v1.suppressions.list()).rows.map((r) => r.address), ['victim-suppressed@example.test'], 'suppression not deleted, none added');
+  t.same(
+    (await owner.client.v1.suppressions.list()).rows.map((r) => r.address),
+    ['victim-suppressed@example.test'],
+    'suppression not deleted, none added',
+  );
   tick();
-  t.same((await owner.client.console.projects.webhooks.list({ id: project.id })).webhooks.map((w) => w.id), [victimHook.id], 'webhook not deleted, none added');
+  t.same(
+    (await owner.client.console.projects.webhooks.list({ id: project.id })).webhooks.map((w) => w.id),
+    [victimHook.id],
+    'webhook not deleted, none added',
+  );
   tick();
-  t.match((await owner.client.modules.templates.templates.get({ organizationId: org.id, id: victimTemplate.id })).template,
-    { name: 'Victim template', version: 1, is_public: false }, 'template not changed, published or deleted');
+  t.match(
+    (await owner.client.modules.templates.templates.get({ organizationId: org.id, id: victimTemplate.id })).template,
+    { name: 'Victim template', version: 1, is_public: false },
+    'template not changed, published or deleted',
+  );
   tick();
-  t.match(await svc.client({ keyId: extraKey.keyId, secret: extraKey.secret }).v1.services.whoami(), { projectId: project.id }, 'victim key still works');
+  t.match(
+    await svc.client({ keyId: extraKey.keyId, secret: extraKey.secret }).v1.services.whoami(),
+    { projectId: project.id },
+    'victim key still works',
+  );
   tick();
   t.match(await owner.client.v1.services.whoami(), { userId: owner.userId }, "victim's account token still works");
 });

@@ -13,7 +13,14 @@ if (!process.env.SVC_DATABASE_URL) {
     const a = await startTestService(t, { clock });
     const b = await startTestService(t, { clock, nodeOf: a });
     const me = await a.signup();
-    const headers = signHeaders({ method: 'GET', target: '/v1/services/whoami', body: '', keyId: me.tokenId, secret: me.secret, timestamp: String(clock.now()) });
+    const headers = signHeaders({
+      method: 'GET',
+      target: '/v1/services/whoami',
+      body: '',
+      keyId: me.tokenId,
+      secret: me.secret,
+      timestamp: String(clock.now()),
+    });
 
     const first = await fetch(`${a.url}/v1/services/whoami`, { headers });
     t.equal(first.status, 200, 'node A accepts the request');
@@ -21,8 +28,19 @@ if (!process.env.SVC_DATABASE_URL) {
     t.equal(replay.status, 401, 'node B refuses the same nonce');
     t.equal(((await replay.json()) as { error: { code: string } }).error.code, 'unauthorized');
 
-    const fresh = signHeaders({ method: 'GET', target: '/v1/services/whoami', body: '', keyId: me.tokenId, secret: me.secret, timestamp: String(clock.now()) });
-    t.equal((await fetch(`${b.url}/v1/services/whoami`, { headers: fresh })).status, 200, 'node B accepts a fresh nonce of the same token');
+    const fresh = signHeaders({
+      method: 'GET',
+      target: '/v1/services/whoami',
+      body: '',
+      keyId: me.tokenId,
+      secret: me.secret,
+      timestamp: String(clock.now()),
+    });
+    t.equal(
+      (await fetch(`${b.url}/v1/services/whoami`, { headers: fresh })).status,
+      200,
+      'node B accepts a fresh nonce of the same token',
+    );
   });
 
   t.test('the rate-limit bucket is shared by the nodes', async (t) => {

@@ -47,7 +47,13 @@ async function newOrg(tag = 'org'): Promise<Org> {
   const name = `${tag} ${owner.userId.slice(0, 8)}`;
   const res = await owner.client.console.organizations.create({ name });
   const { tokenId, secret } = res.organizationToken;
-  return { owner, id: res.organization.id, name, orgToken: { tokenId, secret }, orgClient: svc.client({ keyId: tokenId, secret }) };
+  return {
+    owner,
+    id: res.organization.id,
+    name,
+    orgToken: { tokenId, secret },
+    orgClient: svc.client({ keyId: tokenId, secret }),
+  };
 }
 
 /** A new user who joined `org` with a join code of `role`. */
@@ -61,7 +67,8 @@ async function joined(org: Org, role: string, tag = role): Promise<SignedUp> {
 const membersOf = async (org: Org) =>
   new Map((await org.owner.client.console.organizations.get({ id: org.id })).members.map((m) => [m.userId, m.role]));
 const codeStatus = async (org: Org, codeId: string) =>
-  (await org.owner.client.console.organizations.joinCodes.list({ id: org.id })).joinCodes.find((c) => c.id === codeId)?.status;
+  (await org.owner.client.console.organizations.joinCodes.list({ id: org.id })).joinCodes.find((c) => c.id === codeId)
+    ?.status;
 const pendingIds = async (org: Org) =>
   (await org.owner.client.console.organizations.invitations.list({ id: org.id })).invitations.map((i) => i.id);
 
@@ -69,7 +76,10 @@ t.test('roles metadata is public', async (t) => {
   const res = await fetch(`${svc.url}/console/v1/organizations/roles`);
   t.equal(res.status, 200, 'an unsigned request is answered');
   const body = (await res.json()) as { roles: { role: string; permissions: string[] }[]; permissions: string[] };
-  t.same(body.roles.map((r) => r.role), ['owner', 'admin', 'member', 'auditor', 'billing']);
+  t.same(
+    body.roles.map((r) => r.role),
+    ['owner', 'admin', 'member', 'auditor', 'billing'],
+  );
   t.equal(body.permissions.length, 7, 'seven permission keys');
   const viaSdk = await svc.client().console.organizations.roles();
   t.strictSame(viaSdk, body, 'the SDK without a credential gets the same answer');
@@ -103,17 +113,30 @@ t.test('create: organization, organization token, sole owner', async (t) => {
   // The organization token authenticates as the organization.
   const orgClient = svc.client({ keyId: tok.tokenId, secret: tok.secret });
   t.strictSame(await orgClient.v1.services.whoami(), {
-    principal: 'organization_token', organizationId: org.id, organization: { id: org.id, name: 'Acme Mail', plan: 'free' },
+    principal: 'organization_token',
+    organizationId: org.id,
+    organization: { id: org.id, name: 'Acme Mail', plan: 'free' },
   });
   // The account token now lists the organization.
   t.strictSame(await owner.client.v1.services.whoami(), {
-    principal: 'account_token', userId: owner.userId, role: 'customer', organizations: [{ id: org.id, name: 'Acme Mail', plan: 'free' }],
+    principal: 'account_token',
+    userId: owner.userId,
+    role: 'customer',
+    organizations: [{ id: org.id, name: 'Acme Mail', plan: 'free' }],
   });
 
   const detail = await owner.client.console.organizations.get({ id: org.id });
   t.equal(detail.members.length, 1, 'exactly one member');
-  t.match(detail.members[0], { userId: owner.userId, email: owner.email, role: 'owner' }, 'the creator is the sole owner');
-  t.strictSame(detail.tokens.map((x) => x.tokenId), [tok.tokenId], 'the minted token is listed');
+  t.match(
+    detail.members[0],
+    { userId: owner.userId, email: owner.email, role: 'owner' },
+    'the creator is the sole owner',
+  );
+  t.strictSame(
+    detail.tokens.map((x) => x.tokenId),
+    [tok.tokenId],
+    'the minted token is listed',
+  );
   t.notOk(JSON.stringify(detail).includes(tok.secret), 'the detail never carries the token secret');
 
   const list = await owner.client.console.organizations.list();
@@ -127,7 +150,11 @@ t.test('create: organization, organization token, sole owner', async (t) => {
   // The route needs an account token.
   t.match(await errorOf(orgClient.console.organizations.create({ name: 'By token' })), { status: 401 });
   t.match(await errorOf(svc.client().console.organizations.create({ name: 'Unsigned' })), { status: 401 });
-  t.match(await errorOf(owner.client.console.organizations.create({ name: '' })), { status: 400, code: 'invalid_request' }, 'an empty name is 400');
+  t.match(
+    await errorOf(owner.client.console.organizations.create({ name: '' })),
+    { status: 400, code: 'invalid_request' },
+    'an empty name is 400',
+  );
 });
 
 t.test('a user who joined another organization cannot create one; list shows each role', async (t) => {
@@ -136,7 +163,11 @@ t.test('a user who joined another organization cannot create one; list shows eac
   const e = await errorOf(u.client.console.organizations.create({ name: 'Mine' }));
   t.match(e, { status: 409, code: 'already_in_organization' });
   const list = await u.client.console.organizations.list();
-  t.strictSame(list.organizations.map((o) => [o.id, o.role]), [[org.id, 'auditor']], 'the list shows the joined org with role auditor');
+  t.strictSame(
+    list.organizations.map((o) => [o.id, o.role]),
+    [[org.id, 'auditor']],
+    'the list shows the joined org with role auditor',
+  );
 
   // The owner of one organization may join others with a code; the list carries both roles.
   const other = await newOrg('second');
@@ -145,7 +176,10 @@ t.test('a user who joined another organization cannot create one; list shows eac
   const both = await other.owner.client.console.organizations.list();
   t.strictSame(
     both.organizations.map((o) => [o.id, o.role]).sort(),
-    [[org.id, 'admin'], [other.id, 'owner']].sort(),
+    [
+      [org.id, 'admin'],
+      [other.id, 'owner'],
+    ].sort(),
     'one row per organization with its own role',
   );
 });
@@ -157,21 +191,45 @@ t.test('detail: members, projects, tokens, invitations, usage and inboxUsage; pl
   const inv = await c.console.organizations.invitations.create({ id: org.id, email: uniqueEmail('pending') });
 
   const d = await c.console.organizations.get({ id: org.id });
-  t.strictSame(Object.keys(d).sort(), ['inboxUsage', 'invitations', 'members', 'organization', 'projects', 'tokens', 'usage']);
+  t.strictSame(Object.keys(d).sort(), [
+    'inboxUsage',
+    'invitations',
+    'members',
+    'organization',
+    'projects',
+    'tokens',
+    'usage',
+  ]);
   t.equal(d.organization.id, org.id);
   t.equal(d.organization.name, org.name);
-  t.strictSame(d.projects.map((p) => [p.id, p.name, p.status]), [[project.project.id, 'p1', 'active']]);
-  t.strictSame(d.invitations.map((i) => i.id), [inv.invitation.id], 'the pending invitation is listed');
+  t.strictSame(
+    d.projects.map((p) => [p.id, p.name, p.status]),
+    [[project.project.id, 'p1', 'active']],
+  );
+  t.strictSame(
+    d.invitations.map((i) => i.id),
+    [inv.invitation.id],
+    'the pending invitation is listed',
+  );
   t.strictSame(d.usage, { tier: 'free', dailyLimit: 500, usedToday: 0, remaining: 500, overageToday: 0 });
   const now = new Date(svc.clock.now());
   const monthStart = `${now.getUTCFullYear()}-${String(now.getUTCMonth() + 1).padStart(2, '0')}-01`;
   t.match(d.inboxUsage.monthStart, /^\d{4}-\d{2}-01$/);
   t.strictSame(d.inboxUsage, {
-    activeInboxes: 0, billedCents: 0, storageOverageGb: 0, storageBilledCents: 0, totalBilledCents: 0, monthStart,
+    activeInboxes: 0,
+    billedCents: 0,
+    storageOverageGb: 0,
+    storageBilledCents: 0,
+    totalBilledCents: 0,
+    monthStart,
   });
 
   // The organization token reads the same detail.
-  t.strictSame((await org.orgClient.console.organizations.get({ id: org.id })).organization, d.organization, 'the org token reads the detail');
+  t.strictSame(
+    (await org.orgClient.console.organizations.get({ id: org.id })).organization,
+    d.organization,
+    'the org token reads the detail',
+  );
 
   // Plan: payg lifts the cap.
   const paid = await c.console.organizations.plan({ id: org.id, plan: 'payg' });
@@ -181,8 +239,15 @@ t.test('detail: members, projects, tokens, invitations, usage and inboxUsage; pl
   t.equal(d2.usage.tier, 'payg');
   t.strictSame(d2.usage, { tier: 'payg', dailyLimit: null, usedToday: 0, remaining: null, overageToday: 0 });
   t.match(await org.orgClient.v1.services.whoami(), { organization: { plan: 'payg' } }, 'whoami shows the new plan');
-  t.match(await errorOf(c.console.organizations.plan({ id: org.id, plan: 'gold' as never })), { status: 400, code: 'invalid_request' });
-  t.equal((await c.console.organizations.plan({ id: org.id, plan: 'free' })).organization.plan, 'free', 'and back to free');
+  t.match(await errorOf(c.console.organizations.plan({ id: org.id, plan: 'gold' as never })), {
+    status: 400,
+    code: 'invalid_request',
+  });
+  t.equal(
+    (await c.console.organizations.plan({ id: org.id, plan: 'free' })).organization.plan,
+    'free',
+    'and back to free',
+  );
 
   // Rename.
   svc.clock.advance(1000);
@@ -193,7 +258,11 @@ t.test('detail: members, projects, tokens, invitations, usage and inboxUsage; pl
   t.equal((await c.console.organizations.get({ id: org.id })).organization.name, 'Renamed Co');
   t.match(await org.orgClient.v1.services.whoami(), { organization: { name: 'Renamed Co' } });
   t.match((await c.console.organizations.list()).organizations, [{ id: org.id, name: 'Renamed Co', role: 'owner' }]);
-  t.equal((await org.orgClient.console.organizations.update({ id: org.id, name: 'By token' })).organization.name, 'By token', 'the org token may rename');
+  t.equal(
+    (await org.orgClient.console.organizations.update({ id: org.id, name: 'By token' })).organization.name,
+    'By token',
+    'the org token may rename',
+  );
 });
 
 t.test('organization tokens: create, list without secrets, revoke', async (t) => {
@@ -211,27 +280,64 @@ t.test('organization tokens: create, list without secrets, revoke', async (t) =>
   t.equal(byToken.label, null, 'the org token can mint another; no label is null');
 
   const list = await c.console.organizations.tokens.list({ id: org.id });
-  t.strictSame(list.tokens.map((x) => x.tokenId).sort(), [org.orgToken.tokenId, minted.tokenId, byToken.tokenId].sort());
-  for (const row of list.tokens) t.strictSame(Object.keys(row).sort(), ['createdAt', 'id', 'label', 'tokenId'], `no secret field on ${row.tokenId}`);
+  t.strictSame(
+    list.tokens.map((x) => x.tokenId).sort(),
+    [org.orgToken.tokenId, minted.tokenId, byToken.tokenId].sort(),
+  );
+  for (const row of list.tokens)
+    t.strictSame(Object.keys(row).sort(), ['createdAt', 'id', 'label', 'tokenId'], `no secret field on ${row.tokenId}`);
   const raw = JSON.stringify(list);
-  for (const s of [org.orgToken.secret, minted.secret, byToken.secret]) t.notOk(raw.includes(s), 'no secret value in the list');
-  t.equal(list.tokens.find((x) => x.tokenId === org.orgToken.tokenId)?.label, 'default', 'the creation token is labelled default');
+  for (const s of [org.orgToken.secret, minted.secret, byToken.secret])
+    t.notOk(raw.includes(s), 'no secret value in the list');
+  t.equal(
+    list.tokens.find((x) => x.tokenId === org.orgToken.tokenId)?.label,
+    'default',
+    'the creation token is labelled default',
+  );
 
   // Revoke by tokenId, and by database id.
   t.strictSame(await c.console.organizations.tokens.delete({ id: org.id, tokenId: minted.tokenId }), { ok: true });
-  t.match(await errorOf(mintedClient.v1.services.whoami()), { status: 401, code: 'unauthorized' }, 'the revoked token is refused');
-  t.strictSame(await c.console.organizations.tokens.delete({ id: org.id, tokenId: byToken.id }), { ok: true }, 'revoke by database id');
-  t.match(await errorOf(svc.client({ keyId: byToken.tokenId, secret: byToken.secret }).v1.services.whoami()), { status: 401 });
-  t.strictSame((await c.console.organizations.tokens.list({ id: org.id })).tokens.map((x) => x.tokenId), [org.orgToken.tokenId], 'revoked tokens leave the list');
+  t.match(
+    await errorOf(mintedClient.v1.services.whoami()),
+    { status: 401, code: 'unauthorized' },
+    'the revoked token is refused',
+  );
+  t.strictSame(
+    await c.console.organizations.tokens.delete({ id: org.id, tokenId: byToken.id }),
+    { ok: true },
+    'revoke by database id',
+  );
+  t.match(await errorOf(svc.client({ keyId: byToken.tokenId, secret: byToken.secret }).v1.services.whoami()), {
+    status: 401,
+  });
+  t.strictSame(
+    (await c.console.organizations.tokens.list({ id: org.id })).tokens.map((x) => x.tokenId),
+    [org.orgToken.tokenId],
+    'revoked tokens leave the list',
+  );
   t.match(await org.orgClient.v1.services.whoami(), { organizationId: org.id }, 'the other token keeps working');
-  t.match(await errorOf(c.console.organizations.tokens.delete({ id: org.id, tokenId: minted.tokenId })), { status: 404 }, 'revoking twice is 404');
+  t.match(
+    await errorOf(c.console.organizations.tokens.delete({ id: org.id, tokenId: minted.tokenId })),
+    { status: 404 },
+    'revoking twice is 404',
+  );
   t.match(await errorOf(c.console.organizations.tokens.delete({ id: org.id, tokenId: 'svco_nope' })), { status: 404 });
 
   // A member without tokens:manage reads but cannot mint.
   const member = await joined(org, 'member');
-  t.equal((await member.client.console.organizations.tokens.list({ id: org.id })).tokens.length, 1, 'a member lists tokens');
-  t.match(await errorOf(member.client.console.organizations.tokens.create({ id: org.id })), { status: 403, code: 'forbidden' });
-  t.match(await errorOf(member.client.console.organizations.tokens.delete({ id: org.id, tokenId: org.orgToken.tokenId })), { status: 403 });
+  t.equal(
+    (await member.client.console.organizations.tokens.list({ id: org.id })).tokens.length,
+    1,
+    'a member lists tokens',
+  );
+  t.match(await errorOf(member.client.console.organizations.tokens.create({ id: org.id })), {
+    status: 403,
+    code: 'forbidden',
+  });
+  t.match(
+    await errorOf(member.client.console.organizations.tokens.delete({ id: org.id, tokenId: org.orgToken.tokenId })),
+    { status: 403 },
+  );
   t.match(await org.orgClient.v1.services.whoami(), { organizationId: org.id }, 'the refused revoke changed nothing');
 });
 
@@ -270,13 +376,20 @@ t.test('invitations: create, mail, accept case-insensitively, single use', async
 
   // Someone else cannot accept it.
   const stranger = await svc.signup(uniqueEmail('stranger'));
-  t.match(await errorOf(stranger.client.console.organizations.invitations.accept({ token })), { status: 403, code: 'forbidden' });
+  t.match(await errorOf(stranger.client.console.organizations.invitations.accept({ token })), {
+    status: 403,
+    code: 'forbidden',
+  });
   t.notOk((await membersOf(org)).has(stranger.userId), 'the stranger did not join');
   t.strictSame(await pendingIds(org), [res.invitation.id], 'still pending after a refused accept');
 
   // Garbage tokens.
   for (const bad of ['garbage', token.slice(0, -1) + (token.endsWith('A') ? 'B' : 'A')]) {
-    t.match(await errorOf(stranger.client.console.organizations.invitations.accept({ token: bad })), { status: 401, code: 'unauthorized' }, `token ${bad.slice(0, 8)}…`);
+    t.match(
+      await errorOf(stranger.client.console.organizations.invitations.accept({ token: bad })),
+      { status: 401, code: 'unauthorized' },
+      `token ${bad.slice(0, 8)}…`,
+    );
   }
 
   // The invitee (lower-case signup) accepts.
@@ -287,24 +400,50 @@ t.test('invitations: create, mail, accept case-insensitively, single use', async
   t.match((await u.client.console.organizations.list()).organizations, [{ id: org.id, role: 'admin' }]);
   t.strictSame(await pendingIds(org), [], 'no longer pending');
   t.strictSame((await c.console.organizations.get({ id: org.id })).invitations, [], 'nor in the detail');
-  t.match(await errorOf(u.client.console.organizations.invitations.accept({ token })), { status: 401 }, 'accepting again is 401');
+  t.match(
+    await errorOf(u.client.console.organizations.invitations.accept({ token })),
+    { status: 401 },
+    'accepting again is 401',
+  );
 
   // Role defaults to member.
   const plain = uniqueEmail('plain');
   const r2 = await c.console.organizations.invitations.create({ id: org.id, email: plain });
   t.equal(r2.invitation.role, 'member');
   const u2 = await svc.signup(plain.toUpperCase().replace('@EXAMPLE.TEST', '@example.test'));
-  t.equal((await u2.client.console.organizations.invitations.accept({ token: tokenOf(r2.acceptUrl) })).role, 'member', 'an upper-case signup accepts too');
+  t.equal(
+    (await u2.client.console.organizations.invitations.accept({ token: tokenOf(r2.acceptUrl) })).role,
+    'member',
+    'an upper-case signup accepts too',
+  );
   t.equal((await membersOf(org)).get(u2.userId), 'member');
 
   // Who may invite.
-  t.match(await errorOf(u2.client.console.organizations.invitations.create({ id: org.id, email: uniqueEmail('x') })), { status: 403, code: 'forbidden' }, 'a member cannot invite');
-  const byAdmin = await u.client.console.organizations.invitations.create({ id: org.id, email: uniqueEmail('fromadmin') });
+  t.match(
+    await errorOf(u2.client.console.organizations.invitations.create({ id: org.id, email: uniqueEmail('x') })),
+    { status: 403, code: 'forbidden' },
+    'a member cannot invite',
+  );
+  const byAdmin = await u.client.console.organizations.invitations.create({
+    id: org.id,
+    email: uniqueEmail('fromadmin'),
+  });
   t.equal(byAdmin.emailed, true, 'an admin can invite');
-  const byToken = await org.orgClient.console.organizations.invitations.create({ id: org.id, email: uniqueEmail('fromtoken'), role: 'auditor' });
+  const byToken = await org.orgClient.console.organizations.invitations.create({
+    id: org.id,
+    email: uniqueEmail('fromtoken'),
+    role: 'auditor',
+  });
   t.equal(byToken.invitation.role, 'auditor', 'the org token can invite');
-  t.match(await errorOf(c.console.organizations.invitations.create({ id: org.id, email: 'not an email' })), { status: 400 });
-  t.match(await errorOf(c.console.organizations.invitations.create({ id: org.id, email: uniqueEmail('r'), role: 'god' as never })), { status: 400 });
+  t.match(await errorOf(c.console.organizations.invitations.create({ id: org.id, email: 'not an email' })), {
+    status: 400,
+  });
+  t.match(
+    await errorOf(
+      c.console.organizations.invitations.create({ id: org.id, email: uniqueEmail('r'), role: 'god' as never }),
+    ),
+    { status: 400 },
+  );
 });
 
 t.test('invitations: revoke', async (t) => {
@@ -313,14 +452,29 @@ t.test('invitations: revoke', async (t) => {
   const email = uniqueEmail('revoked');
   const inv = await c.console.organizations.invitations.create({ id: org.id, email });
   const keep = await c.console.organizations.invitations.create({ id: org.id, email: uniqueEmail('kept') });
-  t.strictSame(await c.console.organizations.invitations.delete({ id: org.id, invitationId: inv.invitation.id }), { ok: true });
+  t.strictSame(await c.console.organizations.invitations.delete({ id: org.id, invitationId: inv.invitation.id }), {
+    ok: true,
+  });
   t.strictSame(await pendingIds(org), [keep.invitation.id], 'the revoked one is no longer pending');
   const u = await svc.signup(email);
-  t.match(await errorOf(u.client.console.organizations.invitations.accept({ token: tokenOf(inv.acceptUrl) })), { status: 401, code: 'unauthorized' });
+  t.match(await errorOf(u.client.console.organizations.invitations.accept({ token: tokenOf(inv.acceptUrl) })), {
+    status: 401,
+    code: 'unauthorized',
+  });
   t.notOk((await membersOf(org)).has(u.userId));
-  t.match(await errorOf(c.console.organizations.invitations.delete({ id: org.id, invitationId: inv.invitation.id })), { status: 404 }, 'revoking twice is 404');
+  t.match(
+    await errorOf(c.console.organizations.invitations.delete({ id: org.id, invitationId: inv.invitation.id })),
+    { status: 404 },
+    'revoking twice is 404',
+  );
   const member = await joined(org, 'member');
-  t.match(await errorOf(member.client.console.organizations.invitations.delete({ id: org.id, invitationId: keep.invitation.id })), { status: 403 }, 'a member cannot revoke');
+  t.match(
+    await errorOf(
+      member.client.console.organizations.invitations.delete({ id: org.id, invitationId: keep.invitation.id }),
+    ),
+    { status: 403 },
+    'a member cannot revoke',
+  );
   t.strictSame(await pendingIds(org), [keep.invitation.id]);
 });
 
@@ -332,15 +486,24 @@ t.test('join codes: create, list without codes, redeem, single use, revoke', asy
   t.match(res.code, CODE_RE);
   t.ok(res.warning.length > 0);
   t.match(res.joinCode, { role: 'member', status: 'active', usedAt: null });
-  t.equal(Date.parse(res.joinCode.expiresAt) - Date.parse(res.joinCode.createdAt), JOIN_CODE_TTL_MS, 'valid for 7 days');
+  t.equal(
+    Date.parse(res.joinCode.expiresAt) - Date.parse(res.joinCode.createdAt),
+    JOIN_CODE_TTL_MS,
+    'valid for 7 days',
+  );
 
   // Codes are random.
-  const more = await Promise.all([1, 2, 3].map(() => c.console.organizations.joinCodes.create({ id: org.id, role: 'auditor' })));
+  const more = await Promise.all(
+    [1, 2, 3].map(() => c.console.organizations.joinCodes.create({ id: org.id, role: 'auditor' })),
+  );
   t.equal(new Set([res.code, ...more.map((m) => m.code)]).size, 4, 'four distinct codes');
   for (const m of more) t.match(m.code, CODE_RE);
 
   const list = await c.console.organizations.joinCodes.list({ id: org.id });
-  t.strictSame(list.joinCodes.map((j) => j.status), ['active', 'active', 'active', 'active']);
+  t.strictSame(
+    list.joinCodes.map((j) => j.status),
+    ['active', 'active', 'active', 'active'],
+  );
   t.strictSame(Object.keys(list.joinCodes[0]!).sort(), ['createdAt', 'expiresAt', 'id', 'role', 'status', 'usedAt']);
   const raw = JSON.stringify(list);
   for (const code of [res.code, ...more.map((m) => m.code)]) {
@@ -355,29 +518,52 @@ t.test('join codes: create, list without codes, redeem, single use, revoke', asy
   const joinedRes = await u.client.console.organizations.join({ code: res.code.toLowerCase() });
   t.match(joinedRes, { organization: { id: org.id, name: org.name }, role: 'member' });
   t.equal((await membersOf(org)).get(u.userId), 'member');
-  const used = (await c.console.organizations.joinCodes.list({ id: org.id })).joinCodes.find((j) => j.id === res.joinCode.id);
+  const used = (await c.console.organizations.joinCodes.list({ id: org.id })).joinCodes.find(
+    (j) => j.id === res.joinCode.id,
+  );
   t.equal(used?.status, 'used');
   t.match(used?.usedAt, ISO_RE, 'usedAt is set');
 
   // Used: another user cannot redeem it; revoking it is 409.
   const v = await svc.signup(uniqueEmail('late'));
-  t.match(await errorOf(v.client.console.organizations.join({ code: res.code })), { status: 401, code: 'unauthorized' }, 'a used code is 401');
+  t.match(
+    await errorOf(v.client.console.organizations.join({ code: res.code })),
+    { status: 401, code: 'unauthorized' },
+    'a used code is 401',
+  );
   t.notOk((await membersOf(org)).has(v.userId));
-  t.match(await errorOf(c.console.organizations.joinCodes.delete({ id: org.id, codeId: res.joinCode.id })), { status: 409, code: 'conflict' });
+  t.match(await errorOf(c.console.organizations.joinCodes.delete({ id: org.id, codeId: res.joinCode.id })), {
+    status: 409,
+    code: 'conflict',
+  });
   t.equal(await codeStatus(org, res.joinCode.id), 'used', 'still used');
 
   // Revoke an active one.
   const [toRevoke, toUse] = more;
-  t.strictSame(await c.console.organizations.joinCodes.delete({ id: org.id, codeId: toRevoke!.joinCode.id }), { ok: true });
+  t.strictSame(await c.console.organizations.joinCodes.delete({ id: org.id, codeId: toRevoke!.joinCode.id }), {
+    ok: true,
+  });
   t.equal(await codeStatus(org, toRevoke!.joinCode.id), 'revoked');
-  t.match(await errorOf(v.client.console.organizations.join({ code: toRevoke!.code })), { status: 401 }, 'a revoked code is 401');
+  t.match(
+    await errorOf(v.client.console.organizations.join({ code: toRevoke!.code })),
+    { status: 401 },
+    'a revoked code is 401',
+  );
   t.notOk((await membersOf(org)).has(v.userId));
 
   // Role carried by the code; an existing member gets 409 and the code stays active.
-  t.match(await errorOf(u.client.console.organizations.join({ code: toUse!.code })), { status: 409, code: 'conflict' }, 'already a member');
+  t.match(
+    await errorOf(u.client.console.organizations.join({ code: toUse!.code })),
+    { status: 409, code: 'conflict' },
+    'already a member',
+  );
   t.match(await errorOf(c.console.organizations.join({ code: toUse!.code })), { status: 409 }, 'the owner too');
   t.equal(await codeStatus(org, toUse!.joinCode.id), 'active', 'a refused redemption does not use the code');
-  t.match(await v.client.console.organizations.join({ code: ` ${toUse!.code} ` }), { role: 'auditor' }, 'role auditor joins as auditor');
+  t.match(
+    await v.client.console.organizations.join({ code: ` ${toUse!.code} ` }),
+    { role: 'auditor' },
+    'role auditor joins as auditor',
+  );
   t.equal((await membersOf(org)).get(v.userId), 'auditor');
 
   // Garbage and unknown codes.
@@ -390,17 +576,33 @@ t.test('join codes: create, list without codes, redeem, single use, revoke', asy
   // Who may make codes: members:manage.
   const auditorCodes = await errorOf(v.client.console.organizations.joinCodes.create({ id: org.id }));
   t.match(auditorCodes, { status: 403, code: 'forbidden' }, 'an auditor cannot make codes');
-  t.match(await errorOf(u.client.console.organizations.joinCodes.delete({ id: org.id, codeId: more[2]!.joinCode.id })), { status: 403 }, 'a member cannot revoke');
-  t.equal((await v.client.console.organizations.joinCodes.list({ id: org.id })).joinCodes.length, 4, 'an auditor reads the list');
+  t.match(
+    await errorOf(u.client.console.organizations.joinCodes.delete({ id: org.id, codeId: more[2]!.joinCode.id })),
+    { status: 403 },
+    'a member cannot revoke',
+  );
+  t.equal(
+    (await v.client.console.organizations.joinCodes.list({ id: org.id })).joinCodes.length,
+    4,
+    'an auditor reads the list',
+  );
   const viaToken = await org.orgClient.console.organizations.joinCodes.create({ id: org.id, role: 'billing' });
   t.equal(viaToken.joinCode.role, 'billing', 'the org token makes codes');
 });
 
 t.test('join codes: the role text', async (t) => {
   const org = await newOrg('coderole');
-  const cases: [string | undefined, string][] = [['auditor', 'auditor'], ['admin', 'admin'], ['billing', 'billing'], ['superuser', 'member'], [undefined, 'member']];
+  const cases: [string | undefined, string][] = [
+    ['auditor', 'auditor'],
+    ['admin', 'admin'],
+    ['billing', 'billing'],
+    ['superuser', 'member'],
+    [undefined, 'member'],
+  ];
   for (const [given, expected] of cases) {
-    const r = await org.owner.client.console.organizations.joinCodes.create(given === undefined ? { id: org.id } : { id: org.id, role: given });
+    const r = await org.owner.client.console.organizations.joinCodes.create(
+      given === undefined ? { id: org.id } : { id: org.id, role: given },
+    );
     t.equal(r.joinCode.role, expected, `role ${JSON.stringify(given)} makes a ${expected} code`);
     const u = await svc.signup(uniqueEmail('role'));
     t.equal((await u.client.console.organizations.join({ code: r.code })).role, expected);
@@ -425,7 +627,9 @@ t.test('join codes: two users redeem one code at once; exactly one wins', async 
 t.test('concurrency: one organization per creator, one membership per user, at least one owner', async (t) => {
   // Two creates by one user at once: exactly one organization.
   const u = await svc.signup(uniqueEmail('double'));
-  const creates = await Promise.all(['one', 'two'].map((name) => statusOf(u.client.console.organizations.create({ name }))));
+  const creates = await Promise.all(
+    ['one', 'two'].map((name) => statusOf(u.client.console.organizations.create({ name }))),
+  );
   t.strictSame([...creates].sort(), [200, 409], `one 200 and one 409 (got ${creates})`);
   t.equal((await u.client.console.organizations.list()).organizations.length, 1, 'one organization');
 
@@ -441,8 +645,11 @@ t.test('concurrency: one organization per creator, one membership per user, at l
 
   // Both owners demoted at once (through the org token, which may touch owners): one stays owner.
   const second = await joined(org, 'owner', 'coowner');
-  const demotions = await Promise.all([second.userId, org.owner.userId].map((userId) =>
-    statusOf(org.orgClient.console.organizations.members.role({ id: org.id, userId, role: 'member' }))));
+  const demotions = await Promise.all(
+    [second.userId, org.owner.userId].map((userId) =>
+      statusOf(org.orgClient.console.organizations.members.role({ id: org.id, userId, role: 'member' })),
+    ),
+  );
   t.strictSame([...demotions].sort(), [200, 409], `one 200 and one 409 (got ${demotions})`);
   const owners = [...(await membersOf(org)).values()].filter((r) => r === 'owner');
   t.equal(owners.length, 1, 'exactly one owner remains');
@@ -457,51 +664,134 @@ t.test('members: role changes and removal; the last owner stays', async (t) => {
   const O = org.owner.userId;
 
   // The only owner.
-  t.match(await errorOf(c.console.organizations.members.role({ id: org.id, userId: O, role: 'admin' })), { status: 409, code: 'conflict' }, 'demoting the only owner');
-  t.match(await errorOf(c.console.organizations.members.delete({ id: org.id, userId: O })), { status: 409, code: 'conflict' }, 'removing the only owner');
-  t.match(await errorOf(org.orgClient.console.organizations.members.role({ id: org.id, userId: O, role: 'member' })), { status: 409 }, 'also through the org token');
+  t.match(
+    await errorOf(c.console.organizations.members.role({ id: org.id, userId: O, role: 'admin' })),
+    { status: 409, code: 'conflict' },
+    'demoting the only owner',
+  );
+  t.match(
+    await errorOf(c.console.organizations.members.delete({ id: org.id, userId: O })),
+    { status: 409, code: 'conflict' },
+    'removing the only owner',
+  );
+  t.match(
+    await errorOf(org.orgClient.console.organizations.members.role({ id: org.id, userId: O, role: 'member' })),
+    { status: 409 },
+    'also through the org token',
+  );
   t.equal((await membersOf(org)).get(O), 'owner', 'still owner');
   // Setting owner on the only owner is not a demotion.
-  t.match(await c.console.organizations.members.role({ id: org.id, userId: O, role: 'owner' }), { member: { userId: O, role: 'owner' } });
+  t.match(await c.console.organizations.members.role({ id: org.id, userId: O, role: 'owner' }), {
+    member: { userId: O, role: 'owner' },
+  });
 
   // An admin cannot grant or take away owner, but moves member and auditor.
-  t.match(await errorOf(admin.client.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'owner' })), { status: 403, code: 'forbidden' }, 'admin cannot grant owner');
-  t.match(await errorOf(admin.client.console.organizations.members.role({ id: org.id, userId: admin.userId, role: 'owner' })), { status: 403 }, 'nor to itself');
-  t.match(await errorOf(admin.client.console.organizations.members.role({ id: org.id, userId: O, role: 'admin' })), { status: 403 }, 'admin cannot demote an owner');
-  t.match(await errorOf(admin.client.console.organizations.members.delete({ id: org.id, userId: O })), { status: 403 }, 'admin cannot remove an owner');
+  t.match(
+    await errorOf(admin.client.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'owner' })),
+    { status: 403, code: 'forbidden' },
+    'admin cannot grant owner',
+  );
+  t.match(
+    await errorOf(admin.client.console.organizations.members.role({ id: org.id, userId: admin.userId, role: 'owner' })),
+    { status: 403 },
+    'nor to itself',
+  );
+  t.match(
+    await errorOf(admin.client.console.organizations.members.role({ id: org.id, userId: O, role: 'admin' })),
+    { status: 403 },
+    'admin cannot demote an owner',
+  );
+  t.match(
+    await errorOf(admin.client.console.organizations.members.delete({ id: org.id, userId: O })),
+    { status: 403 },
+    'admin cannot remove an owner',
+  );
   t.equal((await membersOf(org)).get(m.userId), 'member');
   t.equal((await membersOf(org)).get(admin.userId), 'admin');
-  const toAud = await admin.client.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'auditor' });
+  const toAud = await admin.client.console.organizations.members.role({
+    id: org.id,
+    userId: m.userId,
+    role: 'auditor',
+  });
   t.strictSame(Object.keys(toAud.member).sort(), ['email', 'joinedAt', 'role', 'userId']);
   t.match(toAud.member, { userId: m.userId, email: m.email, role: 'auditor' }, 'admin: member → auditor');
   t.equal((await membersOf(org)).get(m.userId), 'auditor');
-  t.match(await admin.client.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'member' }), { member: { role: 'member' } }, 'admin: auditor → member');
+  t.match(
+    await admin.client.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'member' }),
+    { member: { role: 'member' } },
+    'admin: auditor → member',
+  );
   t.equal((await membersOf(org)).get(m.userId), 'member');
 
   // Roles without members:manage.
-  t.match(await errorOf(aud.client.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'admin' })), { status: 403 }, 'auditor cannot change roles');
-  t.match(await errorOf(m.client.console.organizations.members.delete({ id: org.id, userId: aud.userId })), { status: 403 }, 'member cannot remove');
+  t.match(
+    await errorOf(aud.client.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'admin' })),
+    { status: 403 },
+    'auditor cannot change roles',
+  );
+  t.match(
+    await errorOf(m.client.console.organizations.members.delete({ id: org.id, userId: aud.userId })),
+    { status: 403 },
+    'member cannot remove',
+  );
 
   // Owner promotes; with two owners one can be demoted.
-  t.match(await c.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'owner' }), { member: { role: 'owner' } }, 'owner promotes to owner');
+  t.match(
+    await c.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'owner' }),
+    { member: { role: 'owner' } },
+    'owner promotes to owner',
+  );
   t.equal((await membersOf(org)).get(m.userId), 'owner');
-  t.match(await m.client.console.organizations.members.role({ id: org.id, userId: O, role: 'admin' }), { member: { userId: O, role: 'admin' } }, 'with two owners one can be demoted');
-  t.match(await errorOf(m.client.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'member' })), { status: 409 }, 'now m is the only owner');
-  t.match(await m.client.console.organizations.members.role({ id: org.id, userId: O, role: 'owner' }), { member: { role: 'owner' } }, 'promote back');
-  t.match(await c.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'member' }), { member: { role: 'member' } }, 'and demote m again');
+  t.match(
+    await m.client.console.organizations.members.role({ id: org.id, userId: O, role: 'admin' }),
+    { member: { userId: O, role: 'admin' } },
+    'with two owners one can be demoted',
+  );
+  t.match(
+    await errorOf(m.client.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'member' })),
+    { status: 409 },
+    'now m is the only owner',
+  );
+  t.match(
+    await m.client.console.organizations.members.role({ id: org.id, userId: O, role: 'owner' }),
+    { member: { role: 'owner' } },
+    'promote back',
+  );
+  t.match(
+    await c.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'member' }),
+    { member: { role: 'member' } },
+    'and demote m again',
+  );
   const roles = await membersOf(org);
   t.strictSame([...roles.values()].filter((r) => r === 'owner').length, 1, 'one owner in the end');
 
   // Unknown member, invalid role.
-  t.match(await errorOf(c.console.organizations.members.role({ id: org.id, userId: NO_ORG, role: 'member' })), { status: 404 });
-  t.match(await errorOf(c.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'king' as never })), { status: 400 });
+  t.match(await errorOf(c.console.organizations.members.role({ id: org.id, userId: NO_ORG, role: 'member' })), {
+    status: 404,
+  });
+  t.match(
+    await errorOf(c.console.organizations.members.role({ id: org.id, userId: m.userId, role: 'king' as never })),
+    { status: 400 },
+  );
 
   // Removal: the removed member loses access (404, not 403).
-  t.strictSame(await admin.client.console.organizations.members.delete({ id: org.id, userId: aud.userId }), { ok: true }, 'admin removes an auditor');
+  t.strictSame(
+    await admin.client.console.organizations.members.delete({ id: org.id, userId: aud.userId }),
+    { ok: true },
+    'admin removes an auditor',
+  );
   t.notOk((await membersOf(org)).has(aud.userId));
-  t.match(await errorOf(aud.client.console.organizations.get({ id: org.id })), { status: 404, code: 'not_found' }, 'the removed member gets 404');
+  t.match(
+    await errorOf(aud.client.console.organizations.get({ id: org.id })),
+    { status: 404, code: 'not_found' },
+    'the removed member gets 404',
+  );
   t.strictSame((await aud.client.console.organizations.list()).organizations, [], 'and no longer lists it');
-  t.match(await errorOf(c.console.organizations.members.delete({ id: org.id, userId: aud.userId })), { status: 404 }, 'removing twice is 404');
+  t.match(
+    await errorOf(c.console.organizations.members.delete({ id: org.id, userId: aud.userId })),
+    { status: 404 },
+    'removing twice is 404',
+  );
 });
 
 t.test('members:manage must not let an admin mint owners through invitations or join codes', async (t) => {
@@ -511,10 +801,12 @@ t.test('members:manage must not let an admin mint owners through invitations or 
   const admin = await joined(org, 'admin');
 
   const second = uniqueEmail('admin-alt');
-  const inv = await admin.client.console.organizations.invitations.create({ id: org.id, email: second, role: 'owner' }).then(
-    (r) => r,
-    (e: unknown) => e as SvcError,
-  );
+  const inv = await admin.client.console.organizations.invitations
+    .create({ id: org.id, email: second, role: 'owner' })
+    .then(
+      (r) => r,
+      (e: unknown) => e as SvcError,
+    );
   t.equal(inv instanceof SvcError ? inv.status : 200, 403, 'an admin cannot invite an owner');
   if (!(inv instanceof SvcError)) {
     const alt = await svc.signup(second);
@@ -537,7 +829,11 @@ t.test('members:manage must not let an admin mint owners through invitations or 
   // The owner may.
   const ownerCode = await org.owner.client.console.organizations.joinCodes.create({ id: org.id, role: 'owner' });
   t.equal(ownerCode.joinCode.role, 'owner', 'an owner can make an owner code');
-  const ownerInv = await org.owner.client.console.organizations.invitations.create({ id: org.id, email: uniqueEmail('co-owner'), role: 'owner' });
+  const ownerInv = await org.owner.client.console.organizations.invitations.create({
+    id: org.id,
+    email: uniqueEmail('co-owner'),
+    role: 'owner',
+  });
   t.equal(ownerInv.invitation.role, 'owner', 'an owner can invite an owner');
 });
 
@@ -551,7 +847,11 @@ t.test('non-members get 404 on every organization route, never 403', async (t) =
 
   const outsider = await svc.signup(uniqueEmail('outsider'));
   const otherOrg = await newOrg('neighbour');
-  const callers: [string, Client][] = [['a user of no organization', outsider.client], ['the owner of another org', otherOrg.owner.client], ["another org's token", otherOrg.orgClient]];
+  const callers: [string, Client][] = [
+    ['a user of no organization', outsider.client],
+    ['the owner of another org', otherOrg.owner.client],
+    ["another org's token", otherOrg.orgClient],
+  ];
   for (const [who, x] of callers) {
     const o = x.console.organizations;
     const calls: [string, () => Promise<unknown>][] = [
@@ -575,7 +875,11 @@ t.test('non-members get 404 on every organization route, never 403', async (t) =
     }
   }
   // A missing organization answers the same.
-  t.match(await errorOf(c.console.organizations.get({ id: NO_ORG })), { status: 404, code: 'not_found' }, 'an unknown id');
+  t.match(
+    await errorOf(c.console.organizations.get({ id: NO_ORG })),
+    { status: 404, code: 'not_found' },
+    'an unknown id',
+  );
   t.match(await errorOf(c.console.organizations.get({ id: 'not-a-uuid' })), { status: 404 }, 'a malformed id');
 
   // Nothing changed.
@@ -583,7 +887,10 @@ t.test('non-members get 404 on every organization route, never 403', async (t) =
   t.equal(d.organization.name, org.name);
   t.equal(d.organization.plan, 'free');
   t.equal(d.members.find((x) => x.userId === member.userId)?.role, 'member');
-  t.strictSame(d.invitations.map((i) => i.id), [inv.invitation.id]);
+  t.strictSame(
+    d.invitations.map((i) => i.id),
+    [inv.invitation.id],
+  );
   t.equal(d.tokens.length, 2);
   t.equal(await codeStatus(org, jc.joinCode.id), 'active');
 });
@@ -605,19 +912,39 @@ t.test('invitations and join codes expire after 7 days', async (t) => {
 
   svc.clock.advance(INVITATION_TTL_MS - MINUTE);
   t.equal(await codeStatus(org, codeLate.joinCode.id), 'active', 'a code is active a minute before expiry');
-  t.strictSame((await pendingIds(org)).sort(), [invEarly.invitation.id, invLate.invitation.id].sort(), 'both invitations pending a minute before');
-  t.match(await uEarly.client.console.organizations.invitations.accept({ token: tokenOf(invEarly.acceptUrl) }), { role: 'auditor' }, 'accept works just before 7 days');
-  t.match(await j1.client.console.organizations.join({ code: codeEarly.code }), { role: 'auditor' }, 'redeem works just before 7 days');
+  t.strictSame(
+    (await pendingIds(org)).sort(),
+    [invEarly.invitation.id, invLate.invitation.id].sort(),
+    'both invitations pending a minute before',
+  );
+  t.match(
+    await uEarly.client.console.organizations.invitations.accept({ token: tokenOf(invEarly.acceptUrl) }),
+    { role: 'auditor' },
+    'accept works just before 7 days',
+  );
+  t.match(
+    await j1.client.console.organizations.join({ code: codeEarly.code }),
+    { role: 'auditor' },
+    'redeem works just before 7 days',
+  );
 
   svc.clock.advance(2 * MINUTE);
   t.strictSame(await pendingIds(org), [], 'an expired invitation is not pending');
   t.strictSame((await c.console.organizations.get({ id: org.id })).invitations, [], 'nor in the detail');
-  t.match(await errorOf(uLate.client.console.organizations.invitations.accept({ token: tokenOf(invLate.acceptUrl) })), { status: 401, code: 'unauthorized' }, 'accept past 7 days is 401');
+  t.match(
+    await errorOf(uLate.client.console.organizations.invitations.accept({ token: tokenOf(invLate.acceptUrl) })),
+    { status: 401, code: 'unauthorized' },
+    'accept past 7 days is 401',
+  );
   t.notOk((await membersOf(org)).has(uLate.userId));
 
   t.equal(await codeStatus(org, codeLate.joinCode.id), 'expired', 'the code is expired');
   t.equal(await codeStatus(org, codeEarly.joinCode.id), 'used', 'a used code stays used');
-  t.match(await errorOf(j2.client.console.organizations.join({ code: codeLate.code })), { status: 401, code: 'unauthorized' }, 'redeem past 7 days is 401');
+  t.match(
+    await errorOf(j2.client.console.organizations.join({ code: codeLate.code })),
+    { status: 401, code: 'unauthorized' },
+    'redeem past 7 days is 401',
+  );
   t.notOk((await membersOf(org)).has(j2.userId));
 });
 
@@ -626,14 +953,29 @@ t.test('the platform key acts on any organization', async (t) => {
   const admin = svc.admin();
   const detail = await admin.console.organizations.get({ id: org.id });
   t.equal(detail.organization.id, org.id, 'reads the detail');
-  t.equal((await admin.console.organizations.update({ id: org.id, name: 'Renamed by operator' })).organization.name, 'Renamed by operator', 'renames');
-  t.equal((await admin.console.organizations.plan({ id: org.id, plan: 'payg' })).organization.plan, 'payg', 'changes the plan');
+  t.equal(
+    (await admin.console.organizations.update({ id: org.id, name: 'Renamed by operator' })).organization.name,
+    'Renamed by operator',
+    'renames',
+  );
+  t.equal(
+    (await admin.console.organizations.plan({ id: org.id, plan: 'payg' })).organization.plan,
+    'payg',
+    'changes the plan',
+  );
   const { project, apiKey } = await admin.console.projects.create({ name: 'operator project', organizationId: org.id });
   t.equal(project.organization_id, org.id, 'creates a project in it');
   t.match(apiKey.keyId, /^tk_/);
   const minted = await admin.console.organizations.tokens.create({ id: org.id, label: 'break-glass' });
-  t.match(await svc.client({ keyId: minted.tokenId, secret: minted.secret }).v1.services.whoami(), { principal: 'organization_token', organizationId: org.id });
-  t.same(await admin.console.organizations.tokens.delete({ id: org.id, tokenId: minted.tokenId }), { ok: true }, 'revokes a token');
+  t.match(await svc.client({ keyId: minted.tokenId, secret: minted.secret }).v1.services.whoami(), {
+    principal: 'organization_token',
+    organizationId: org.id,
+  });
+  t.same(
+    await admin.console.organizations.tokens.delete({ id: org.id, tokenId: minted.tokenId }),
+    { ok: true },
+    'revokes a token',
+  );
   const e = await errorOf(admin.console.organizations.get({ id: '00000000-0000-4000-8000-000000000000' }));
   t.equal(e.status, 404, 'an unknown organization is still 404');
 });

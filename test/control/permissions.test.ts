@@ -33,10 +33,20 @@ t.test('five roles × every route that declares a permission', async (t) => {
   // Fresh fixtures, made by the owner, for one call of one route.
   async function fixtures(r: RouteSpec, name: string) {
     const needs = (s: string) => r.path.includes(`{${s}}`) || JSON.stringify(r.body ?? {}).includes(`"${s}"`);
-    const v: Record<string, unknown> = { organizationId: org.id, organization_id: org.id, name: `n-${randomUUID().slice(0, 8)}`, email: uniqueEmail('invitee') };
+    const v: Record<string, unknown> = {
+      organizationId: org.id,
+      organization_id: org.id,
+      name: `n-${randomUUID().slice(0, 8)}`,
+      email: uniqueEmail('invitee'),
+    };
     v.domain = `d-${randomUUID().slice(0, 8)}.test`;
-    const wantsProject = r.target?.kind === 'project' || needs('project_id') || name.startsWith('v1.projects.') || name.startsWith('v1.api_keys.') ||
-      name.startsWith('v1.suppressions.') || name.startsWith('v1.webhook_endpoints.');
+    const wantsProject =
+      r.target?.kind === 'project' ||
+      needs('project_id') ||
+      name.startsWith('v1.projects.') ||
+      name.startsWith('v1.api_keys.') ||
+      name.startsWith('v1.suppressions.') ||
+      name.startsWith('v1.webhook_endpoints.');
     if (wantsProject) {
       tick();
       const p = await owner.client.console.projects.create({ name: 'fixture', organizationId: org.id });
@@ -46,7 +56,11 @@ t.test('five roles × every route that declares a permission', async (t) => {
         // Renaming works on local keys only (spec §4.7), rotating on platform keys only.
         const local = name.endsWith('apiKeys.update') || name === 'v1.api_keys.update';
         const k = await mintProjectKey(svc.running.storage.db, svc.running.storage.sealer, {
-          projectId: p.project.id, label: 'fixture', scopes: ['messages:send'], managed: local ? 'local' : 'platform', now: new Date(svc.clock.now()),
+          projectId: p.project.id,
+          label: 'fixture',
+          scopes: ['messages:send'],
+          managed: local ? 'local' : 'platform',
+          now: new Date(svc.clock.now()),
         });
         v.keyId = k.keyId;
         v.keyRowId = k.id;
@@ -56,7 +70,9 @@ t.test('five roles × every route that declares a permission', async (t) => {
         v.url = `https://hooks-${randomUUID().slice(0, 8)}.example.com/h`;
         if (needs('webhookId') || name === 'v1.webhook_endpoints.delete') {
           tick();
-          v.webhookId = (await owner.client.console.projects.webhooks.create({ id: p.project.id, url: v.url as string })).id;
+          v.webhookId = (
+            await owner.client.console.projects.webhooks.create({ id: p.project.id, url: v.url as string })
+          ).id;
         }
       }
       // An address to suppress, and for a suppression's own routes one already suppressed.
@@ -81,7 +97,9 @@ t.test('five roles × every route that declares a permission', async (t) => {
     }
     if (needs('invitationId')) {
       tick();
-      v.invitationId = (await owner.client.console.organizations.invitations.create({ id: org.id, email: uniqueEmail('inv') })).invitation.id;
+      v.invitationId = (
+        await owner.client.console.organizations.invitations.create({ id: org.id, email: uniqueEmail('inv') })
+      ).invitation.id;
     }
     if (needs('codeId')) {
       tick();
@@ -90,7 +108,9 @@ t.test('five roles × every route that declares a permission', async (t) => {
     if (needs('domainId') && name.includes('customDomains')) {
       tick();
       const domain = `web-${randomUUID().slice(0, 8)}.matrix.test`;
-      v.domainId = (await owner.client.console.organizations.customDomains.create({ id: org.id, domain })).customDomain.id;
+      v.domainId = (
+        await owner.client.console.organizations.customDomains.create({ id: org.id, domain })
+      ).customDomain.id;
       zone.cname(domain, svc.running.ctx.config.webmailHost);
     } else if (needs('domainId') || needs('capId')) {
       // A claim of its own, its ownership TXT published; for capability routes, a verified claim
@@ -104,7 +124,10 @@ t.test('five roles × every route that declares a permission', async (t) => {
         tick();
         await owner.client.console.projects.domains.verify({ id: v.projectId as string, domainId: claim.id });
         tick();
-        const c = await owner.client.console.projects.domains.capabilities({ id: v.projectId as string, domainId: claim.id });
+        const c = await owner.client.console.projects.domains.capabilities({
+          id: v.projectId as string,
+          domainId: claim.id,
+        });
         const out = c.outbound[0]!;
         zone.txt(out.dnsRecords.dkim.host, out.dnsRecords.dkim.value);
         zone.mx(c.inbound[0]!.domain, 10, 'mx.matrix.test');
@@ -135,13 +158,25 @@ t.test('five roles × every route that declares a permission', async (t) => {
       v.text = 'Hello {{name}}';
       if (needs('id')) {
         tick();
-        v.templateId = (await owner.client.modules.templates.templates.create({ organizationId: org.id, name: 'fixture', subject: 's', text: 't' })).template.id;
+        v.templateId = (
+          await owner.client.modules.templates.templates.create({
+            organizationId: org.id,
+            name: 'fixture',
+            subject: 's',
+            text: 't',
+          })
+        ).template.id;
       }
     }
     // A data-layer write without a target acts on a row by id (a key, a suppression).
-    const rowId = name.startsWith('v1.api_keys.') ? v.keyRowId : name.startsWith('v1.suppressions.') ? v.suppressionId
-      : name.startsWith('v1.webhook_endpoints.') ? v.webhookId : undefined;
-    v.id = v.templateId ?? (r.target?.kind === 'organization' ? org.id : rowId ?? v.projectId ?? org.id);
+    const rowId = name.startsWith('v1.api_keys.')
+      ? v.keyRowId
+      : name.startsWith('v1.suppressions.')
+        ? v.suppressionId
+        : name.startsWith('v1.webhook_endpoints.')
+          ? v.webhookId
+          : undefined;
+    v.id = v.templateId ?? (r.target?.kind === 'organization' ? org.id : (rowId ?? v.projectId ?? org.id));
     return v;
   }
 
@@ -152,9 +187,17 @@ t.test('five roles × every route that declares a permission', async (t) => {
     for (const role of ROLES) {
       const v = await fixtures(r, name);
       const target = r.path.replace(/\{(\w+)\}/g, (_, p: string) => encodeURIComponent(String(v[p])));
-      const body = r.body ? sample(r.body, { ...v, role: name.includes('members') ? 'auditor' : role === 'owner' ? 'member' : v.role ?? 'member', plan: 'payg' }) : undefined;
+      const body = r.body
+        ? sample(r.body, {
+            ...v,
+            role: name.includes('members') ? 'auditor' : role === 'owner' ? 'member' : (v.role ?? 'member'),
+            plan: 'payg',
+          })
+        : undefined;
       const query = r.query ? (sample(r.query, v) as Record<string, unknown>) : {};
-      const qs = new URLSearchParams(Object.entries(query).map(([k, x]): [string, string] => [k, String(x)])).toString();
+      const qs = new URLSearchParams(
+        Object.entries(query).map(([k, x]): [string, string] => [k, String(x)]),
+      ).toString();
       tick();
       let status: number = r.status ?? 200;
       let code = '';

@@ -20,7 +20,14 @@ interface Res {
 }
 
 async function whoami(svc: TestService, c: Cred): Promise<Res> {
-  const headers = signHeaders({ method: 'GET', target: WHOAMI, body: '', keyId: c.keyId, secret: c.secret, timestamp: String(svc.clock.now()) });
+  const headers = signHeaders({
+    method: 'GET',
+    target: WHOAMI,
+    body: '',
+    keyId: c.keyId,
+    secret: c.secret,
+    timestamp: String(svc.clock.now()),
+  });
   const res = await fetch(svc.url + WHOAMI, { headers });
   const text = await res.text();
   let body: unknown;
@@ -114,11 +121,22 @@ t.test('a replayed request costs the credential owner no token', async (t) => {
   svc.clock.freeze();
   const me = await svc.signup();
   const c = { keyId: me.tokenId, secret: me.secret };
-  const headers = signHeaders({ method: 'GET', target: WHOAMI, body: '', keyId: c.keyId, secret: c.secret, timestamp: String(svc.clock.now()) });
+  const headers = signHeaders({
+    method: 'GET',
+    target: WHOAMI,
+    body: '',
+    keyId: c.keyId,
+    secret: c.secret,
+    timestamp: String(svc.clock.now()),
+  });
   const statuses: number[] = [];
   for (let i = 0; i < 150; i++) statuses.push((await fetch(svc.url + WHOAMI, { headers })).status);
   t.equal(statuses.filter((s) => s === 200).length, 1, 'the original is accepted once');
-  t.equal(statuses.filter((s) => s === 401).length, 149, 'every replay is refused as unauthorized, none as rate limited');
+  t.equal(
+    statuses.filter((s) => s === 401).length,
+    149,
+    'every replay is refused as unauthorized, none as rate limited',
+  );
   // The owner still has 99 of the 100 burst tokens.
   const after = await burst(svc, c, 99);
   t.equal(count(after, 200), 99, 'the owner keeps the rest of the burst');
@@ -139,8 +157,17 @@ t.test('concurrent requests of many credentials share statements and still count
   }
   // The same signed request 20 times at once: one is accepted, whatever batch each lands in.
   svc.clock.advance(3600_000);
-  const headers = signHeaders({ method: 'GET', target: WHOAMI, body: '', keyId: creds[0]!.keyId, secret: creds[0]!.secret, timestamp: String(svc.clock.now()) });
-  const replays = await Promise.all(Array.from({ length: 20 }, () => fetch(svc.url + WHOAMI, { headers }).then((r) => r.status)));
+  const headers = signHeaders({
+    method: 'GET',
+    target: WHOAMI,
+    body: '',
+    keyId: creds[0]!.keyId,
+    secret: creds[0]!.secret,
+    timestamp: String(svc.clock.now()),
+  });
+  const replays = await Promise.all(
+    Array.from({ length: 20 }, () => fetch(svc.url + WHOAMI, { headers }).then((r) => r.status)),
+  );
   t.same(replays.filter((s) => s === 200).length, 1, 'one 200');
   t.same(replays.filter((s) => s === 401).length, 19, 'nineteen 401');
 });

@@ -15,7 +15,13 @@ const header = (raw: Buffer, name: string) =>
 t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
   const svc = await startTestService(t);
   const s = await sender(svc);
-  const res = await s.key.v1.services.sendEmail({ from: `Ada <ada@${s.domain}>`, to: 'Bob@Example.COM', subject: 'Hello', text: 'Hi Bob', html: '<p>Hi Bob</p>' });
+  const res = await s.key.v1.services.sendEmail({
+    from: `Ada <ada@${s.domain}>`,
+    to: 'Bob@Example.COM',
+    subject: 'Hello',
+    text: 'Hi Bob',
+    html: '<p>Hi Bob</p>',
+  });
   t.equal(res.status, 'queued');
   t.match(res.providerMessageId, /^[0-9a-f-]{36}$/);
 
@@ -24,7 +30,11 @@ t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
   t.ok(entry, 'spooled');
   t.equal(entry?.rcptTo, 'Bob@example.com', 'recipient domain lower-cased, local part kept');
   t.equal(entry?.domain, 'example.com');
-  t.match(entry?.mailFrom, new RegExp(`@bounces\\.${s.domain.replace(/\./g, '\\.')}$`), 'VERP return path on the return-path subdomain');
+  t.match(
+    entry?.mailFrom,
+    new RegExp(`@bounces\\.${s.domain.replace(/\./g, '\\.')}$`),
+    'VERP return path on the return-path subdomain',
+  );
   const raw = spool.body(res.providerMessageId)!;
   t.equal(header(raw, 'From'), `Ada <ada@${s.domain}>`);
   t.equal(header(raw, 'To'), 'Bob@example.com');
@@ -35,9 +45,18 @@ t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
   t.match(header(raw, 'Content-Type'), /^multipart\/alternative/);
 
   const rows = await db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [res.providerMessageId]);
-  t.same(rows.map((r) => r.status), ['queued']);
-  const events = await db.query<{ type: string }>('SELECT type FROM message_events WHERE message_id = $1 ORDER BY seq', [res.providerMessageId]);
-  t.same(events.map((e) => e.type), ['queued']);
+  t.same(
+    rows.map((r) => r.status),
+    ['queued'],
+  );
+  const events = await db.query<{ type: string }>(
+    'SELECT type FROM message_events WHERE message_id = $1 ORDER BY seq',
+    [res.providerMessageId],
+  );
+  t.same(
+    events.map((e) => e.type),
+    ['queued'],
+  );
 
   await svc.restart();
   t.ok(svc.running.storage.spool.body(res.providerMessageId), 'the body survives a restart');
@@ -50,10 +69,21 @@ t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
 t.test('display-name rule (spec §4.11)', async (t) => {
   const svc = await startTestService(t);
   const s = await sender(svc, { displayName: 'Acme Support' });
-  const from = async (f: string) => header(svc.running.storage.spool.body((await s.key.v1.services.sendEmail({ from: f, to: 'r@example.com', subject: 's', text: 'x' })).providerMessageId)!, 'From');
+  const from = async (f: string) =>
+    header(
+      svc.running.storage.spool.body(
+        (await s.key.v1.services.sendEmail({ from: f, to: 'r@example.com', subject: 's', text: 'x' }))
+          .providerMessageId,
+      )!,
+      'From',
+    );
   t.equal(await from(`help@${s.domain}`), `Acme Support <help@${s.domain}>`, 'a bare from takes the domain default');
   t.equal(await from(`Jane <jane@${s.domain}>`), `Jane <jane@${s.domain}>`, "the message's own name wins");
-  await s.owner.client.console.projects.outbound.displayName({ id: s.projectId, capId: s.outboundId, displayName: null });
+  await s.owner.client.console.projects.outbound.displayName({
+    id: s.projectId,
+    capId: s.outboundId,
+    displayName: null,
+  });
   t.equal(await from(`help@${s.domain}`), `help@${s.domain}`, 'no default: the bare address');
 });
 
@@ -77,16 +107,35 @@ t.test('validation, sender check and header injection', async (t) => {
   ] as const) {
     const e = await fails(body as Record<string, unknown>);
     t.equal(e.status, 400, `${what}: 400`);
-    t.ok((e.details as { field: string }[] | undefined)?.some((d) => d.field === field), `${what}: details name ${field}`);
+    t.ok(
+      (e.details as { field: string }[] | undefined)?.some((d) => d.field === field),
+      `${what}: details name ${field}`,
+    );
   }
   t.equal((await fails({ ...ok, templateId: randomUUID() })).status, 404, 'an unknown template is 404');
   const unverified = await fails({ ...ok, from: `a@${other.domain}` });
   t.same([unverified.status, unverified.code], [422, 'sender_domain_not_verified'], "another project's domain");
-  t.same([(await fails({ ...ok, from: 'a@unclaimed.test' })).code], ['sender_domain_not_verified'], 'an unclaimed domain');
-  t.same([(await fails({ ...ok, from: `a@sub.${s.domain}` })).code], ['sender_domain_not_verified'], 'a subdomain without its own capability');
+  t.same(
+    [(await fails({ ...ok, from: 'a@unclaimed.test' })).code],
+    ['sender_domain_not_verified'],
+    'an unclaimed domain',
+  );
+  t.same(
+    [(await fails({ ...ok, from: `a@sub.${s.domain}` })).code],
+    ['sender_domain_not_verified'],
+    'a subdomain without its own capability',
+  );
   const noScope = await s.owner.client.console.projects.apiKeys.create({ id: s.projectId, scopes: ['messages:read'] });
-  t.equal((await errorOf(svc.client({ keyId: noScope.keyId, secret: noScope.secret }).v1.services.sendEmail(ok))).status, 403, 'a key without messages:send');
-  t.equal((await errorOf(s.owner.client.request('POST', '/v1/services/sendEmail', ok))).status, 401, 'an account token does not send');
+  t.equal(
+    (await errorOf(svc.client({ keyId: noScope.keyId, secret: noScope.secret }).v1.services.sendEmail(ok))).status,
+    403,
+    'a key without messages:send',
+  );
+  t.equal(
+    (await errorOf(s.owner.client.request('POST', '/v1/services/sendEmail', ok))).status,
+    401,
+    'an account token does not send',
+  );
   const big = await fails({ ...ok, html: 'x'.repeat(10 * 1024 * 1024) });
   t.equal(big.status, 413, 'over 10 MB: 413');
   const large = await s.key.v1.services.sendEmail({ ...ok, html: `<p>${'y'.repeat(2 * 1024 * 1024)}</p>` });
@@ -107,28 +156,56 @@ t.test('the sender check sees a removed capability at once, though the service c
   const { db, spool } = svc.running.storage;
   const rows = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM messages');
   t.equal(rows[0]!.n, 1, 'no row for the refused send');
-  t.same(spool.list(10).map((x) => x.id), [first.providerMessageId], 'and nothing spooled for it');
-  const quota = await db.query<{ accepted: number }>('SELECT accepted FROM quota_days WHERE organization_id = $1', [s.orgId]);
-  t.same(quota.map((q) => q.accepted), [1], 'nor counted');
-
+  t.same(
+    spool.list(10).map((x) => x.id),
+    [first.providerMessageId],
+    'and nothing spooled for it',
+  );
+  const quota = await db.query<{ accepted: number }>('SELECT accepted FROM quota_days WHERE organization_id = $1', [
+    s.orgId,
+  ]);
+  t.same(
+    quota.map((q) => q.accepted),
+    [1],
+    'nor counted',
+  );
 });
 
 t.test('a suppressed recipient is accepted as suppressed and never spooled', async (t) => {
   const svc = await startTestService(t);
   const s = await sender(svc);
   await svc.running.storage.db.query(
-    `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, 'gone@example.com', 'hard_bounce', now())`, [s.projectId]);
-  const res = await s.key.v1.services.sendEmail({ from: `a@${s.domain}`, to: 'gone@EXAMPLE.com', subject: 's', text: 'x' });
+    `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, 'gone@example.com', 'hard_bounce', now())`,
+    [s.projectId],
+  );
+  const res = await s.key.v1.services.sendEmail({
+    from: `a@${s.domain}`,
+    to: 'gone@EXAMPLE.com',
+    subject: 's',
+    text: 'x',
+  });
   t.equal(res.status, 'suppressed');
   t.notOk(svc.running.storage.spool.get(res.providerMessageId), 'not spooled');
-  const events = await svc.running.storage.db.query<{ type: string }>('SELECT type FROM message_events WHERE message_id = $1', [res.providerMessageId]);
-  t.same(events.map((e) => e.type), ['suppressed']);
+  const events = await svc.running.storage.db.query<{ type: string }>(
+    'SELECT type FROM message_events WHERE message_id = $1',
+    [res.providerMessageId],
+  );
+  t.same(
+    events.map((e) => e.type),
+    ['suppressed'],
+  );
 });
 
 t.test('idempotency (gaps-filled.md #3)', async (t) => {
   const svc = await startTestService(t);
   const s = await sender(svc);
-  const body = { from: `a@${s.domain}`, to: 'r@example.com', subject: 'once', text: 'x', idempotencyKey: 'order-12345' };
+  const body = {
+    from: `a@${s.domain}`,
+    to: 'r@example.com',
+    subject: 'once',
+    text: 'x',
+    idempotencyKey: 'order-12345',
+  };
   const send = () => fetchSend(svc, s, body);
   const first = await send();
   const again = await send();
@@ -143,9 +220,13 @@ t.test('idempotency (gaps-filled.md #3)', async (t) => {
   const later = await s.key.v1.services.sendEmail(body);
   t.not(later.providerMessageId, first.json.providerMessageId, 'after 24 h the key is new again');
 
-  const concurrent = await Promise.all(Array.from({ length: 10 }, () => s.key.v1.services.sendEmail({ ...body, idempotencyKey: 'concurrent-1' })));
+  const concurrent = await Promise.all(
+    Array.from({ length: 10 }, () => s.key.v1.services.sendEmail({ ...body, idempotencyKey: 'concurrent-1' })),
+  );
   t.equal(new Set(concurrent.map((r) => r.providerMessageId)).size, 1, 'concurrent repeats share one message');
-  const rows = await svc.running.storage.db.query<{ n: number }>("SELECT count(*)::int AS n FROM messages WHERE idempotency_key = 'concurrent-1'");
+  const rows = await svc.running.storage.db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM messages WHERE idempotency_key = 'concurrent-1'",
+  );
   t.equal(rows[0]!.n, 1, 'exactly one queued');
 });
 
@@ -156,11 +237,22 @@ async function fetchSend(svc: TestService, s: Sender, body: unknown) {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
-      ...signHeaders({ method: 'POST', target: '/v1/services/sendEmail', body: raw, keyId: s.keyId, secret: s.keySecret, timestamp: String(svc.clock.now()) }),
+      ...signHeaders({
+        method: 'POST',
+        target: '/v1/services/sendEmail',
+        body: raw,
+        keyId: s.keyId,
+        secret: s.keySecret,
+        timestamp: String(svc.clock.now()),
+      }),
     },
     body: raw,
   });
-  return { status: res.status, json: (await res.json()) as { providerMessageId: string }, replayed: res.headers.get('idempotent-replayed') };
+  return {
+    status: res.status,
+    json: (await res.json()) as { providerMessageId: string },
+    replayed: res.headers.get('idempotent-replayed'),
+  };
 }
 
 t.test('the daily quota is shared by the organization, race-safe (spec §8)', async (t) => {
@@ -175,7 +267,12 @@ t.test('the daily quota is shared by the organization, race-safe (spec §8)', as
   }
   const results = await Promise.all(
     Array.from({ length: 600 }, (_, i) =>
-      keys[i % 6]!.v1.services.sendEmail({ from: `q@${s.domain}`, to: `r${i}@example.com`, subject: 'q', text: 'x' }).then(
+      keys[i % 6]!.v1.services.sendEmail({
+        from: `q@${s.domain}`,
+        to: `r${i}@example.com`,
+        subject: 'q',
+        text: 'x',
+      }).then(
         () => 200,
         (e: { status: number; code: string }) => (e.code === 'quota_exceeded' ? 429 : e.status * 1000),
       ),
@@ -189,13 +286,23 @@ t.test('the daily quota is shared by the organization, race-safe (spec §8)', as
   await s.owner.client.console.organizations.plan({ id: s.orgId, plan: 'payg' });
   // Each key spent its 100-request burst above: let the buckets refill.
   svc.clock.advance(10_000);
-  for (let i = 0; i < 3; i++) await keys[0]!.v1.services.sendEmail({ from: `q@${s.domain}`, to: 'p@example.com', subject: 'payg', text: 'x' });
+  for (let i = 0; i < 3; i++)
+    await keys[0]!.v1.services.sendEmail({ from: `q@${s.domain}`, to: 'p@example.com', subject: 'payg', text: 'x' });
   const payg = (await s.owner.client.console.organizations.get({ id: s.orgId })).usage;
-  t.match(payg, { tier: 'payg', dailyLimit: null, usedToday: 503, remaining: null, overageToday: 3 }, 'payg: no cap, overage counted');
+  t.match(
+    payg,
+    { tier: 'payg', dailyLimit: null, usedToday: 503, remaining: null, overageToday: 3 },
+    'payg: no cap, overage counted',
+  );
 
   await s.owner.client.console.organizations.plan({ id: s.orgId, plan: 'free' });
   svc.clock.advance(24 * 3_600_000);
-  const tomorrow = await keys[1]!.v1.services.sendEmail({ from: `q@${s.domain}`, to: 'n@example.com', subject: 'new day', text: 'x' });
+  const tomorrow = await keys[1]!.v1.services.sendEmail({
+    from: `q@${s.domain}`,
+    to: 'n@example.com',
+    subject: 'new day',
+    text: 'x',
+  });
   t.equal(tomorrow.status, 'queued', 'a new UTC day has a new allowance');
 });
 
@@ -204,18 +311,32 @@ t.test('concurrent sends of several organizations share statements; every count 
   svc.clock.freeze();
   const { db } = svc.running.storage;
   const [a, b] = [await sender(svc), await sender(svc)];
-  const keysOf = async (s: Sender) => Promise.all(Array.from({ length: 3 }, async () => {
-    const k = await s.owner.client.console.projects.apiKeys.create({ id: s.projectId, scopes: ['messages:send'] });
-    return svc.client({ keyId: k.keyId, secret: k.secret });
-  }));
+  const keysOf = async (s: Sender) =>
+    Promise.all(
+      Array.from({ length: 3 }, async () => {
+        const k = await s.owner.client.console.projects.apiKeys.create({ id: s.projectId, scopes: ['messages:send'] });
+        return svc.client({ keyId: k.keyId, secret: k.secret });
+      }),
+    );
   const [ka, kb] = [await keysOf(a), await keysOf(b)];
   // B has 50 messages left today; five of A's recipients are suppressed.
-  await db.query(`INSERT INTO quota_days (organization_id, day, accepted) VALUES ($1, $2, 450)`, [b.orgId, new Date(svc.clock.now()).toISOString().slice(0, 10)]);
+  await db.query(`INSERT INTO quota_days (organization_id, day, accepted) VALUES ($1, $2, 450)`, [
+    b.orgId,
+    new Date(svc.clock.now()).toISOString().slice(0, 10),
+  ]);
   for (let i = 0; i < 5; i++) {
-    await db.query(`INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, $2, 'complaint', now())`, [a.projectId, `r${i * 7}@example.com`]);
+    await db.query(
+      `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, $2, 'complaint', now())`,
+      [a.projectId, `r${i * 7}@example.com`],
+    );
   }
   const send = (s: Sender, keys: Client[], i: number) =>
-    keys[i % 3]!.v1.services.sendEmail({ from: `q@${s.domain}`, to: `r${i}@example.com`, subject: 'q', text: 'x' }).then(
+    keys[i % 3]!.v1.services.sendEmail({
+      from: `q@${s.domain}`,
+      to: `r${i}@example.com`,
+      subject: 'q',
+      text: 'x',
+    }).then(
       (r) => r.status as string,
       (e: { code: string }) => e.code,
     );
@@ -228,31 +349,82 @@ t.test('concurrent sends of several organizations share statements; every count 
   t.same(tally(rb), { queued: 50, quota_exceeded: 50 }, 'B: exactly the 50 left, then 429');
   const rows = await db.query<{ org: string; status: string; n: number; events: number }>(
     `SELECT m.organization_id AS org, m.status, count(*)::int AS n, sum((SELECT count(*) FROM message_events e WHERE e.message_id = m.id))::int AS events
-     FROM messages m GROUP BY 1, 2 ORDER BY 1, 2`);
-  const byOrg = (org: string) => Object.fromEntries(rows.filter((r) => r.org === org).map((r) => [r.status, [r.n, r.events]]));
+     FROM messages m GROUP BY 1, 2 ORDER BY 1, 2`,
+  );
+  const byOrg = (org: string) =>
+    Object.fromEntries(rows.filter((r) => r.org === org).map((r) => [r.status, [r.n, r.events]]));
   t.same(byOrg(a.orgId), { queued: [195, 195], suppressed: [5, 5] }, "A's rows, one event each");
   t.same(byOrg(b.orgId), { queued: [50, 50] }, "B's rows, one event each");
-  const quota = await db.query<{ org: string; accepted: number }>('SELECT organization_id AS org, accepted FROM quota_days');
-  t.same(Object.fromEntries(quota.map((q) => [q.org, q.accepted])), { [a.orgId]: 200, [b.orgId]: 500 }, 'the quota rows');
+  const quota = await db.query<{ org: string; accepted: number }>(
+    'SELECT organization_id AS org, accepted FROM quota_days',
+  );
+  t.same(
+    Object.fromEntries(quota.map((q) => [q.org, q.accepted])),
+    { [a.orgId]: 200, [b.orgId]: 500 },
+    'the quota rows',
+  );
   t.equal(svc.running.storage.spool.count(), 245, 'exactly the queued messages are spooled');
 });
 
 t.test('send-on-behalf and the test-message routes', async (t) => {
   const svc = await startTestService(t);
   const s = await sender(svc);
-  const onBehalf = await svc.admin().v1.services.sendEmail({ from: `ops@${s.domain}`, to: 'r@example.com', subject: 'platform', text: 'x' });
-  const row = await svc.running.storage.db.query<{ project_id: string }>('SELECT project_id FROM messages WHERE id = $1', [onBehalf.providerMessageId]);
+  const onBehalf = await svc
+    .admin()
+    .v1.services.sendEmail({ from: `ops@${s.domain}`, to: 'r@example.com', subject: 'platform', text: 'x' });
+  const row = await svc.running.storage.db.query<{ project_id: string }>(
+    'SELECT project_id FROM messages WHERE id = $1',
+    [onBehalf.providerMessageId],
+  );
   t.equal(row[0]?.project_id, s.projectId, 'the platform key sends for the project owning the domain');
-  const orgToken = (await s.owner.client.console.organizations.tokens.create({ id: s.orgId })) as { tokenId: string; secret: string };
-  t.equal((await errorOf(svc.client({ keyId: orgToken.tokenId, secret: orgToken.secret }).request('POST', '/v1/services/sendEmail', {
-    from: `a@${s.domain}`, to: 'r@example.com', subject: 's', text: 'x',
-  }))).status, 401, 'an organization token never sends');
+  const orgToken = (await s.owner.client.console.organizations.tokens.create({ id: s.orgId })) as {
+    tokenId: string;
+    secret: string;
+  };
+  t.equal(
+    (
+      await errorOf(
+        svc.client({ keyId: orgToken.tokenId, secret: orgToken.secret }).request('POST', '/v1/services/sendEmail', {
+          from: `a@${s.domain}`,
+          to: 'r@example.com',
+          subject: 's',
+          text: 'x',
+        }),
+      )
+    ).status,
+    401,
+    'an organization token never sends',
+  );
 
-  const test = await s.owner.client.console.projects.testMessage({ id: s.projectId, from: `test@${s.domain}`, to: 'r@example.com', subject: 'test', text: 'x' });
+  const test = await s.owner.client.console.projects.testMessage({
+    id: s.projectId,
+    from: `test@${s.domain}`,
+    to: 'r@example.com',
+    subject: 'test',
+    text: 'x',
+  });
   t.equal(test.status, 'queued', 'console test-message');
-  const admin = await svc.admin().admin.testMessage({ projectId: s.projectId, from: `test@${s.domain}`, to: 'r@example.com', subject: 'test', text: 'x' });
+  const admin = await svc
+    .admin()
+    .admin.testMessage({
+      projectId: s.projectId,
+      from: `test@${s.domain}`,
+      to: 'r@example.com',
+      subject: 'test',
+      text: 'x',
+    });
   t.equal(admin.status, 'queued', 'admin test-message');
   const other = await sender(svc);
-  const wrong = await errorOf(svc.admin().admin.testMessage({ projectId: other.projectId, from: `test@${s.domain}`, to: 'r@example.com', subject: 't', text: 'x' }));
+  const wrong = await errorOf(
+    svc
+      .admin()
+      .admin.testMessage({
+        projectId: other.projectId,
+        from: `test@${s.domain}`,
+        to: 'r@example.com',
+        subject: 't',
+        text: 'x',
+      }),
+  );
   t.equal(wrong.code, 'sender_domain_not_verified', "a test message for a project from another project's domain");
 });

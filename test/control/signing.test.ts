@@ -18,7 +18,13 @@ interface Res {
   body: any;
 }
 
-async function send(svc: TestService, method: string, target: string, headers: Record<string, string>, body?: string): Promise<Res> {
+async function send(
+  svc: TestService,
+  method: string,
+  target: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<Res> {
   const h: Record<string, string> = { ...headers };
   if (body !== undefined) h['content-type'] = 'application/json';
   const res = await fetch(svc.url + target, { method, headers: h, body });
@@ -33,9 +39,18 @@ async function send(svc: TestService, method: string, target: string, headers: R
 }
 
 /** Headers for `method target body` signed by `me` at the service's clock (overridable). */
-function signed(svc: TestService, me: SignedUp, method: string, target: string, body = '', over: { timestamp?: string; nonce?: string; secret?: string; keyId?: string } = {}) {
+function signed(
+  svc: TestService,
+  me: SignedUp,
+  method: string,
+  target: string,
+  body = '',
+  over: { timestamp?: string; nonce?: string; secret?: string; keyId?: string } = {},
+) {
   return signHeaders({
-    method, target, body,
+    method,
+    target,
+    body,
     keyId: over.keyId ?? me.tokenId,
     secret: over.secret ?? me.secret,
     timestamp: over.timestamp ?? String(svc.clock.now()),
@@ -93,22 +108,52 @@ t.test('signed requests', async (t) => {
     t.test('line 1: method', async (t) => {
       expect401(t, await send(svc, 'GET', WHOAMI, signed(svc, me, 'POST', WHOAMI)), msg, 'signed POST, sent GET');
       const body = JSON.stringify({ label: 'x' });
-      expect401(t, await send(svc, 'POST', TOKENS, signed(svc, me, 'PUT', TOKENS, body), body), msg, 'signed PUT, sent POST');
+      expect401(
+        t,
+        await send(svc, 'POST', TOKENS, signed(svc, me, 'PUT', TOKENS, body), body),
+        msg,
+        'signed PUT, sent POST',
+      );
     });
 
     t.test('line 2: request target', async (t) => {
       expect401(t, await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', TOKENS)), msg, 'signed another path');
-      expect401(t, await send(svc, 'GET', `${WHOAMI}?a=2`, signed(svc, me, 'GET', `${WHOAMI}?a=1`)), msg, 'query value altered after signing');
-      expect401(t, await send(svc, 'GET', `${WHOAMI}?a=1`, signed(svc, me, 'GET', WHOAMI)), msg, 'query string added after signing');
-      expect401(t, await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', `${WHOAMI}?a=1`)), msg, 'query string removed after signing');
-      expect401(t, await send(svc, 'GET', `${WHOAMI}?b=2&a=1`, signed(svc, me, 'GET', `${WHOAMI}?a=1&b=2`)), msg, 'query reordered after signing');
+      expect401(
+        t,
+        await send(svc, 'GET', `${WHOAMI}?a=2`, signed(svc, me, 'GET', `${WHOAMI}?a=1`)),
+        msg,
+        'query value altered after signing',
+      );
+      expect401(
+        t,
+        await send(svc, 'GET', `${WHOAMI}?a=1`, signed(svc, me, 'GET', WHOAMI)),
+        msg,
+        'query string added after signing',
+      );
+      expect401(
+        t,
+        await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', `${WHOAMI}?a=1`)),
+        msg,
+        'query string removed after signing',
+      );
+      expect401(
+        t,
+        await send(svc, 'GET', `${WHOAMI}?b=2&a=1`, signed(svc, me, 'GET', `${WHOAMI}?a=1&b=2`)),
+        msg,
+        'query reordered after signing',
+      );
     });
 
     t.test('line 3: timestamp header differs from the signed one', async (t) => {
       const now = svc.clock.now();
       const h = signed(svc, me, 'GET', WHOAMI, '', { timestamp: String(now) });
       // Both values are inside the window, so only the mismatch can reject it.
-      expect401(t, await send(svc, 'GET', WHOAMI, { ...h, 'x-svc-timestamp': String(now + 1) }), msg, 'timestamp +1 ms');
+      expect401(
+        t,
+        await send(svc, 'GET', WHOAMI, { ...h, 'x-svc-timestamp': String(now + 1) }),
+        msg,
+        'timestamp +1 ms',
+      );
     });
 
     t.test('line 4: nonce header differs from the signed one', async (t) => {
@@ -121,24 +166,62 @@ t.test('signed requests', async (t) => {
       const h = signed(svc, me, 'POST', TOKENS, signedBody);
       expect401(t, await send(svc, 'POST', TOKENS, h, JSON.stringify({ label: 'b' })), msg, 'different body');
       const h2 = signed(svc, me, 'POST', TOKENS, signedBody);
-      expect401(t, await send(svc, 'POST', TOKENS, h2, JSON.stringify({ label: 'a' }, null, 1)), msg, 'same JSON, other bytes');
+      expect401(
+        t,
+        await send(svc, 'POST', TOKENS, h2, JSON.stringify({ label: 'a' }, null, 1)),
+        msg,
+        'same JSON, other bytes',
+      );
       const h3 = signed(svc, me, 'POST', TOKENS, '');
       expect401(t, await send(svc, 'POST', TOKENS, h3, signedBody), msg, 'signed empty body, sent a body');
       // Nothing was minted by the rejected requests.
       const list = await me.client.console.accountTokens.list();
-      t.notOk(list.tokens.some((x) => x.label === 'a' || x.label === 'b'), 'no token minted by a rejected request');
+      t.notOk(
+        list.tokens.some((x) => x.label === 'a' || x.label === 'b'),
+        'no token minted by a rejected request',
+      );
     });
 
     t.test('wrong secret', async (t) => {
-      expect401(t, await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', WHOAMI, '', { secret: me.secret + 'x' })), msg, 'secret with an extra char');
-      expect401(t, await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', WHOAMI, '', { secret: other.secret })), msg, "another user's secret");
+      expect401(
+        t,
+        await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', WHOAMI, '', { secret: me.secret + 'x' })),
+        msg,
+        'secret with an extra char',
+      );
+      expect401(
+        t,
+        await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', WHOAMI, '', { secret: other.secret })),
+        msg,
+        "another user's secret",
+      );
     });
 
     t.test('unknown key id', async (t) => {
-      expect401(t, await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', WHOAMI, '', { keyId: 'svca_' + randomUUID().replace(/-/g, '') })), msg, 'unknown svca_ id');
-      expect401(t, await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', WHOAMI, '', { keyId: 'nope' })), msg, 'id without a known prefix');
+      expect401(
+        t,
+        await send(
+          svc,
+          'GET',
+          WHOAMI,
+          signed(svc, me, 'GET', WHOAMI, '', { keyId: 'svca_' + randomUUID().replace(/-/g, '') }),
+        ),
+        msg,
+        'unknown svca_ id',
+      );
+      expect401(
+        t,
+        await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', WHOAMI, '', { keyId: 'nope' })),
+        msg,
+        'id without a known prefix',
+      );
       // Another user's key id with my secret.
-      expect401(t, await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', WHOAMI, '', { keyId: other.tokenId })), msg, "another user's key id with my secret");
+      expect401(
+        t,
+        await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', WHOAMI, '', { keyId: other.tokenId })),
+        msg,
+        "another user's key id with my secret",
+      );
     });
 
     t.test('malformed Authorization header', async (t) => {
@@ -205,7 +288,12 @@ t.test('signed requests', async (t) => {
       const nonce = randomUUID();
       expect200(t, await send(svc, 'GET', WHOAMI, signed(svc, me, 'GET', WHOAMI, '', { nonce })), 'first use');
       const q = `${WHOAMI}?again=1`;
-      expect401(t, await send(svc, 'GET', q, signed(svc, me, 'GET', q, '', { nonce })), msg, 'same nonce, other target');
+      expect401(
+        t,
+        await send(svc, 'GET', q, signed(svc, me, 'GET', q, '', { nonce })),
+        msg,
+        'same nonce, other target',
+      );
     });
 
     t.test('concurrent replays: exactly one wins', async (t) => {
@@ -236,13 +324,26 @@ t.test('signed requests', async (t) => {
     expect401(t, await send(svc, 'GET', WHOAMI, adminHeaders(ADMIN_KEY.slice(0, -1))), msg, 'admin key prefix');
     expect401(t, await send(svc, 'GET', WHOAMI, adminHeaders('')), msg, 'empty admin key');
     expect401(t, await send(svc, 'GET', WHOAMI, adminHeaders(me.secret)), msg, "a user's secret as admin key");
-    expect401(t, await send(svc, 'GET', TOKENS, adminHeaders(ADMIN_KEY)), msg, 'platform key on an account-token route');
+    expect401(
+      t,
+      await send(svc, 'GET', TOKENS, adminHeaders(ADMIN_KEY)),
+      msg,
+      'platform key on an account-token route',
+    );
 
     const noKey: Record<string, string> = { ...adminHeaders(ADMIN_KEY) };
     delete noKey['x-svc-admin-key'];
-    expect401(t, await send(svc, 'GET', WHOAMI, noKey), msg, 'Credential=admin, Signature=bootstrap without X-SVC-Admin-Key');
+    expect401(
+      t,
+      await send(svc, 'GET', WHOAMI, noKey),
+      msg,
+      'Credential=admin, Signature=bootstrap without X-SVC-Admin-Key',
+    );
 
-    const wrongSig = { ...adminHeaders(ADMIN_KEY), authorization: 'SVC-HMAC-SHA256 Credential=admin, Signature=bootstrapx' };
+    const wrongSig = {
+      ...adminHeaders(ADMIN_KEY),
+      authorization: 'SVC-HMAC-SHA256 Credential=admin, Signature=bootstrapx',
+    };
     expect401(t, await send(svc, 'GET', WHOAMI, wrongSig), msg, 'Signature other than bootstrap');
   });
 

@@ -105,11 +105,16 @@ export async function listening(s: Svc): Promise<Record<string, unknown>> {
   return waitFor(
     () => {
       const line = s.logs().find((l) => l.msg === 'control plane listening');
-      if (!line && s.exit) throw new Error(`svc exited ${JSON.stringify(s.exit)} before listening:\n${s.stdout()}\n${s.stderr()}`);
+      if (!line && s.exit)
+        throw new Error(`svc exited ${JSON.stringify(s.exit)} before listening:\n${s.stdout()}\n${s.stderr()}`);
       return line;
     },
     { timeoutMs: 60_000, what: "'control plane listening'" },
   );
 }
 
-export const stderrLines = (s: Svc) => s.stderr().split('\n').filter((l) => l.trim() !== '');
+export const stderrLines = (s: Svc) =>
+  s
+    .stderr()
+    .split('\n')
+    .filter((l) => l.trim() !== '');

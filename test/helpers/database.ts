@@ -10,7 +10,11 @@ import pg from 'pg';
 import { openEmbedded } from '../../storage/pg/client.js';
 import { listMigrations, migrate } from '../../storage/pg/migrate.js';
 
-const exists = (p: string) => stat(p).then(() => true, () => false);
+const exists = (p: string) =>
+  stat(p).then(
+    () => true,
+    () => false,
+  );
 
 async function templateDir(): Promise<string> {
   // The exact pin in package.json names the PGlite build the template was made with.

@@ -116,18 +116,25 @@ else:
 
 function python<T>(request: Record<string, unknown>): Promise<T> {
   return new Promise((resolve, reject) => {
-    const child = execFile(PYTHON, ['-I', '-c', SCRIPT], { maxBuffer: 64 * 1024 * 1024, timeout: 60_000 }, (err, stdout, stderr) => {
-      if (err) {
-        const hint = /No module named '?(dkim|nacl)/.test(stderr) ? ' (apt-get install python3-dkim python3-nacl)' : '';
-        reject(new Error(`${PYTHON} dkim failed${hint}: ${stderr.trim() || err.message}`));
-        return;
-      }
-      try {
-        resolve(JSON.parse(stdout) as T);
-      } catch {
-        reject(new Error(`${PYTHON} dkim: unreadable output: ${stdout.slice(0, 500)} ${stderr.slice(0, 500)}`));
-      }
-    });
+    const child = execFile(
+      PYTHON,
+      ['-I', '-c', SCRIPT],
+      { maxBuffer: 64 * 1024 * 1024, timeout: 60_000 },
+      (err, stdout, stderr) => {
+        if (err) {
+          const hint = /No module named '?(dkim|nacl)/.test(stderr)
+            ? ' (apt-get install python3-dkim python3-nacl)'
+            : '';
+          reject(new Error(`${PYTHON} dkim failed${hint}: ${stderr.trim() || err.message}`));
+          return;
+        }
+        try {
+          resolve(JSON.parse(stdout) as T);
+        } catch {
+          reject(new Error(`${PYTHON} dkim: unreadable output: ${stdout.slice(0, 500)} ${stderr.slice(0, 500)}`));
+        }
+      },
+    );
     child.stdin?.end(JSON.stringify(request));
   });
 }
@@ -141,9 +148,16 @@ export function verifyDkim(raw: Buffer, txt: Readonly<Record<string, string>>): 
 }
 
 /** Verifies many messages in one python process (0.1 s to start, milliseconds per message after). */
-export async function verifyDkimAll(raws: readonly Buffer[], txt: Readonly<Record<string, string>>): Promise<DkimSignatureResult[][]> {
+export async function verifyDkimAll(
+  raws: readonly Buffer[],
+  txt: Readonly<Record<string, string>>,
+): Promise<DkimSignatureResult[][]> {
   if (raws.length === 0) return [];
-  const { results } = await python<{ results: DkimSignatureResult[][] }>({ op: 'verify_many', messages: raws.map((r) => r.toString('base64')), txt });
+  const { results } = await python<{ results: DkimSignatureResult[][] }>({
+    op: 'verify_many',
+    messages: raws.map((r) => r.toString('base64')),
+    txt,
+  });
   return results;
 }
 

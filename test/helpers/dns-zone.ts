@@ -74,7 +74,16 @@ type Rdata =
   | { type: 'TXT'; data: Buffer[] }
   | { type: 'CNAME'; domain: string }
   | { type: 'NS'; ns: string }
-  | { type: 'SOA'; primary: string; admin: string; serial: number; refresh: number; retry: number; expiration: number; minimum: number };
+  | {
+      type: 'SOA';
+      primary: string;
+      admin: string;
+      serial: number;
+      refresh: number;
+      retry: number;
+      expiration: number;
+      minimum: number;
+    };
 
 type ZoneRecord = Rdata & { ttl: number };
 
@@ -89,7 +98,14 @@ function characterStrings(value: string): Buffer[] {
   return out;
 }
 
-const DEFAULT_SOA = { primary: 'ns.zone.test', admin: 'hostmaster.zone.test', serial: 1, refresh: 3600, retry: 600, expiration: 86400 };
+const DEFAULT_SOA = {
+  primary: 'ns.zone.test',
+  admin: 'hostmaster.zone.test',
+  serial: 1,
+  refresh: 3600,
+  retry: 600,
+  expiration: 86400,
+};
 
 export async function startDnsZone(t?: Teardown): Promise<DnsZone> {
   const records = new Map<string, ZoneRecord[]>();
@@ -208,12 +224,16 @@ export async function startDnsZone(t?: Teardown): Promise<DnsZone> {
     behaviour: 'normal',
     ttl: 300,
     queries,
-    queriesFor: (name, type) => queries.filter((q) => norm(q.name) === norm(name) && (type === undefined || q.type === type)),
+    queriesFor: (name, type) =>
+      queries.filter((q) => norm(q.name) === norm(name) && (type === undefined || q.type === type)),
     a: (name, address) => (publish(name, { type: 'A', address }), zone),
     aaaa: (name, address) => (publish(name, { type: 'AAAA', address }), zone),
     mx: (name, priority, exchange) => (publish(name, { type: 'MX', priority, exchange: norm(exchange) }), zone),
     // RFC 1035 §3.3.14: a TXT record holds at least one character-string, hence '' for txt(name).
-    txt: (name, ...strings) => (publish(name, { type: 'TXT', data: (strings.length ? strings : ['']).flatMap(characterStrings) }), zone),
+    txt: (name, ...strings) => (
+      publish(name, { type: 'TXT', data: (strings.length ? strings : ['']).flatMap(characterStrings) }),
+      zone
+    ),
     cname: (name, target) => (publish(name, { type: 'CNAME', domain: norm(target) }), zone),
     ns: (name, nsHost) => (publish(name, { type: 'NS', ns: norm(nsHost) }), zone),
     soa(name, o = {}) {
@@ -263,7 +283,8 @@ function stripType(r: ZoneRecord): Record<string, unknown> {
 
 function sameRdata(a: ZoneRecord, b: ZoneRecord): boolean {
   if (a.type !== b.type) return false;
-  if (a.type === 'TXT' && b.type === 'TXT') return Buffer.concat(a.data).equals(Buffer.concat(b.data)) && a.data.length === b.data.length;
+  if (a.type === 'TXT' && b.type === 'TXT')
+    return Buffer.concat(a.data).equals(Buffer.concat(b.data)) && a.data.length === b.data.length;
   return JSON.stringify(stripType(a)) === JSON.stringify(stripType(b));
 }
 
@@ -271,7 +292,11 @@ function sameRdata(a: ZoneRecord, b: ZoneRecord): boolean {
  * UDP and TCP on one port number, since a client falls back to TCP on the port it used for UDP. The
  * kernel picks a free TCP port; if that number is taken for UDP, try again with another.
  */
-async function bindBoth(tcp: TCPServer, makeUdp: () => UDPServer, host: string): Promise<{ udp: UDPServer; port: number }> {
+async function bindBoth(
+  tcp: TCPServer,
+  makeUdp: () => UDPServer,
+  host: string,
+): Promise<{ udp: UDPServer; port: number }> {
   for (let tries = 1; ; tries++) {
     await new Promise<void>((resolve, reject) => {
       tcp.once('error', reject);

@@ -131,7 +131,10 @@ function processesIn(queueDir: string): number[] {
   } catch {
     return [];
   }
-  return names.filter((n) => /^\d+$/.test(n)).map(Number).filter((p) => isOurs(p, queueDir));
+  return names
+    .filter((n) => /^\d+$/.test(n))
+    .map(Number)
+    .filter((p) => isOurs(p, queueDir));
 }
 
 /**
@@ -143,20 +146,25 @@ function processesIn(queueDir: string): number[] {
 async function stopMaster(pid: number, queueDir: string): Promise<void> {
   if (isOurs(pid, queueDir)) {
     process.kill(pid, 'SIGTERM');
-    await waitFor(() => !isOurs(pid, queueDir), { timeoutMs: 5_000, what: 'postfix master to exit' }).catch(() => undefined);
+    await waitFor(() => !isOurs(pid, queueDir), { timeoutMs: 5_000, what: 'postfix master to exit' }).catch(
+      () => undefined,
+    );
     if (isOurs(pid, queueDir)) killGroup(pid, 'SIGKILL');
   }
-  await waitFor(() => {
-    const left = processesIn(queueDir);
-    for (const p of left) {
-      try {
-        process.kill(p, 'SIGKILL');
-      } catch {
-        // already gone
+  await waitFor(
+    () => {
+      const left = processesIn(queueDir);
+      for (const p of left) {
+        try {
+          process.kill(p, 'SIGKILL');
+        } catch {
+          // already gone
+        }
       }
-    }
-    return left.length === 0;
-  }, { timeoutMs: 5_000, what: `postfix processes in ${queueDir} to end` }).catch(() => undefined);
+      return left.length === 0;
+    },
+    { timeoutMs: 5_000, what: `postfix processes in ${queueDir} to end` },
+  ).catch(() => undefined);
   live.delete(pid);
 }
 
@@ -206,7 +214,8 @@ async function postfixIds(): Promise<Ids> {
   const field = async (file: string, name: string) => {
     const line = (await readFile(file, 'utf8')).split('\n').find((l) => l.startsWith(`${name}:`));
     const f = line?.split(':');
-    if (!f || f.length < 4) throw new Error(`startPostfix: no "${name}" in ${file} (is the Debian postfix package installed?)`);
+    if (!f || f.length < 4)
+      throw new Error(`startPostfix: no "${name}" in ${file} (is the Debian postfix package installed?)`);
     return f;
   };
   const user = await field('/etc/passwd', 'postfix');
@@ -219,7 +228,19 @@ async function postfixIds(): Promise<Ids> {
  * at start: that script runs postconf a dozen times and takes seconds, this takes a millisecond.
  */
 async function makeQueue(queueDir: string, ids: Ids): Promise<void> {
-  const owned = ['active', 'bounce', 'corrupt', 'defer', 'deferred', 'flush', 'hold', 'incoming', 'private', 'saved', 'trace'];
+  const owned = [
+    'active',
+    'bounce',
+    'corrupt',
+    'defer',
+    'deferred',
+    'flush',
+    'hold',
+    'incoming',
+    'private',
+    'saved',
+    'trace',
+  ];
   const dirs: [string, number, number, number][] = [
     ...owned.map((d): [string, number, number, number] => [d, ids.uid, ids.gid, 0o700]),
     ['maildrop', ids.uid, ids.postdrop, 0o730],
@@ -234,7 +255,8 @@ async function makeQueue(queueDir: string, ids: Ids): Promise<void> {
   }
 }
 
-const DOMAIN_RE = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+const DOMAIN_RE =
+  /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
 const REPLY_RE = /^[45]\d\d (?:[45]\.\d{1,3}\.\d{1,3} )?[^\r\n]*$/;
 const KEY_RE = /^[^\s@]*@?[^\s@]*$/;
 
@@ -290,7 +312,9 @@ function mainCf(dir: string, ids: Ids, hostname: string, opts: PostfixOptions): 
   };
   if (opts.messageSizeLimit !== undefined) settings.message_size_limit = String(opts.messageSizeLimit);
   Object.assign(settings, opts.mainCf);
-  return Object.entries(settings).map(([k, v]) => `${k} = ${v}\n`).join('');
+  return Object.entries(settings)
+    .map(([k, v]) => `${k} = ${v}\n`)
+    .join('');
 }
 
 /**
@@ -325,7 +349,10 @@ function recipientAccess(replies: Readonly<Record<string, string>>): string {
   return Object.entries(replies)
     .map(([key, reply]) => {
       if (!key || !KEY_RE.test(key)) throw new Error(`startPostfix: bad recipientReplies key ${JSON.stringify(key)}`);
-      if (!REPLY_RE.test(reply)) throw new Error(`startPostfix: recipientReplies value must be "4xx|5xx [x.y.z ]text", got ${JSON.stringify(reply)}`);
+      if (!REPLY_RE.test(reply))
+        throw new Error(
+          `startPostfix: recipientReplies value must be "4xx|5xx [x.y.z ]text", got ${JSON.stringify(reply)}`,
+        );
       return `${key.toLowerCase()} ${reply}\n`;
     })
     .join('');
@@ -402,7 +429,14 @@ function firstField(buf: Buffer): { name: string; value: string; length: number 
   const text = buf.subarray(0, end).toString('latin1');
   const colon = text.indexOf(':');
   if (colon <= 0) return null;
-  return { name: text.slice(0, colon).toLowerCase(), value: text.slice(colon + 1).replace(/\r\n/g, '').trim(), length: end };
+  return {
+    name: text.slice(0, colon).toLowerCase(),
+    value: text
+      .slice(colon + 1)
+      .replace(/\r\n/g, '')
+      .trim(),
+    length: end,
+  };
 }
 
 function parseDelivery(file: string, data: Buffer, hostname: string): PostfixMessage {
@@ -412,11 +446,13 @@ function parseDelivery(file: string, data: Buffer, hostname: string): PostfixMes
   let offset = 0;
   for (const name of ['return-path', 'x-original-to', 'delivered-to', 'received']) {
     const f = firstField(raw.subarray(offset));
-    if (!f || f.name !== name) throw new Error(`postfix peer: ${file} does not start with the ${name} field Postfix adds`);
+    if (!f || f.name !== name)
+      throw new Error(`postfix peer: ${file} does not start with the ${name} field Postfix adds`);
     seen[name] = f.value;
     offset += f.length;
   }
-  if (!seen.received?.includes(`by ${hostname} (Postfix)`)) throw new Error(`postfix peer: unexpected Received field in ${file}: ${seen.received}`);
+  if (!seen.received?.includes(`by ${hostname} (Postfix)`))
+    throw new Error(`postfix peer: unexpected Received field in ${file}: ${seen.received}`);
   return {
     rcpt: seen['x-original-to'] ?? '',
     mailFrom: (seen['return-path'] ?? '').replace(/^<|>$/g, ''),
@@ -443,7 +479,8 @@ export async function startPostfix(t: Teardown, opts: PostfixOptions = {}): Prom
   if (!DOMAIN_RE.test(hostname)) throw new Error(`startPostfix: bad hostname ${JSON.stringify(hostname)}`);
   if (opts.domains !== undefined && opts.domains !== '*') {
     if (opts.domains.length === 0) throw new Error('startPostfix: domains is empty (use "*" for every domain)');
-    for (const d of opts.domains) if (!DOMAIN_RE.test(d)) throw new Error(`startPostfix: bad domain ${JSON.stringify(d)}`);
+    for (const d of opts.domains)
+      if (!DOMAIN_RE.test(d)) throw new Error(`startPostfix: bad domain ${JSON.stringify(d)}`);
   }
   const access = recipientAccess(opts.recipientReplies ?? {});
 
@@ -473,7 +510,8 @@ export async function startPostfix(t: Teardown, opts: PostfixOptions = {}): Prom
   // The daemons run as the postfix user and chdir into queue/: every directory on the way must be searchable.
   await chmod(dir, 0o755);
   for (let d = path.dirname(dir); d !== path.dirname(d); d = path.dirname(d)) {
-    if (((await stat(d)).mode & 0o001) === 0) throw new Error(`startPostfix: ${d} is not searchable by the postfix user; set TMPDIR elsewhere`);
+    if (((await stat(d)).mode & 0o001) === 0)
+      throw new Error(`startPostfix: ${d} is not searchable by the postfix user; set TMPDIR elsewhere`);
   }
   await mkdir(etc);
   await mkdir(queueDir);
@@ -513,7 +551,11 @@ export async function startPostfix(t: Teardown, opts: PostfixOptions = {}): Prom
   pid = await readMasterPid(queueDir);
   if (pid !== null) live.set(pid, queueDir);
 
-  await waitFor(() => banner(port), { timeoutMs: Math.max(1_000, deadline - Date.now()), everyMs: 25, what: `postfix banner on 127.0.0.1:${port}` }).catch(async (err: Error) => {
+  await waitFor(() => banner(port), {
+    timeoutMs: Math.max(1_000, deadline - Date.now()),
+    everyMs: 25,
+    what: `postfix banner on 127.0.0.1:${port}`,
+  }).catch(async (err: Error) => {
     throw new Error(`${err.message}\n${await logTail()}`);
   });
 
@@ -536,10 +578,13 @@ export async function startPostfix(t: Teardown, opts: PostfixOptions = {}): Prom
     messages,
     async waitForMessages(n, timeoutMs = 10_000) {
       try {
-        return await waitFor(async () => {
-          const list = await messages();
-          return list.length >= n ? list : null;
-        }, { timeoutMs, everyMs: 25, what: `${n} message(s) delivered by postfix on port ${port}` });
+        return await waitFor(
+          async () => {
+            const list = await messages();
+            return list.length >= n ? list : null;
+          },
+          { timeoutMs, everyMs: 25, what: `${n} message(s) delivered by postfix on port ${port}` },
+        );
       } catch (err) {
         throw new Error(`${(err as Error).message}; delivered: ${(await messages()).length}\n${await logTail()}`);
       }

@@ -20,21 +20,45 @@ export interface Sender {
 /** What sender() needs of a service: an in-process TestService, or clients of a child process. */
 export type Clients = Pick<TestService, 'signup' | 'admin' | 'client'>;
 
-export async function sender(svc: Clients, opts: { displayName?: string; ed25519?: boolean; domain?: string } = {}): Promise<Sender> {
+export async function sender(
+  svc: Clients,
+  opts: { displayName?: string; ed25519?: boolean; domain?: string } = {},
+): Promise<Sender> {
   const owner = await svc.signup();
   const { organization } = await owner.client.console.organizations.create({ name: 'Sender Org' });
   const { project } = await owner.client.console.projects.create({ name: 'sender', organizationId: organization.id });
   const domain = opts.domain ?? `s-${randomUUID().slice(0, 8)}.test`;
   const claim = await owner.client.console.projects.domains.create({ id: project.id, domain });
-  const withOut = await owner.client.console.projects.domains.outbound.create({ id: project.id, domainId: claim.id, ...(opts.ed25519 ? { ed25519: true } : {}) });
+  const withOut = await owner.client.console.projects.domains.outbound.create({
+    id: project.id,
+    domainId: claim.id,
+    ...(opts.ed25519 ? { ed25519: true } : {}),
+  });
   const cap = withOut.outbound[0]!;
   await svc.admin().admin.senderDomains.markVerified({ id: claim.id });
-  if (opts.displayName) await owner.client.console.projects.outbound.displayName({ id: project.id, capId: cap.id, displayName: opts.displayName });
-  const k = await owner.client.console.projects.apiKeys.create({ id: project.id, label: 'send', scopes: ['messages:send', 'messages:read'] });
+  if (opts.displayName)
+    await owner.client.console.projects.outbound.displayName({
+      id: project.id,
+      capId: cap.id,
+      displayName: opts.displayName,
+    });
+  const k = await owner.client.console.projects.apiKeys.create({
+    id: project.id,
+    label: 'send',
+    scopes: ['messages:send', 'messages:read'],
+  });
   const dkimTxt: Record<string, string> = {};
-  for (const r of [cap.dnsRecords.dkim, cap.dnsRecords.dkimEd25519]) if (r) dkimTxt[r.host.replace(/\.$/, '')] = r.value;
+  for (const r of [cap.dnsRecords.dkim, cap.dnsRecords.dkimEd25519])
+    if (r) dkimTxt[r.host.replace(/\.$/, '')] = r.value;
   return {
-    owner, orgId: organization.id, projectId: project.id, key: svc.client({ keyId: k.keyId, secret: k.secret }), keyId: k.keyId,
-    keySecret: k.secret, domain, outboundId: cap.id, dkimTxt,
+    owner,
+    orgId: organization.id,
+    projectId: project.id,
+    key: svc.client({ keyId: k.keyId, secret: k.secret }),
+    keyId: k.keyId,
+    keySecret: k.secret,
+    domain,
+    outboundId: cap.id,
+    dkimTxt,
   };
 }

@@ -86,9 +86,16 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
     ...shared,
     ...opts.env,
   });
-  const boot = () => startService(config, { clock, checkResponses: true, log: opts.log, mta: opts.mta ?? false, webhooks: opts.webhooks,
-    // scrypt at N=2^10 instead of 2^15: ~6 ms a hash instead of ~200 ms here; the suite hashes thousands.
-    passwordLogN: 10 });
+  const boot = () =>
+    startService(config, {
+      clock,
+      checkResponses: true,
+      log: opts.log,
+      mta: opts.mta ?? false,
+      webhooks: opts.webhooks,
+      // scrypt at N=2^10 instead of 2^15: ~6 ms a hash instead of ~200 ms here; the suite hashes thousands.
+      passwordLogN: 10,
+    });
   let running = await boot();
   let stopped = false;
 
@@ -120,7 +127,11 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
 }
 
 /** SDK clients of a service at `baseUrl()` (read on every call: the port changes on restart). */
-export function clientsFor(baseUrl: () => string, now: () => number = Date.now, adminKey = ADMIN_KEY): Pick<TestService, 'client' | 'admin' | 'signup'> {
+export function clientsFor(
+  baseUrl: () => string,
+  now: () => number = Date.now,
+  adminKey = ADMIN_KEY,
+): Pick<TestService, 'client' | 'admin' | 'signup'> {
   const client = (credential?: Credential) => createClient({ baseUrl: baseUrl(), credential, now });
   return {
     client,

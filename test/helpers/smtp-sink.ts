@@ -63,7 +63,10 @@ export async function startSmtpSink(t: Teardown, opts: SinkOptions = {}): Promis
     maxOpen: 0,
     answer: opts.answer ?? (() => null),
     async waitForMessages(n, timeoutMs = 20_000) {
-      await waitFor(() => sink.messages.length >= n, { timeoutMs, what: `${n} messages at the sink (have ${sink.messages.length})` });
+      await waitFor(() => sink.messages.length >= n, {
+        timeoutMs,
+        what: `${n} messages at the sink (have ${sink.messages.length})`,
+      });
       return sink.messages;
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
@@ -97,8 +100,12 @@ export async function startSmtpSink(t: Teardown, opts: SinkOptions = {}): Promis
         sink.messages.push({
           mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
           rcptTo: session.envelope.rcptTo.map((r) => r.address),
-          raw: Buffer.concat(chunks), secure: session.secure, remoteAddress: session.remoteAddress,
-          clientHostname: session.clientHostname, helo: session.hostNameAppearsAs, sessionId: session.id,
+          raw: Buffer.concat(chunks),
+          secure: session.secure,
+          remoteAddress: session.remoteAddress,
+          clientHostname: session.clientHostname,
+          helo: session.hostNameAppearsAs,
+          sessionId: session.id,
         });
         cb();
       });

@@ -56,7 +56,13 @@ interface Teardown {
  * `${id}.${timestamp}.${body}`; the header is a space-separated list of `v1,<base64 HMAC-SHA256>`,
  * any of which may match (key rotation); compared in constant time.
  */
-export function verifyStandardWebhook(secret: string, id: string, timestamp: string, body: string, header: string): boolean {
+export function verifyStandardWebhook(
+  secret: string,
+  id: string,
+  timestamp: string,
+  body: string,
+  header: string,
+): boolean {
   if (!secret.startsWith('whsec_')) return false;
   const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
   const expected = createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest();
@@ -81,10 +87,13 @@ export async function startWebhookReceiver(t: Teardown, answer: Answer = () => 2
     maxOpen: new Map(),
     on: (path) => r.hooks.filter((h) => h.path === path),
     waitFor: (n, path, timeoutMs = 20_000) =>
-      waitFor(() => {
-        const got = path ? r.on(path) : r.hooks;
-        return got.length >= n ? got : null;
-      }, { timeoutMs, what: `${n} webhook requests${path ? ` on ${path}` : ''}` }),
+      waitFor(
+        () => {
+          const got = path ? r.on(path) : r.hooks;
+          return got.length >= n ? got : null;
+        },
+        { timeoutMs, what: `${n} webhook requests${path ? ` on ${path}` : ''}` },
+      ),
     release(status = 200) {
       for (const res of hanging) res.writeHead(status).end();
       hanging.clear();
@@ -106,9 +115,19 @@ export async function startWebhookReceiver(t: Teardown, answer: Answer = () => 2
       const header = (name: string) => String(req.headers[name] ?? '');
       const secret = r.secrets[path] ?? r.secret;
       const hook: ReceivedHook = {
-        path, headers: req.headers, id: header('webhook-id'), timestamp: Number(header('webhook-timestamp')), body,
+        path,
+        headers: req.headers,
+        id: header('webhook-id'),
+        timestamp: Number(header('webhook-timestamp')),
+        body,
         json: JSON.parse(body || 'null'),
-        signatureValid: verifyStandardWebhook(secret, header('webhook-id'), header('webhook-timestamp'), body, header('webhook-signature')),
+        signatureValid: verifyStandardWebhook(
+          secret,
+          header('webhook-id'),
+          header('webhook-timestamp'),
+          body,
+          header('webhook-signature'),
+        ),
         arrivedMs: Date.now(),
         answer: 200,
       };

@@ -3,7 +3,13 @@
 import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';
 import {
-  compileMessage, composeMessage, serializeMime, isDeliverableAddress, normalizeMailbox, parseFrom, type ComposeInput,
+  compileMessage,
+  composeMessage,
+  serializeMime,
+  isDeliverableAddress,
+  normalizeMailbox,
+  parseFrom,
+  type ComposeInput,
 } from '../../mail/compose.js';
 
 const INJECTIONS = [
@@ -56,22 +62,68 @@ t.test('parseFrom refuses injections, lists, groups and invalid addresses', asyn
   const long63 = 'a'.repeat(63);
   const bad = [
     ...INJECTIONS,
-    '', '   ', 'plain', 'Name', '@example.com', 'a@', 'a@@example.com', 'a@b@example.com',
+    '',
+    '   ',
+    'plain',
+    'Name',
+    '@example.com',
+    'a@',
+    'a@@example.com',
+    'a@b@example.com',
     // more than one address, groups, comments, unquoted specials
-    'a@b.com, c@d.com', 'a@b.com c@d.com', 'Name <a@b.com>, c@d.com', 'Name <a@b.com> <c@d.com>',
-    'Group: a@b.com;', 'Group: a@b.com, c@d.com;', 'Group:;', 'Name <a@b.com>;',
-    'Smith, John <a@b.com>', 'Name (comment) <a@b.com>', 'a@b.com (Name)', 'Name <a@b.com> trailing',
-    'Name a@b.com', 'Name <a@b.com', 'Name a@b.com>', 'Name <<a@b.com>>', '"unterminated <a@b.com>',
-    'Na\\me <a@b.com>', 'Na@me <a@b.com>', 'Name <>', 'Name < a@b.com>', 'Name <a@b.com >',
+    'a@b.com, c@d.com',
+    'a@b.com c@d.com',
+    'Name <a@b.com>, c@d.com',
+    'Name <a@b.com> <c@d.com>',
+    'Group: a@b.com;',
+    'Group: a@b.com, c@d.com;',
+    'Group:;',
+    'Name <a@b.com>;',
+    'Smith, John <a@b.com>',
+    'Name (comment) <a@b.com>',
+    'a@b.com (Name)',
+    'Name <a@b.com> trailing',
+    'Name a@b.com',
+    'Name <a@b.com',
+    'Name a@b.com>',
+    'Name <<a@b.com>>',
+    '"unterminated <a@b.com>',
+    'Na\\me <a@b.com>',
+    'Na@me <a@b.com>',
+    'Name <>',
+    'Name < a@b.com>',
+    'Name <a@b.com >',
     // local part: RFC 5321 §4.1.2 dot-string or quoted string, ASCII, at most 64 octets
-    '.a@example.com', 'a.@example.com', 'a..b@example.com', 'a b@example.com', '"a"b@example.com',
-    '""@example.com', '"a"."b"@example.com', '"a<b"@example.com', 'zoë@example.com', 'a(b)@example.com',
-    'a,b@example.com', 'a[b]@example.com', '"a\\\u00e9"@example.com',
+    '.a@example.com',
+    'a.@example.com',
+    'a..b@example.com',
+    'a b@example.com',
+    '"a"b@example.com',
+    '""@example.com',
+    '"a"."b"@example.com',
+    '"a<b"@example.com',
+    'zoë@example.com',
+    'a(b)@example.com',
+    'a,b@example.com',
+    'a[b]@example.com',
+    '"a\\\u00e9"@example.com',
     `${'l'.repeat(65)}@example.com`,
     // domain
-    'a@example', 'a@localhost', 'a@.example.com', 'a@example..com', 'a@example.com.', 'a@-ex.com',
-    'a@ex-.com', 'a@ex_ample.com', 'a@exa mple.com', 'a@1.2.3.4', 'a@[1.2.3.4]', 'a@[IPv6:::1]',
-    'a@example.123', 'a@xn--zz.example', `a@${'d'.repeat(64)}.com`,
+    'a@example',
+    'a@localhost',
+    'a@.example.com',
+    'a@example..com',
+    'a@example.com.',
+    'a@-ex.com',
+    'a@ex-.com',
+    'a@ex_ample.com',
+    'a@exa mple.com',
+    'a@1.2.3.4',
+    'a@[1.2.3.4]',
+    'a@[IPv6:::1]',
+    'a@example.123',
+    'a@xn--zz.example',
+    `a@${'d'.repeat(64)}.com`,
     // RFC 5321 §4.5.3.1.2 / §4.5.3.1.3: domain 253, address 254
     `a@${[long63, long63, long63, 'a'.repeat(58), 'com'].join('.')}`, // domain of 254
     `a@${[long63, long63, long63, 'a'.repeat(57), 'com'].join('.')}`, // domain of 253, address of 255
@@ -79,9 +131,12 @@ t.test('parseFrom refuses injections, lists, groups and invalid addresses', asyn
     // RFC 5322 §2.1.1
     `${'N'.repeat(1000)} <a@b.com>`,
     // other controls have no place in a phrase or an address
-    'Na\u0007me <a@b.com>', 'a@b.com\u001b', 'Na\u007fme <a@b.com>',
+    'Na\u0007me <a@b.com>',
+    'a@b.com\u001b',
+    'Na\u007fme <a@b.com>',
     // not text: a lone surrogate
-    '\ud83d <a@b.com>', 'x\ude00 <a@b.com>',
+    '\ud83d <a@b.com>',
+    'x\ude00 <a@b.com>',
   ];
   for (const raw of bad) t.equal(parseFrom(raw), null, JSON.stringify(raw));
   // the limits sit exactly where the RFCs put them (checked so that the refusals above are not vacuous)
@@ -99,16 +154,33 @@ t.test('parseFrom refuses injections, lists, groups and invalid addresses', asyn
 });
 
 t.test('isDeliverableAddress: a bare RFC 5321 mailbox only', async (t) => {
-  for (const raw of ['a@b.com', 'A.B+c@Example.COM', '"john doe"@example.com', 'x@xn--bcher-kva.example', 'user@mail.sub.example.org']) {
+  for (const raw of [
+    'a@b.com',
+    'A.B+c@Example.COM',
+    '"john doe"@example.com',
+    'x@xn--bcher-kva.example',
+    'user@mail.sub.example.org',
+  ]) {
     t.equal(isDeliverableAddress(raw), true, JSON.stringify(raw));
   }
   const bad = [
     ...INJECTIONS,
-    'Name <a@b.com>', '<a@b.com>', ' a@b.com', 'a@b.com ', 'a@b.com, c@d.com', 'Group: a@b.com;',
-    'a@b', 'a@b.com.', 'a@[127.0.0.1]', 'a..b@c.com', 'zoë@example.com',
+    'Name <a@b.com>',
+    '<a@b.com>',
+    ' a@b.com',
+    'a@b.com ',
+    'a@b.com, c@d.com',
+    'Group: a@b.com;',
+    'a@b',
+    'a@b.com.',
+    'a@[127.0.0.1]',
+    'a..b@c.com',
+    'zoë@example.com',
     // a Unicode domain would go to RCPT TO and to MX lookup as is: refused, not converted
     'z@bücher.example',
-    `${'l'.repeat(65)}@example.com`, '', 'a@b.com\t',
+    `${'l'.repeat(65)}@example.com`,
+    '',
+    'a@b.com\t',
   ];
   for (const raw of bad) t.equal(isDeliverableAddress(raw), false, JSON.stringify(raw));
   t.equal(normalizeMailbox('Mixed@Example.COM'), 'Mixed@example.com', 'the local part keeps its case (RFC 5321 §2.4)');
@@ -150,13 +222,17 @@ function one(headers: Map<string, string[]>, key: string): string {
 function decodeWords(v: string): string {
   return v.replace(/=\?UTF-8\?([QB])\?([^?]*)\?=(?:\s+(?==\?))?/gi, (_m, enc: string, text: string) => {
     if (enc.toUpperCase() === 'B') return Buffer.from(text, 'base64').toString('utf8');
-    const bytes = text.replace(/_/g, ' ').replace(/=([0-9A-F]{2})/gi, (_x, h: string) => String.fromCharCode(parseInt(h, 16)));
+    const bytes = text
+      .replace(/_/g, ' ')
+      .replace(/=([0-9A-F]{2})/gi, (_x, h: string) => String.fromCharCode(parseInt(h, 16)));
     return Buffer.from(bytes, 'latin1').toString('utf8');
   });
 }
 
 function decodeQP(s: string): string {
-  const bytes = s.replace(/=\r\n/g, '').replace(/=([0-9A-F]{2})/g, (_m, h: string) => String.fromCharCode(parseInt(h, 16)));
+  const bytes = s
+    .replace(/=\r\n/g, '')
+    .replace(/=([0-9A-F]{2})/g, (_m, h: string) => String.fromCharCode(parseInt(h, 16)));
   return Buffer.from(bytes, 'latin1').toString('utf8');
 }
 
@@ -183,17 +259,27 @@ t.test("serializeMime writes exactly the bytes of nodemailer's own streaming bui
     ['html only', { text: undefined, html: '<p>Hi</p>' }],
     ['both', { text: 'plain', html: '<p>html</p>' }],
     ['non-ASCII text (quoted-printable)', { text: 'Grüße aus Köln, naïve café — ☃' }],
-    ['mostly non-ASCII (base64)', { text: 'Привет мир, как дела? '.repeat(20), html: '<p>日本語のテキスト</p>'.repeat(30) }],
+    [
+      'mostly non-ASCII (base64)',
+      { text: 'Привет мир, как дела? '.repeat(20), html: '<p>日本語のテキスト</p>'.repeat(30) },
+    ],
     ['long ASCII lines', { text: `${long}\n${'x'.repeat(3000)}`, html: `<p>${'y'.repeat(5000)}</p>` }],
     ['trailing spaces and tabs', { text: 'end with space \nand tab\t\n\nlast ' }],
     ['bare CR and LF, CRLF', { text: 'a\rb\nc\r\nd', html: 'e\rf\ng' }],
     ['dots and From lines', { text: '.\n..\nFrom me\n.leading dot' }],
     ['= signs and soft-break edges', { text: `${'='.repeat(100)} ${'a='.repeat(60)}` }],
     ['random text', { text: bytes(3000), html: bytes(2000) }],
-    ['non-ASCII subject and name, extra headers', {
-      subject: 'Größe ☃ '.repeat(30), from: { name: 'Zoë "Support" Team', address: 'sender@example.com' },
-      headers: { 'List-Unsubscribe': '<https://example.com/u/1>', 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' },
-    }],
+    [
+      'non-ASCII subject and name, extra headers',
+      {
+        subject: 'Größe ☃ '.repeat(30),
+        from: { name: 'Zoë "Support" Team', address: 'sender@example.com' },
+        headers: {
+          'List-Unsubscribe': '<https://example.com/u/1>',
+          'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click',
+        },
+      },
+    ],
     ['a very long ASCII subject word', { subject: 'S'.repeat(2000) }],
   ];
   const encodings = new Set<string>();
@@ -202,9 +288,14 @@ t.test("serializeMime writes exactly the bytes of nodemailer's own streaming bui
     const ours = serializeMime(root);
     const theirs = await root.build();
     t.equal(ours.toString('latin1'), theirs.toString('latin1'), what);
-    for (const m of theirs.toString('latin1').matchAll(/^Content-Transfer-Encoding: (\S+)/gim)) encodings.add(m[1]!.toLowerCase());
+    for (const m of theirs.toString('latin1').matchAll(/^Content-Transfer-Encoding: (\S+)/gim))
+      encodings.add(m[1]!.toLowerCase());
   }
-  t.same([...encodings].sort(), ['7bit', 'base64', 'quoted-printable'], 'the cases cover every transfer encoding compose uses');
+  t.same(
+    [...encodings].sort(),
+    ['7bit', 'base64', 'quoted-printable'],
+    'the cases cover every transfer encoding compose uses',
+  );
   t.equal((await composeMessage(BASE)).length > 0, true, 'composeMessage goes through serializeMime');
 });
 
@@ -243,26 +334,44 @@ t.test('text and html: multipart/alternative, text first, boundaries well formed
   t.ok(m, `multipart/alternative with a boundary: ${ct}`);
   const boundary = (m as RegExpExecArray)[1] as string;
   t.ok(boundary.length <= 70, 'RFC 2046 §5.1.1: boundary at most 70 characters');
-  t.notOk(headers.has('content-transfer-encoding') && !/^(7bit|8bit|binary)$/i.test(one(headers, 'content-transfer-encoding')),
-    'RFC 2045 §6.4: a multipart entity is not encoded');
+  t.notOk(
+    headers.has('content-transfer-encoding') &&
+      !/^(7bit|8bit|binary)$/i.test(one(headers, 'content-transfer-encoding')),
+    'RFC 2045 §6.4: a multipart entity is not encoded',
+  );
   const lines = body.split('\r\n');
   const delims = lines.map((l, i) => [l, i] as const).filter(([l]) => l === `--${boundary}` || l === `--${boundary}--`);
-  t.same(delims.map(([l]) => l), [`--${boundary}`, `--${boundary}`, `--${boundary}--`], 'two parts and a close delimiter');
-  t.notOk(body.replace(new RegExp(`^--${boundary}(--)?$`, 'gm'), '').includes(boundary), 'the boundary appears nowhere else');
+  t.same(
+    delims.map(([l]) => l),
+    [`--${boundary}`, `--${boundary}`, `--${boundary}--`],
+    'two parts and a close delimiter',
+  );
+  t.notOk(
+    body.replace(new RegExp(`^--${boundary}(--)?$`, 'gm'), '').includes(boundary),
+    'the boundary appears nowhere else',
+  );
   const parts = body.split(new RegExp(`\r\n--${boundary}(?:--)?\r\n|^--${boundary}\r\n`)).slice(1, 3);
   t.equal(parts.length, 2);
   const decoded = parts.map((p) => {
     const ph = split(Buffer.from(p, 'latin1'));
     return { type: one(ph.headers, 'content-type'), content: decodePart(ph.headers, ph.body) };
   });
-  t.match(decoded[0]?.type, /^text\/plain; charset=utf-8$/i, 'text first (RFC 2046 §5.1.4: in increasing faithfulness)');
+  t.match(
+    decoded[0]?.type,
+    /^text\/plain; charset=utf-8$/i,
+    'text first (RFC 2046 §5.1.4: in increasing faithfulness)',
+  );
   t.match(decoded[1]?.type, /^text\/html; charset=utf-8$/i, 'html last');
   t.equal(decoded[0]?.content, 'Grüße, plain');
   t.equal(decoded[1]?.content, '<p>Grüße, <b>html</b></p>');
 });
 
 t.test('non-ASCII subject and display name become RFC 2047 encoded words', async (t) => {
-  const raw = await composeMessage({ ...BASE, from: { name: 'Grüße Team', address: 'sender@example.com' }, subject: 'Grüße aus Köln' });
+  const raw = await composeMessage({
+    ...BASE,
+    from: { name: 'Grüße Team', address: 'sender@example.com' },
+    subject: 'Grüße aus Köln',
+  });
   assertWire(t, raw);
   const { head, headers } = split(raw);
   t.notMatch(head, /Grüße|Gr\xc3\xbc/, 'no raw non-ASCII in the header');
@@ -275,16 +384,25 @@ t.test('non-ASCII subject and display name become RFC 2047 encoded words', async
 });
 
 t.test('an ASCII display name is quoted when it holds specials, left bare when it does not', async (t) => {
-  let { headers } = split(await composeMessage({ ...BASE, from: { name: 'Quoted, "Name"', address: 'sender@example.com' } }));
+  let { headers } = split(
+    await composeMessage({ ...BASE, from: { name: 'Quoted, "Name"', address: 'sender@example.com' } }),
+  );
   t.equal(one(headers, 'from'), '"Quoted, \\"Name\\"" <sender@example.com>');
-  ({ headers } = split(await composeMessage({ ...BASE, from: { name: 'Acme Billing', address: 'sender@example.com' } })));
+  ({ headers } = split(
+    await composeMessage({ ...BASE, from: { name: 'Acme Billing', address: 'sender@example.com' } }),
+  ));
   t.equal(one(headers, 'from'), 'Acme Billing <sender@example.com>');
   ({ headers } = split(await composeMessage({ ...BASE, from: { name: '', address: 'sender@example.com' } })));
   t.equal(one(headers, 'from'), 'sender@example.com', 'an empty name is no name');
 });
 
 t.test('what parseFrom returns composes to a From that parses back the same', async (t) => {
-  for (const raw of ['Zoë <z@example.com>', '"Quoted, Name" <q@example.com>', '"Say \\"hi\\"" <s@example.com>', 'a@b.com']) {
+  for (const raw of [
+    'Zoë <z@example.com>',
+    '"Quoted, Name" <q@example.com>',
+    '"Say \\"hi\\"" <s@example.com>',
+    'a@b.com',
+  ]) {
     const from = parseFrom(raw);
     if (!from) throw new Error(raw);
     const { headers } = split(await composeMessage({ ...BASE, from }));
@@ -301,8 +419,16 @@ t.test('no line over 998 octets: a 5000-character single-line html, a long word 
     const raw = await composeMessage({ ...htmlOnly, html: body });
     assertWire(t, raw);
     const { headers, body: encoded } = split(raw);
-    t.match(one(headers, 'content-transfer-encoding'), /^(quoted-printable|base64)$/, 'long lines are transfer-encoded');
-    t.equal(decodePart(headers, encoded).replace(/\r\n$/, ''), body.replace(/\n/g, '\r\n'), 'and decode back to the body');
+    t.match(
+      one(headers, 'content-transfer-encoding'),
+      /^(quoted-printable|base64)$/,
+      'long lines are transfer-encoded',
+    );
+    t.equal(
+      decodePart(headers, encoded).replace(/\r\n$/, ''),
+      body.replace(/\n/g, '\r\n'),
+      'and decode back to the body',
+    );
   }
   const both = await composeMessage({ ...BASE, text: 'y'.repeat(5000), html });
   assertWire(t, both);
@@ -323,15 +449,35 @@ t.test('bodies get CRLF line endings, bare CR and LF included', async (t) => {
 });
 
 t.test('extra headers are added as given; those compose owns are refused', async (t) => {
-  const raw = await composeMessage({ ...BASE, headers: { 'List-Unsubscribe': '<https://example.com/u/1>', 'X-Entity-Ref': 'abc' } });
+  const raw = await composeMessage({
+    ...BASE,
+    headers: { 'List-Unsubscribe': '<https://example.com/u/1>', 'X-Entity-Ref': 'abc' },
+  });
   const { headers } = split(raw);
   t.equal(one(headers, 'list-unsubscribe'), '<https://example.com/u/1>');
   t.equal(one(headers, 'x-entity-ref'), 'abc');
-  for (const name of ['Bcc', 'bcc', 'From', 'Subject', 'Message-ID', 'Date', 'MIME-Version', 'Content-Type', 'Content-Transfer-Encoding', 'Cc', 'Reply-To', 'Return-Path']) {
+  for (const name of [
+    'Bcc',
+    'bcc',
+    'From',
+    'Subject',
+    'Message-ID',
+    'Date',
+    'MIME-Version',
+    'Content-Type',
+    'Content-Transfer-Encoding',
+    'Cc',
+    'Reply-To',
+    'Return-Path',
+  ]) {
     await t.rejects(composeMessage({ ...BASE, headers: { [name]: 'x@y.com' } }), { message: /set by compose/ }, name);
   }
   for (const name of ['X Bad', 'X:Bad', 'X-Bad\r\nBcc', '', 'Zoë']) {
-    await t.rejects(composeMessage({ ...BASE, headers: { [name]: 'v' } }), { message: /field name/ }, JSON.stringify(name));
+    await t.rejects(
+      composeMessage({ ...BASE, headers: { [name]: 'v' } }),
+      { message: /field name/ },
+      JSON.stringify(name),
+    );
   }
 });
 
@@ -355,9 +501,15 @@ t.test('CR, LF or NUL in any header-bound value throws, never reaches the output
 t.test('invalid addresses, message ids and dates throw', async (t) => {
   await t.rejects(composeMessage({ ...BASE, to: 'Name <rcpt@example.org>' }), { message: /to is not/ });
   await t.rejects(composeMessage({ ...BASE, to: 'a@b.com, c@d.com' }), { message: /to is not/ });
-  await t.rejects(composeMessage({ ...BASE, from: { name: null, address: 'not-an-address' } }), { message: /from is not/ });
+  await t.rejects(composeMessage({ ...BASE, from: { name: null, address: 'not-an-address' } }), {
+    message: /from is not/,
+  });
   await t.rejects(composeMessage({ ...BASE, messageId: 'no-at-sign' }), { message: /messageId/ });
-  await t.rejects(composeMessage({ ...BASE, messageId: '<a@b.com>' }), { message: /messageId/ }, 'without angle brackets');
+  await t.rejects(
+    composeMessage({ ...BASE, messageId: '<a@b.com>' }),
+    { message: /messageId/ },
+    'without angle brackets',
+  );
   await t.rejects(composeMessage({ ...BASE, messageId: 'a b@c.com' }), { message: /messageId/ });
   await t.rejects(composeMessage({ ...BASE, date: new Date('nope') }), { message: /date/ });
 });
@@ -382,6 +534,10 @@ t.test('no file or URL access: a path is text, an object body is refused', async
 
 t.test('MailComposer itself refuses a path when file access is disabled (the option we rely on)', async (t) => {
   const { default: MailComposer } = await import('nodemailer/lib/mail-composer');
-  const node = new MailComposer({ text: { path: '/etc/passwd' }, disableFileAccess: true, disableUrlAccess: true }).compile();
+  const node = new MailComposer({
+    text: { path: '/etc/passwd' },
+    disableFileAccess: true,
+    disableUrlAccess: true,
+  }).compile();
   await t.rejects(node.build(), 'file access is refused');
 });

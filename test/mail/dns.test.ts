@@ -63,17 +63,29 @@ t.test('each record type', async (t) => {
     .aaaa('example.test', '2001:db8::1')
     .cname('www.example.test', 'Web.Example.Test.');
 
-  t.same((await resolver.txt('example.test')).sort(), ['google-site-verification=abc', 'v=spf1 -all'], 'one value per TXT record');
-  t.strictSame(await resolver.mx('example.test'), [
-    { exchange: 'mx1.example.test', priority: 10 },
-    { exchange: 'mx2.example.test', priority: 20 },
-  ], 'MX sorted by priority, exchange lower-case without trailing dot');
+  t.same(
+    (await resolver.txt('example.test')).sort(),
+    ['google-site-verification=abc', 'v=spf1 -all'],
+    'one value per TXT record',
+  );
+  t.strictSame(
+    await resolver.mx('example.test'),
+    [
+      { exchange: 'mx1.example.test', priority: 10 },
+      { exchange: 'mx2.example.test', priority: 20 },
+    ],
+    'MX sorted by priority, exchange lower-case without trailing dot',
+  );
   t.same((await resolver.a('example.test')).sort(), ['192.0.2.1', '192.0.2.2']);
   t.strictSame(await resolver.aaaa('example.test'), ['2001:db8::1']);
   t.equal(await resolver.cname('www.example.test'), 'web.example.test', 'CNAME target lower-case without trailing dot');
   t.equal(await resolver.cname('example.test'), null, 'no CNAME at a name that has other records (NODATA)');
   t.equal(await resolver.cname('missing.example.test'), null, 'no CNAME at a name that does not exist (NXDOMAIN)');
-  t.strictSame(zone.queries.map((q) => q.transport), zone.queries.map(() => 'udp'), 'all over UDP');
+  t.strictSame(
+    zone.queries.map((q) => q.transport),
+    zone.queries.map(() => 'udp'),
+    'all over UDP',
+  );
 });
 
 t.test('TXT strings of one record are joined; separate records stay separate', async (t) => {
@@ -81,7 +93,11 @@ t.test('TXT strings of one record are joined; separate records stay separate', a
   // A DKIM key as DNS providers publish it: several character-strings in one record.
   const p = 'MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA' + 'x'.repeat(330);
   zone.txt('sel._domainkey.example.test', 'v=DKIM1; k=rsa; ', `p=${p}`);
-  t.strictSame(await resolver.txt('sel._domainkey.example.test'), [`v=DKIM1; k=rsa; p=${p}`], 'RFC 7208 §3.3: concatenated without spaces');
+  t.strictSame(
+    await resolver.txt('sel._domainkey.example.test'),
+    [`v=DKIM1; k=rsa; p=${p}`],
+    'RFC 7208 §3.3: concatenated without spaces',
+  );
 
   // One string over 255 bytes is split by the zone into character-strings of at most 255.
   const long = 'a'.repeat(255) + 'b'.repeat(255) + 'c'.repeat(10);
@@ -97,7 +113,11 @@ t.test('an answer over 512 bytes comes truncated over UDP and complete over TCP'
   const big = 'k'.repeat(700);
   zone.txt('big.example.test', big);
   t.strictSame(await resolver.txt('big.example.test'), [big]);
-  t.strictSame(zone.queriesFor('big.example.test').map((q) => q.transport), ['udp', 'tcp'], 'UDP first, then TCP');
+  t.strictSame(
+    zone.queriesFor('big.example.test').map((q) => q.transport),
+    ['udp', 'tcp'],
+    'UDP first, then TCP',
+  );
 });
 
 t.test('NXDOMAIN and NODATA are told apart', async (t) => {
@@ -140,7 +160,11 @@ t.test('two servers, the first silent: the second answers', async (t) => {
   first.behaviour = 'silent';
   second.a('example.test', '192.0.2.7');
   const clock = testClock();
-  const resolver = createResolver({ servers: [hostPort(first.hostPort), hostPort(second.hostPort)], clock, timeoutMs: 200 });
+  const resolver = createResolver({
+    servers: [hostPort(first.hostPort), hostPort(second.hostPort)],
+    clock,
+    timeoutMs: 200,
+  });
   const started = Date.now();
   t.strictSame(await resolver.a('example.test'), ['192.0.2.7']);
   t.ok(Date.now() - started < 1000, 'answered after one timeout');
@@ -148,34 +172,48 @@ t.test('two servers, the first silent: the second answers', async (t) => {
   t.equal(second.queries.length, 1, 'then the second');
 });
 
-t.test('SERVFAIL and REFUSED fail with SERVFAIL, are not cached, and move to another server if there is one', async (t) => {
-  const { zone, resolver } = await setup(t);
-  zone.a('example.test', '192.0.2.1');
-  zone.behaviour = 'servfail';
-  const err = await failsWith(t, resolver.a('example.test'), 'SERVFAIL');
-  t.equal(err?.absent, false);
-  t.equal(zone.queries.length, 1, 'the only server is not asked the same question twice');
-  zone.behaviour = 'refused';
-  await failsWith(t, resolver.a('example.test'), 'SERVFAIL');
-  zone.behaviour = 'normal';
-  t.strictSame(await resolver.a('example.test'), ['192.0.2.1'], 'not cached');
-  t.equal(zone.queries.length, 3);
+t.test(
+  'SERVFAIL and REFUSED fail with SERVFAIL, are not cached, and move to another server if there is one',
+  async (t) => {
+    const { zone, resolver } = await setup(t);
+    zone.a('example.test', '192.0.2.1');
+    zone.behaviour = 'servfail';
+    const err = await failsWith(t, resolver.a('example.test'), 'SERVFAIL');
+    t.equal(err?.absent, false);
+    t.equal(zone.queries.length, 1, 'the only server is not asked the same question twice');
+    zone.behaviour = 'refused';
+    await failsWith(t, resolver.a('example.test'), 'SERVFAIL');
+    zone.behaviour = 'normal';
+    t.strictSame(await resolver.a('example.test'), ['192.0.2.1'], 'not cached');
+    t.equal(zone.queries.length, 3);
 
-  const failing = await startDnsZone(t);
-  failing.behaviour = 'servfail';
-  const both = createResolver({ servers: [hostPort(failing.hostPort), hostPort(zone.hostPort)], clock: testClock(), timeoutMs: 1000 });
-  t.strictSame(await both.a('example.test'), ['192.0.2.1'], 'the second server answers');
-  t.equal(failing.queries.length, 1);
-});
+    const failing = await startDnsZone(t);
+    failing.behaviour = 'servfail';
+    const both = createResolver({
+      servers: [hostPort(failing.hostPort), hostPort(zone.hostPort)],
+      clock: testClock(),
+      timeoutMs: 1000,
+    });
+    t.strictSame(await both.a('example.test'), ['192.0.2.1'], 'the second server answers');
+    t.equal(failing.queries.length, 1);
+  },
+);
 
 t.test('a truncated UDP answer is asked again over TCP', async (t) => {
   const { zone, resolver } = await setup(t);
   zone.behaviour = 'truncate';
   zone.mx('example.test', 10, 'mx.example.test');
   t.strictSame(await resolver.mx('example.test'), [{ exchange: 'mx.example.test', priority: 10 }]);
-  t.strictSame(zone.queriesFor('example.test', 'MX').map((q) => q.transport), ['udp', 'tcp']);
+  t.strictSame(
+    zone.queriesFor('example.test', 'MX').map((q) => q.transport),
+    ['udp', 'tcp'],
+  );
   await failsWith(t, resolver.txt('missing.example.test'), 'NXDOMAIN');
-  t.strictSame(zone.queriesFor('missing.example.test').map((q) => q.transport), ['udp', 'tcp'], 'negative answers too');
+  t.strictSame(
+    zone.queriesFor('missing.example.test').map((q) => q.transport),
+    ['udp', 'tcp'],
+    'negative answers too',
+  );
 });
 
 t.test('a TCP leg that never answers is bounded by the same timeout', async (t) => {
@@ -207,7 +245,10 @@ t.test('a TCP leg that never answers is bounded by the same timeout', async (t) 
   t.ok(elapsed >= 380 && elapsed < 1000, `settled in ${elapsed} ms`);
   t.equal(udpQueries, 2, 'two attempts');
   // The server sees the close a moment after the client destroys its socket.
-  t.ok(await waitFor(() => held.size === 0, { timeoutMs: 2000, what: 'TCP connections closed' }), 'the TCP connections were closed');
+  t.ok(
+    await waitFor(() => held.size === 0, { timeoutMs: 2000, what: 'TCP connections closed' }),
+    'the TCP connections were closed',
+  );
 });
 
 t.test('positive answers are cached for their TTL, at most an hour', async (t) => {
@@ -245,7 +286,10 @@ t.test('negative answers are cached at most 60 s, even when the SOA says more', 
   const { zone, clock, resolver } = await setup(t);
   zone.soa('', { minimum: 3600, ttl: 3600 });
   zone.a('host.example.test', '192.0.2.1');
-  for (const [name, failure] of [['missing.example.test', 'NXDOMAIN'], ['host.example.test', 'NODATA']] as const) {
+  for (const [name, failure] of [
+    ['missing.example.test', 'NXDOMAIN'],
+    ['host.example.test', 'NODATA'],
+  ] as const) {
     await failsWith(t, resolver.txt(name), failure);
     clock.advance(59 * SECOND);
     await failsWith(t, resolver.txt(name), failure);
@@ -264,7 +308,10 @@ t.test('negative answers are cached for less when the SOA says less (RFC 2308 §
   const { zone, clock, resolver } = await setup(t);
   zone.soa('short.test', { minimum: 10, ttl: 300 });
   zone.soa('shortttl.test', { minimum: 300, ttl: 5 });
-  const cases = [['x.short.test', 10], ['x.shortttl.test', 5]] as const;
+  const cases = [
+    ['x.short.test', 10],
+    ['x.shortttl.test', 5],
+  ] as const;
   for (const [name, seconds] of cases) {
     await failsWith(t, resolver.a(name), 'NXDOMAIN');
     clock.advance((seconds - 1) * SECOND);
@@ -292,14 +339,22 @@ t.test('fresh bypasses the cache and refreshes it', async (t) => {
   t.strictSame(await resolver.txt('_svc-verify.example.test'), ['old']);
   zone.remove('_svc-verify.example.test').txt('_svc-verify.example.test', 'new');
   t.strictSame(await resolver.txt('_svc-verify.example.test'), ['old'], 'cached');
-  t.strictSame(await resolver.txt('_svc-verify.example.test', { fresh: true }), ['new'], 'fresh sees what is published now');
+  t.strictSame(
+    await resolver.txt('_svc-verify.example.test', { fresh: true }),
+    ['new'],
+    'fresh sees what is published now',
+  );
   t.strictSame(await resolver.txt('_svc-verify.example.test'), ['new'], 'and the cache now holds it');
   t.equal(zone.queries.length, 2);
 
   await failsWith(t, resolver.txt('later.example.test'), 'NXDOMAIN');
   zone.txt('later.example.test', 'published');
   await failsWith(t, resolver.txt('later.example.test'), 'NXDOMAIN');
-  t.strictSame(await resolver.txt('later.example.test', { fresh: true }), ['published'], 'fresh past a cached NXDOMAIN');
+  t.strictSame(
+    await resolver.txt('later.example.test', { fresh: true }),
+    ['published'],
+    'fresh past a cached NXDOMAIN',
+  );
 });
 
 t.test('CNAME chains in the answer are followed', async (t) => {
@@ -328,9 +383,17 @@ t.test('CNAME chains in the answer are followed', async (t) => {
 t.test('names are normalized before the query; concurrent lookups share one query', async (t) => {
   const { zone, resolver } = await setup(t);
   zone.a('example.test', '192.0.2.1');
-  const answers = await Promise.all([resolver.a('Example.TEST.'), resolver.a('example.test'), resolver.a('EXAMPLE.test')]);
+  const answers = await Promise.all([
+    resolver.a('Example.TEST.'),
+    resolver.a('example.test'),
+    resolver.a('EXAMPLE.test'),
+  ]);
   t.strictSame(answers, [['192.0.2.1'], ['192.0.2.1'], ['192.0.2.1']]);
-  t.strictSame(zone.queries, [{ name: 'example.test', type: 'A', transport: 'udp' }], 'one query, for the normalized name');
+  t.strictSame(
+    zone.queries,
+    [{ name: 'example.test', type: 'A', transport: 'udp' }],
+    'one query, for the normalized name',
+  );
 
   await failsWith(t, resolver.a(`${'a'.repeat(64)}.example.test`), 'NXDOMAIN');
   await failsWith(t, resolver.a('a..example.test'), 'NXDOMAIN');

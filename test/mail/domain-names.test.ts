@@ -28,15 +28,36 @@ t.test('IDN labels become punycode; A-labels pass through; bad punycode is refus
 
 t.test('refuses what is not a host name', async (t) => {
   const bad = [
-    '-bad.example', 'bad-.example', 'a..b', '.example.com', 'localhost', 'com',
-    'under_score.example', 'sp ace.example', 'ex%41mple.com', 'user@example.com', 'example.com/path', 'example.com:443',
-    'http://example.com', '*.example.com',
+    '-bad.example',
+    'bad-.example',
+    'a..b',
+    '.example.com',
+    'localhost',
+    'com',
+    'under_score.example',
+    'sp ace.example',
+    'ex%41mple.com',
+    'user@example.com',
+    'example.com/path',
+    'example.com:443',
+    'http://example.com',
+    '*.example.com',
   ];
   for (const s of bad) t.equal(normalizeDomain(s), null, JSON.stringify(s));
 });
 
 t.test('refuses IP addresses in every spelling', async (t) => {
-  for (const s of ['1.2.3.4', '127.0.0.1', '1.2.3', '0x7f.1', '999.999.999.999', '::1', '[::1]', '2001:db8::1', 'example.123']) {
+  for (const s of [
+    '1.2.3.4',
+    '127.0.0.1',
+    '1.2.3',
+    '0x7f.1',
+    '999.999.999.999',
+    '::1',
+    '[::1]',
+    '2001:db8::1',
+    'example.123',
+  ]) {
     t.equal(normalizeDomain(s), null, JSON.stringify(s));
   }
 });

@@ -7,8 +7,11 @@ const ID = '3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b';
 
 t.test('encodes the message uuid without dashes at the return-path domain', async (t) => {
   t.equal(encodeReturnPath(ID, 'bounces.example.com'), 'b-3f1c2a9e5b7d4e8f9a0b1c2d3e4f5a6b@bounces.example.com');
-  t.equal(encodeReturnPath(ID.toUpperCase(), 'Bounces.Example.COM'), 'b-3f1c2a9e5b7d4e8f9a0b1c2d3e4f5a6b@bounces.example.com',
-    'lower case throughout');
+  t.equal(
+    encodeReturnPath(ID.toUpperCase(), 'Bounces.Example.COM'),
+    'b-3f1c2a9e5b7d4e8f9a0b1c2d3e4f5a6b@bounces.example.com',
+    'lower case throughout',
+  );
 });
 
 t.test('round trip', async (t) => {
@@ -17,16 +20,29 @@ t.test('round trip', async (t) => {
     const address = encodeReturnPath(id, 'bounces.mail.example.org');
     t.same(decodeReturnPath(address), { messageId: id, domain: 'bounces.mail.example.org' });
   }
-  t.same(decodeReturnPath('B-3F1C2A9E5B7D4E8F9A0B1C2D3E4F5A6B@BOUNCES.Example.com'), { messageId: ID, domain: 'bounces.example.com' },
-    'the local part is matched case-insensitively, the domain comes back lower-cased');
+  t.same(
+    decodeReturnPath('B-3F1C2A9E5B7D4E8F9A0B1C2D3E4F5A6B@BOUNCES.Example.com'),
+    { messageId: ID, domain: 'bounces.example.com' },
+    'the local part is matched case-insensitively, the domain comes back lower-cased',
+  );
 });
 
 t.test('encode refuses what is not a uuid or a host name', async (t) => {
   for (const id of ['', 'not-a-uuid', ID.replace(/-/g, ''), `${ID}x`, ` ${ID}`, ID.replace('3', 'g'), `${ID}\r\n`]) {
     t.throws(() => encodeReturnPath(id, 'bounces.example.com'), JSON.stringify(id));
   }
-  for (const d of ['', 'localhost', 'bounces.example.com.', ' bounces.example.com', 'bounces..example.com', 'b_x.example.com',
-    '1.2.3.4', 'bounces.example.com\r\nX: y', 'bücher.example', `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(57)}.com`]) {
+  for (const d of [
+    '',
+    'localhost',
+    'bounces.example.com.',
+    ' bounces.example.com',
+    'bounces..example.com',
+    'b_x.example.com',
+    '1.2.3.4',
+    'bounces.example.com\r\nX: y',
+    'bücher.example',
+    `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(57)}.com`,
+  ]) {
     t.throws(() => encodeReturnPath(ID, d), JSON.stringify(d));
   }
 });
@@ -35,7 +51,10 @@ t.test('decode refuses anything encode cannot have produced', async (t) => {
   const good = 'b-3f1c2a9e5b7d4e8f9a0b1c2d3e4f5a6b@bounces.example.com';
   t.ok(decodeReturnPath(good), 'the control case decodes');
   const bad = [
-    '', 'bounces.example.com', '@bounces.example.com', 'b-@bounces.example.com',
+    '',
+    'bounces.example.com',
+    '@bounces.example.com',
+    'b-@bounces.example.com',
     'b-3f1c2a9e5b7d4e8f9a0b1c2d3e4f5a6@bounces.example.com', // 31 digits
     'b-3f1c2a9e5b7d4e8f9a0b1c2d3e4f5a6bb@bounces.example.com', // 33 digits
     'b-3f1c2a9e5b7d4e8f9a0b1c2d3e4f5a6g@bounces.example.com', // not hex
@@ -59,7 +78,11 @@ t.test('decode refuses anything encode cannot have produced', async (t) => {
   for (const a of bad) t.equal(decodeReturnPath(a), null, JSON.stringify(a));
   const long = `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(30)}.com`;
   t.ok(`b-3f1c2a9e5b7d4e8f9a0b1c2d3e4f5a6b@${long}`.length > 254);
-  t.equal(decodeReturnPath(`b-3f1c2a9e5b7d4e8f9a0b1c2d3e4f5a6b@${long}`), null, 'over 254 octets (RFC 5321 §4.5.3.1.3)');
+  t.equal(
+    decodeReturnPath(`b-3f1c2a9e5b7d4e8f9a0b1c2d3e4f5a6b@${long}`),
+    null,
+    'over 254 octets (RFC 5321 §4.5.3.1.3)',
+  );
   t.throws(() => encodeReturnPath(ID, long), 'encode refuses the same length');
   t.equal(decodeReturnPath(undefined as unknown as string), null);
 });

@@ -5,24 +5,38 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import {
-  BOUNCE_CLASSES, classify, defaultRules, loadRules, matchRule, parseReply, RULES_URL,
-  type BounceClass, type SmtpReplyInput,
+  BOUNCE_CLASSES,
+  classify,
+  defaultRules,
+  loadRules,
+  matchRule,
+  parseReply,
+  RULES_URL,
+  type BounceClass,
+  type SmtpReplyInput,
 } from '../../mta/outbound/bounce-classify.js';
 
-interface FileRule { line: number; action: string; class: string; replies: string[] }
+interface FileRule {
+  line: number;
+  action: string;
+  class: string;
+  replies: string[];
+}
 
 /** The rules file as this test reads it: each rule line with the `# reply:` quotes above it. */
 function readRulesFile(): FileRule[] {
   const out: FileRule[] = [];
   let replies: string[] = [];
-  readFileSync(RULES_URL, 'utf8').split(/\r?\n/).forEach((line, i) => {
-    const quote = /^#\s*reply:\s*(.+)$/i.exec(line.trim());
-    if (quote) replies.push(quote[1]!.trim());
-    if (line.trim() === '' || line.trim().startsWith('#')) return;
-    const [, action, cls] = line.split(/\t+/).map((f) => f.trim());
-    out.push({ line: i + 1, action: action!, class: cls!, replies });
-    replies = [];
-  });
+  readFileSync(RULES_URL, 'utf8')
+    .split(/\r?\n/)
+    .forEach((line, i) => {
+      const quote = /^#\s*reply:\s*(.+)$/i.exec(line.trim());
+      if (quote) replies.push(quote[1]!.trim());
+      if (line.trim() === '' || line.trim().startsWith('#')) return;
+      const [, action, cls] = line.split(/\t+/).map((f) => f.trim());
+      out.push({ line: i + 1, action: action!, class: cls!, replies });
+      replies = [];
+    });
   return out;
 }
 
@@ -52,7 +66,11 @@ function splitForm(quoted: string): SmtpReplyInput {
 
 t.test('the rules file loads, and this test sees the same rules as the module', async (t) => {
   t.ok(fileRules.length >= 20, `${fileRules.length} rules`);
-  t.same(defaultRules.map((r) => r.line), fileRules.map((r) => r.line), 'same rule lines');
+  t.same(
+    defaultRules.map((r) => r.line),
+    fileRules.map((r) => r.line),
+    'same rule lines',
+  );
   for (const r of fileRules) t.ok(r.replies.length > 0, `line ${r.line} has at least one quoted reply`);
 });
 
@@ -78,17 +96,37 @@ for (const [cls, rules] of byClass) {
         const split = splitForm(quoted);
         const lines = wrap(split.text, 60);
         const multiline = lines
-          .map((l, i) => `${split.code}${i < lines.length - 1 ? '-' : ' '}${split.enhanced ? `${split.enhanced} ` : ''}${l}`)
+          .map(
+            (l, i) =>
+              `${split.code}${i < lines.length - 1 ? '-' : ' '}${split.enhanced ? `${split.enhanced} ` : ''}${l}`,
+          )
           .join('\n');
-        t.match(classify({ code: split.code, text: multiline }), { action: rule.action, class: rule.class }, `${label}: multi-line form`);
+        t.match(
+          classify({ code: split.code, text: multiline }),
+          { action: rule.action, class: rule.class },
+          `${label}: multi-line form`,
+        );
       }
     }
   });
 }
 
 t.test('the rules cover every class the MTA is expected to recognise from reply text', async (t) => {
-  const expected: BounceClass[] = ['unknown_user', 'mailbox_full', 'greylisted', 'rate_limited', 'spam', 'blocklisted',
-    'auth_failure', 'too_large', 'bad_domain', 'relay_denied', 'tls_required', 'temporary', 'policy'];
+  const expected: BounceClass[] = [
+    'unknown_user',
+    'mailbox_full',
+    'greylisted',
+    'rate_limited',
+    'spam',
+    'blocklisted',
+    'auth_failure',
+    'too_large',
+    'bad_domain',
+    'relay_denied',
+    'tls_required',
+    'temporary',
+    'policy',
+  ];
   for (const c of expected) t.ok(byClass.has(c), `a rule for ${c}`);
   for (const c of byClass.keys()) t.ok((BOUNCE_CLASSES as readonly string[]).includes(c), `${c} is a BounceClass`);
 });
@@ -108,9 +146,14 @@ t.test('no rule turns a 4yz into a bounce', async (t) => {
 
 t.test('2xx delivers, whatever the text', async (t) => {
   t.same(classify({ code: 250, enhanced: '2.0.0', text: 'OK id=1rAbCd-000123-45' }), {
-    action: 'deliver', class: 'delivered', message: 'Accepted by the receiving server',
+    action: 'deliver',
+    class: 'delivered',
+    message: 'Accepted by the receiving server',
   });
-  t.equal(classify({ code: 250, text: '2.6.0 Message accepted, but Greylisted and spam and User unknown' }).action, 'deliver');
+  t.equal(
+    classify({ code: 250, text: '2.6.0 Message accepted, but Greylisted and spam and User unknown' }).action,
+    'deliver',
+  );
   t.equal(classify({ code: 251, text: 'User not local; will forward to <jane@example.net>' }).action, 'deliver');
 });
 
@@ -143,62 +186,141 @@ t.test('no rule matches: the enhanced status code decides (RFC 3463)', async (t)
     t.match(classify(reply), { action, class: cls }, `${reply.code} ${reply.enhanced}`);
   }
   // A real reply no rule claims: Gmail's missing-PTR refusal, decided by 5.7.25 (RFC 7372).
-  t.match(classify(parseReply(
-    '550-5.7.25 [203.0.113.5] The IP address sending this message does not have a PTR record setup, or the corresponding forward DNS entry does not point to the sending IP. As a policy, Gmail does not accept messages from IPs with missing PTR records. For more information, go to https://support.google.com/mail/answer/81126#ip-practices 41be03b00d2f7-5e1a2b3c4d5sm123456a.12 - gsmtp',
-  )!), { action: 'fail', class: 'auth_failure', message: /Reverse DNS/ });
-  t.match(classify({ code: 550, text: '5.1.1 Nope' }), { class: 'unknown_user' }, 'the enhanced code is read from the text when not given');
-  t.match(classify({ code: 550, text: '550-5.1.1 Nope\n550 5.1.1 Still nope' }), { class: 'unknown_user' }, 'and from a multi-line reply');
-  t.match(classify({ code: 550, enhanced: 'x.1.1', text: 'Nope' }), { class: 'other' }, 'a malformed enhanced code is ignored');
+  t.match(
+    classify(
+      parseReply(
+        '550-5.7.25 [203.0.113.5] The IP address sending this message does not have a PTR record setup, or the corresponding forward DNS entry does not point to the sending IP. As a policy, Gmail does not accept messages from IPs with missing PTR records. For more information, go to https://support.google.com/mail/answer/81126#ip-practices 41be03b00d2f7-5e1a2b3c4d5sm123456a.12 - gsmtp',
+      )!,
+    ),
+    { action: 'fail', class: 'auth_failure', message: /Reverse DNS/ },
+  );
+  t.match(
+    classify({ code: 550, text: '5.1.1 Nope' }),
+    { class: 'unknown_user' },
+    'the enhanced code is read from the text when not given',
+  );
+  t.match(
+    classify({ code: 550, text: '550-5.1.1 Nope\n550 5.1.1 Still nope' }),
+    { class: 'unknown_user' },
+    'and from a multi-line reply',
+  );
+  t.match(
+    classify({ code: 550, enhanced: 'x.1.1', text: 'Nope' }),
+    { class: 'other' },
+    'a malformed enhanced code is ignored',
+  );
 });
 
 t.test('an enhanced code that disagrees with the reply code is ignored (RFC 2034 §4)', async (t) => {
-  t.same(classify({ code: 451, enhanced: '5.1.1', text: 'Nope' }), { action: 'defer', class: 'temporary', message: 'Temporary failure (451)' });
-  t.same(classify({ code: 550, enhanced: '4.2.2', text: 'Nope' }), { action: 'fail', class: 'other', message: 'Permanent failure (550)' });
+  t.same(classify({ code: 451, enhanced: '5.1.1', text: 'Nope' }), {
+    action: 'defer',
+    class: 'temporary',
+    message: 'Temporary failure (451)',
+  });
+  t.same(classify({ code: 550, enhanced: '4.2.2', text: 'Nope' }), {
+    action: 'fail',
+    class: 'other',
+    message: 'Permanent failure (550)',
+  });
 });
 
 t.test('neither rule nor enhanced code: the basic reply code decides (RFC 5321 §4.2.1)', async (t) => {
-  t.match(classify({ code: 421, text: 'mx.example.org Service not available, closing transmission channel' }), { action: 'defer', class: 'temporary' });
-  t.match(classify({ code: 450, text: 'Requested mail action not taken: mailbox unavailable' }), { action: 'defer', class: 'temporary' });
+  t.match(classify({ code: 421, text: 'mx.example.org Service not available, closing transmission channel' }), {
+    action: 'defer',
+    class: 'temporary',
+  });
+  t.match(classify({ code: 450, text: 'Requested mail action not taken: mailbox unavailable' }), {
+    action: 'defer',
+    class: 'temporary',
+  });
   t.match(classify({ code: 554, text: 'Transaction failed' }), { action: 'fail', class: 'other' });
   t.match(classify({ code: 550, text: '' }), { action: 'fail', class: 'other' });
-  t.match(classify({ code: 354, text: 'Start mail input; end with <CRLF>.<CRLF>' }), { action: 'defer', class: 'other' }, '3yz is no final answer');
+  t.match(
+    classify({ code: 354, text: 'Start mail input; end with <CRLF>.<CRLF>' }),
+    { action: 'defer', class: 'other' },
+    '3yz is no final answer',
+  );
   t.match(classify({ code: Number.NaN, text: 'garbage' }), { action: 'defer', class: 'other' });
   t.match(classify({ code: 999, text: 'garbage' }), { action: 'defer', class: 'other' });
 });
 
 t.test('a connection error defers with class connection', async (t) => {
-  for (const e of ['connect ECONNREFUSED 192.0.2.1:25', 'Connection timeout', 'read ECONNRESET', 'queryMx ENOTFOUND example.org']) {
+  for (const e of [
+    'connect ECONNREFUSED 192.0.2.1:25',
+    'Connection timeout',
+    'read ECONNRESET',
+    'queryMx ENOTFOUND example.org',
+  ]) {
     t.match(classify({ connectionError: e }), { action: 'defer', class: 'connection' }, e);
   }
 });
 
 t.test('rules match case-insensitively', async (t) => {
   const upper = '550 5.1.1 <JANE@EXAMPLE.ORG>: RECIPIENT ADDRESS REJECTED: USER UNKNOWN IN LOCAL RECIPIENT TABLE';
-  t.match(classify(parseReply(upper)!), { action: 'fail', class: 'unknown_user', message: 'The mailbox does not exist' });
-  t.match(classify(parseReply(upper.toLowerCase())!), { action: 'fail', class: 'unknown_user', message: 'The mailbox does not exist' });
+  t.match(classify(parseReply(upper)!), {
+    action: 'fail',
+    class: 'unknown_user',
+    message: 'The mailbox does not exist',
+  });
+  t.match(classify(parseReply(upper.toLowerCase())!), {
+    action: 'fail',
+    class: 'unknown_user',
+    message: 'The mailbox does not exist',
+  });
   t.match(classify({ code: 451, text: 'gReYlIsTeD, please retry' }), { action: 'defer', class: 'greylisted' });
   // Without the rule, 5.7.1 would say policy: the text is what made it blocklisted.
-  t.match(classify({ code: 554, enhanced: '5.7.1', text: 'SERVICE UNAVAILABLE; CLIENT HOST [203.0.113.5] BLOCKED USING ZEN.SPAMHAUS.ORG' }),
-    { action: 'defer', class: 'blocklisted' });
+  t.match(
+    classify({
+      code: 554,
+      enhanced: '5.7.1',
+      text: 'SERVICE UNAVAILABLE; CLIENT HOST [203.0.113.5] BLOCKED USING ZEN.SPAMHAUS.ORG',
+    }),
+    { action: 'defer', class: 'blocklisted' },
+  );
 });
 
 t.test('rules come before the enhanced code', async (t) => {
   // Exchange's 5.1.10 is "recipient not found", not RFC 7505's null MX: the rule knows.
-  t.match(classify({ code: 550, enhanced: '5.1.10', text: 'RESOLVER.ADR.RecipientNotFound; Recipient not found by SMTP address lookup' }),
-    { action: 'fail', class: 'unknown_user' });
-  t.match(classify({ code: 550, enhanced: '5.1.10', text: 'Recipient address has null MX' }), { action: 'fail', class: 'bad_domain' });
+  t.match(
+    classify({
+      code: 550,
+      enhanced: '5.1.10',
+      text: 'RESOLVER.ADR.RecipientNotFound; Recipient not found by SMTP address lookup',
+    }),
+    { action: 'fail', class: 'unknown_user' },
+  );
+  t.match(classify({ code: 550, enhanced: '5.1.10', text: 'Recipient address has null MX' }), {
+    action: 'fail',
+    class: 'bad_domain',
+  });
 });
 
 t.test('loadRules', async (t) => {
   const ok = ['# reply: 550 5.1.1 No such user here', 'no such user\tfail\tunknown_user\tGone'].join('\n');
   const rules = loadRules(ok);
   t.equal(rules.length, 1);
-  t.match(rules[0], { line: 2, action: 'fail', class: 'unknown_user', message: 'Gone', replies: ['550 5.1.1 No such user here'] });
-  t.same(classify({ code: 550, text: 'No such user here' }, rules), { action: 'fail', class: 'unknown_user', message: 'Gone' });
-  t.same(classify({ code: 550, text: 'Something else' }, rules), { action: 'fail', class: 'other', message: 'Permanent failure (550)' },
-    'a rules set is honoured as given');
-  t.equal(loadRules('a\t\t\tdefer\t\tgreylisted\t\tAligned with several tabs'.replace(/^/, '# reply: 451 a\n')).length, 1,
-    'runs of tabs separate fields');
+  t.match(rules[0], {
+    line: 2,
+    action: 'fail',
+    class: 'unknown_user',
+    message: 'Gone',
+    replies: ['550 5.1.1 No such user here'],
+  });
+  t.same(classify({ code: 550, text: 'No such user here' }, rules), {
+    action: 'fail',
+    class: 'unknown_user',
+    message: 'Gone',
+  });
+  t.same(
+    classify({ code: 550, text: 'Something else' }, rules),
+    { action: 'fail', class: 'other', message: 'Permanent failure (550)' },
+    'a rules set is honoured as given',
+  );
+  t.equal(
+    loadRules('a\t\t\tdefer\t\tgreylisted\t\tAligned with several tabs'.replace(/^/, '# reply: 451 a\n')).length,
+    1,
+    'runs of tabs separate fields',
+  );
   t.same(loadRules('# only a comment\n\n'), [], 'comments and blank lines only');
 
   // A multi-line reply is matched as one line, code prefixes removed.
@@ -220,7 +342,14 @@ t.test('loadRules', async (t) => {
     ['# reply: User unknown\nx\tfail\tother\tm', 1, /three-digit reply code/],
   ];
   for (const [text, line, why] of bad) {
-    t.throws(() => loadRules(text, 'rules.txt'), { message: new RegExp(`^rules\\.txt line ${line}: .*${why.source}`) }, why.source);
+    t.throws(
+      () => loadRules(text, 'rules.txt'),
+      { message: new RegExp(`^rules\\.txt line ${line}: .*${why.source}`) },
+      why.source,
+    );
   }
-  t.throws(() => loadRules('x\tfail\tother\tm\n# reply: 550 x'.replace(/^/, '# reply: 550 x\n')), /have no rule under them/);
+  t.throws(
+    () => loadRules('x\tfail\tother\tm\n# reply: 550 x'.replace(/^/, '# reply: 550 x\n')),
+    /have no rule under them/,
+  );
 });

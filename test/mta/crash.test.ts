@@ -20,8 +20,11 @@ t.test('kill -9 during a burst loses no acknowledged message', async (t) => {
   const sink = await startSmtpSink(t);
   const dataDir = await tempDir(t);
   const env = {
-    ...listenEnv(dataDir), ...(await databaseEnv(t)),
-    SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY, SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port),
+    ...listenEnv(dataDir),
+    ...(await databaseEnv(t)),
+    SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY,
+    SVC_DNS_SERVERS: zone.hostPort,
+    SVC_OUTBOUND_PORT: String(sink.port),
     SVC_LOG_LEVEL: 'warn',
   };
   const boot = async (): Promise<{ child: Svc; url: string }> => {
@@ -42,7 +45,12 @@ t.test('kill -9 during a burst loses no acknowledged message', async (t) => {
       const i = next++;
       for (;;) {
         try {
-          const r = await s.key.v1.services.sendEmail({ from: `ada@${s.domain}`, to: `r${i}@dest.test`, subject: `burst ${i}`, text: `message ${i}` });
+          const r = await s.key.v1.services.sendEmail({
+            from: `ada@${s.domain}`,
+            to: `r${i}@dest.test`,
+            subject: `burst ${i}`,
+            text: `message ${i}`,
+          });
           acked.add(r.providerMessageId);
         } catch (err) {
           // The key's rate limit (gaps-filled.md #7: 100 burst, 20/s) answers 429: wait and send it again.
@@ -57,7 +65,10 @@ t.test('kill -9 during a burst loses no acknowledged message', async (t) => {
     }
   };
   const burst = Promise.all(Array.from({ length: CONCURRENCY }, worker));
-  await waitFor(() => acked.size >= BURST / 2 && sink.messages.length > 0, { timeoutMs: 60_000, what: 'half the burst acknowledged and deliveries under way' });
+  await waitFor(() => acked.size >= BURST / 2 && sink.messages.length > 0, {
+    timeoutMs: 60_000,
+    what: 'half the burst acknowledged and deliveries under way',
+  });
   current.child.child.kill('SIGKILL');
   killed = true;
   await current.child.exited;
@@ -71,12 +82,26 @@ t.test('kill -9 during a burst loses no acknowledged message', async (t) => {
     const seen = new Set(sink.messages.map((m) => idOf(m.raw)));
     return [...acked].filter((id) => !seen.has(id));
   };
-  await waitFor(() => missing().length === 0, { timeoutMs: 60_000, everyMs: 100, what: `every acknowledged message at the sink (missing ${missing().length})` });
+  await waitFor(() => missing().length === 0, {
+    timeoutMs: 60_000,
+    everyMs: 100,
+    what: `every acknowledged message at the sink (missing ${missing().length})`,
+  });
   t.same(missing(), [], `all ${acked.size} acknowledged messages delivered after the restart`);
   const ids = sink.messages.map((m) => idOf(m.raw));
-  t.ok(ids.length - new Set(ids).size <= CONCURRENCY * 2, `duplicates bounded by the deliveries in flight at the kill (${ids.length - new Set(ids).size})`);
-  const verdicts = await verifyDkimAll(sink.messages.map((m) => m.raw), s.dkimTxt);
-  t.same(verdicts.filter((sigs) => !(sigs.length > 0 && sigs.every((x) => x.ok))), [], `python3-dkim: all ${verdicts.length} delivered messages signed`);
+  t.ok(
+    ids.length - new Set(ids).size <= CONCURRENCY * 2,
+    `duplicates bounded by the deliveries in flight at the kill (${ids.length - new Set(ids).size})`,
+  );
+  const verdicts = await verifyDkimAll(
+    sink.messages.map((m) => m.raw),
+    s.dkimTxt,
+  );
+  t.same(
+    verdicts.filter((sigs) => !(sigs.length > 0 && sigs.every((x) => x.ok))),
+    [],
+    `python3-dkim: all ${verdicts.length} delivered messages signed`,
+  );
   current.child.child.kill('SIGTERM');
   const exit = await current.child.exited;
   t.equal(exit.code, 0, 'SIGTERM drains and exits 0');

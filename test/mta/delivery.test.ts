@@ -16,7 +16,13 @@ interface World {
   s: Sender;
 }
 
-async function world(t: Test, env: Record<string, string> = {}, sinkAnswer?: SinkOptions['answer'], sinkOpts: SinkOptions = {}, senderDomain?: string): Promise<World> {
+async function world(
+  t: Test,
+  env: Record<string, string> = {},
+  sinkAnswer?: SinkOptions['answer'],
+  sinkOpts: SinkOptions = {},
+  senderDomain?: string,
+): Promise<World> {
   const zone = await startDnsZone(t);
   const sink = await startSmtpSink(t, { answer: sinkAnswer, ...sinkOpts });
   zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
@@ -34,15 +40,20 @@ async function world(t: Test, env: Record<string, string> = {}, sinkAnswer?: Sin
  * the records the API told the customer to publish: both signatures (RSA and Ed25519) must pass.
  */
 async function allSigned(t: Test, w: World): Promise<void> {
-  const results = await verifyDkimAll(w.sink.messages.map((m) => m.raw), w.s.dkimTxt);
+  const results = await verifyDkimAll(
+    w.sink.messages.map((m) => m.raw),
+    w.s.dkimTxt,
+  );
   const bad = results.flatMap((sigs, i) => (sigs.length === 2 && sigs.every((x) => x.ok) ? [] : [{ i, sigs }]));
   t.same(bad, [], `python3-dkim: ${results.length} delivered messages, rsa-sha256 and ed25519-sha256 pass`);
 }
 
 // Waiting reads the database: polling the API would spend the key's rate limit (gaps-filled.md #7).
 const statusOf = async (w: World, id: string) =>
-  (await w.svc.running.storage.db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [id]))[0]?.status;
-const eventsOf = async (w: World, id: string) => (await w.s.key.v1.messages.events({ id })).events as { type: string; detail: Record<string, unknown> | null }[];
+  (await w.svc.running.storage.db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [id]))[0]
+    ?.status;
+const eventsOf = async (w: World, id: string) =>
+  (await w.s.key.v1.messages.events({ id })).events as { type: string; detail: Record<string, unknown> | null }[];
 const waitStatus = (w: World, id: string, status: string) =>
   waitFor(async () => (await statusOf(w, id)) === status, { timeoutMs: 20_000, what: `message ${id} ${status}` });
 
@@ -50,31 +61,69 @@ t.test('delivered: STARTTLS, EHLO, VERP, two DKIM signatures, one reused connect
   const w = await world(t);
   const ids: string[] = [];
   for (let i = 0; i < 5; i++) {
-    const r = await w.s.key.v1.services.sendEmail({ from: `Ada <ada@${w.s.domain}>`, to: `bob${i}@Dest.TEST`, subject: `Hello ${i}`, text: `Hi ${i}` });
+    const r = await w.s.key.v1.services.sendEmail({
+      from: `Ada <ada@${w.s.domain}>`,
+      to: `bob${i}@Dest.TEST`,
+      subject: `Hello ${i}`,
+      text: `Hi ${i}`,
+    });
     ids.push(r.providerMessageId);
   }
   const got = await w.sink.waitForMessages(5);
   for (const id of ids) await waitStatus(w, id, 'delivered');
   t.equal(got.length, 5, 'each message once');
-  t.ok(got.every((m) => m.secure), 'opportunistic STARTTLS taken');
-  t.ok(got.every((m) => m.helo === 'mta.test'), 'EHLO SVC_HOSTNAME');
-  t.ok(got.every((m) => new RegExp(`^b-[0-9a-f]{32}@bounces\\.${w.s.domain.replace(/\./g, '\\.')}$`).test(m.mailFrom)), 'VERP return path');
-  t.same(got.map((m) => m.rcptTo).flat().sort(), ids.map((_, i) => `bob${i}@dest.test`).sort());
+  t.ok(
+    got.every((m) => m.secure),
+    'opportunistic STARTTLS taken',
+  );
+  t.ok(
+    got.every((m) => m.helo === 'mta.test'),
+    'EHLO SVC_HOSTNAME',
+  );
+  t.ok(
+    got.every((m) => new RegExp(`^b-[0-9a-f]{32}@bounces\\.${w.s.domain.replace(/\./g, '\\.')}$`).test(m.mailFrom)),
+    'VERP return path',
+  );
+  t.same(
+    got
+      .map((m) => m.rcptTo)
+      .flat()
+      .sort(),
+    ids.map((_, i) => `bob${i}@dest.test`).sort(),
+  );
   // The connections of the first five stay open (idle) and carry the next ones: no new TCP or TLS.
   const opened = w.sink.connections;
-  const more = await Promise.all([5, 6, 7].map(async (i) => (await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: `bob${i}@dest.test`, subject: 'again', text: 'x' })).providerMessageId));
+  const more = await Promise.all(
+    [5, 6, 7].map(
+      async (i) =>
+        (
+          await w.s.key.v1.services.sendEmail({
+            from: `ada@${w.s.domain}`,
+            to: `bob${i}@dest.test`,
+            subject: 'again',
+            text: 'x',
+          })
+        ).providerMessageId,
+    ),
+  );
   await w.sink.waitForMessages(8);
   for (const id of more) await waitStatus(w, id, 'delivered');
   t.equal(w.sink.connections, opened, `idle connections reused (${opened} opened for 8 messages)`);
 
   const events = await eventsOf(w, ids[0]!);
-  t.same(events.map((e) => e.type), ['queued', 'delivered']);
+  t.same(
+    events.map((e) => e.type),
+    ['queued', 'delivered'],
+  );
   t.match(events[1]!.detail, { attempt: 1, host: 'mx.dest.test', tls: true, reply: /^250/ });
   const { row } = await w.s.key.v1.messages.get({ id: ids[0]! });
   t.equal(row.status, 'delivered');
   t.equal(row.attempts, 1);
   t.equal(w.svc.running.storage.spool.count(), 0, 'spool empty');
-  const [cap] = await w.svc.running.storage.db.query<{ sent_count: string }>('SELECT sent_count FROM outbound_capabilities WHERE id = $1', [w.s.outboundId]);
+  const [cap] = await w.svc.running.storage.db.query<{ sent_count: string }>(
+    'SELECT sent_count FROM outbound_capabilities WHERE id = $1',
+    [w.s.outboundId],
+  );
   t.equal(Number(cap!.sent_count), 8, 'sent_count counts deliveries');
   await allSigned(t, w);
 });
@@ -82,7 +131,13 @@ t.test('delivered: STARTTLS, EHLO, VERP, two DKIM signatures, one reused connect
 t.test('one-click unsubscribe (RFC 8058): both headers, both signed', async (t) => {
   const w = await world(t);
   const url = 'https://example.test/unsubscribe?u=42&list=news';
-  const r = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'u@dest.test', subject: 'News', text: 'x', unsubscribeUrl: url });
+  const r = await w.s.key.v1.services.sendEmail({
+    from: `ada@${w.s.domain}`,
+    to: 'u@dest.test',
+    subject: 'News',
+    text: 'x',
+    unsubscribeUrl: url,
+  });
   const [m] = await w.sink.waitForMessages(1);
   await waitStatus(w, r.providerMessageId, 'delivered');
   const head = m!.raw.toString('latin1').split('\r\n\r\n')[0]!;
@@ -93,16 +148,35 @@ t.test('one-click unsubscribe (RFC 8058): both headers, both signed', async (t) 
     t.match(h, /\bh=[^;]*List-Unsubscribe[:;]/i, 'h= covers List-Unsubscribe');
   }
   await allSigned(t, w);
-  for (const bad of ['http://example.test/u', 'https://example.test/a b', 'mailto:u@example.test', 'https://example.test/<x>']) {
-    const e = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'u@dest.test', subject: 'News', text: 'x', unsubscribeUrl: bad }).catch((err: { status: number }) => err);
+  for (const bad of [
+    'http://example.test/u',
+    'https://example.test/a b',
+    'mailto:u@example.test',
+    'https://example.test/<x>',
+  ]) {
+    const e = await w.s.key.v1.services
+      .sendEmail({ from: `ada@${w.s.domain}`, to: 'u@dest.test', subject: 'News', text: 'x', unsubscribeUrl: bad })
+      .catch((err: { status: number }) => err);
     t.equal((e as { status: number }).status, 400, `refused: ${bad}`);
   }
 });
 
 t.test('at most 8 connections at once to one destination, however many messages are due', async (t) => {
   const w = await world(t);
-  const ids = await Promise.all(Array.from({ length: 60 }, async (_, i) =>
-    (await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: `many${i}@dest.test`, subject: 'x', text: 'x' })).providerMessageId));
+  const ids = await Promise.all(
+    Array.from(
+      { length: 60 },
+      async (_, i) =>
+        (
+          await w.s.key.v1.services.sendEmail({
+            from: `ada@${w.s.domain}`,
+            to: `many${i}@dest.test`,
+            subject: 'x',
+            text: 'x',
+          })
+        ).providerMessageId,
+    ),
+  );
   await w.sink.waitForMessages(60);
   for (const id of ids) await waitStatus(w, id, 'delivered');
   t.ok(w.sink.maxOpen <= 8, `at most 8 open at once (saw ${w.sink.maxOpen})`);
@@ -111,68 +185,148 @@ t.test('at most 8 connections at once to one destination, however many messages 
 });
 
 t.test('5xx: bounced with the reply kept, a hard_bounce suppression, the next send suppressed', async (t) => {
-  const w = await world(t, {}, (rcpt) => (rcpt.startsWith('gone@') ? { code: 550, message: '5.1.1 <gone@dest.test>: Recipient address rejected: User unknown' } : null));
-  const r = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'gone@dest.test', subject: 'x', text: 'x' });
+  const w = await world(t, {}, (rcpt) =>
+    rcpt.startsWith('gone@')
+      ? { code: 550, message: '5.1.1 <gone@dest.test>: Recipient address rejected: User unknown' }
+      : null,
+  );
+  const r = await w.s.key.v1.services.sendEmail({
+    from: `ada@${w.s.domain}`,
+    to: 'gone@dest.test',
+    subject: 'x',
+    text: 'x',
+  });
   await waitStatus(w, r.providerMessageId, 'bounced');
   const events = await eventsOf(w, r.providerMessageId);
-  t.same(events.map((e) => e.type), ['queued', 'bounced']);
-  t.match(events[1]!.detail, { class: 'unknown_user', reply: /550 5\.1\.1 <gone@dest\.test>: Recipient address rejected: User unknown/ });
-  const rows = await w.svc.running.storage.db.query<{ reason: string }>('SELECT reason FROM suppressions WHERE project_id = $1 AND address = $2', [w.s.projectId, 'gone@dest.test']);
-  t.same(rows.map((x) => x.reason), ['hard_bounce']);
-  const again = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'gone@dest.test', subject: 'x', text: 'x' });
+  t.same(
+    events.map((e) => e.type),
+    ['queued', 'bounced'],
+  );
+  t.match(events[1]!.detail, {
+    class: 'unknown_user',
+    reply: /550 5\.1\.1 <gone@dest\.test>: Recipient address rejected: User unknown/,
+  });
+  const rows = await w.svc.running.storage.db.query<{ reason: string }>(
+    'SELECT reason FROM suppressions WHERE project_id = $1 AND address = $2',
+    [w.s.projectId, 'gone@dest.test'],
+  );
+  t.same(
+    rows.map((x) => x.reason),
+    ['hard_bounce'],
+  );
+  const again = await w.s.key.v1.services.sendEmail({
+    from: `ada@${w.s.domain}`,
+    to: 'gone@dest.test',
+    subject: 'x',
+    text: 'x',
+  });
   t.equal(again.status, 'suppressed');
   t.equal(w.sink.messages.length, 0);
 
   // A refusal of the content, not the address: bounced, but the address is not suppressed.
   w.sink.answer = () => ({ code: 550, message: '5.7.1 Message rejected as spam by Content Filtering' });
-  const spam = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'fine@dest.test', subject: 'x', text: 'x' });
+  const spam = await w.s.key.v1.services.sendEmail({
+    from: `ada@${w.s.domain}`,
+    to: 'fine@dest.test',
+    subject: 'x',
+    text: 'x',
+  });
   await waitStatus(w, spam.providerMessageId, 'bounced');
-  const none = await w.svc.running.storage.db.query('SELECT 1 FROM suppressions WHERE project_id = $1 AND address = $2', [w.s.projectId, 'fine@dest.test']);
+  const none = await w.svc.running.storage.db.query(
+    'SELECT 1 FROM suppressions WHERE project_id = $1 AND address = $2',
+    [w.s.projectId, 'fine@dest.test'],
+  );
   t.equal(none.length, 0, 'spam refusal suppresses nothing');
 });
 
-t.test('4xx: deferred on the retry schedule (injected clock), then delivered; exhausted: failed + soft_bounce_max', async (t) => {
-  let mood: 'busy' | 'ok' = 'busy';
-  const w = await world(t, {}, () => (mood === 'busy' ? { code: 451, message: '4.3.0 Try again later' } : null));
-  const r = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'later@dest.test', subject: 'x', text: 'x' });
-  await waitStatus(w, r.providerMessageId, 'deferred');
-  const e1 = await eventsOf(w, r.providerMessageId);
-  t.match(e1.at(-1)!.detail, { attempt: 1, class: 'temporary', reply: /^451 4\.3\.0 Try again later/ });
-  // Postgres is written first, then the spool: wait for the entry's new time.
-  const entry = await waitFor(() => {
-    const e = w.svc.running.storage.spool.get(r.providerMessageId);
-    return e?.attempts === 1 ? e : null;
-  }, { what: 'the spool entry rescheduled' });
-  const wait = entry.nextAttemptMs - w.svc.clock.now();
-  t.ok(wait > 50_000 && wait <= 60_000, `due again after the first delay, 1m (in ${wait} ms)`);
-  mood = 'ok';
-  w.svc.clock.advance(59_000);
-  await new Promise((res) => setTimeout(res, 200));
-  t.equal(w.sink.messages.length, 0, 'not before its time');
-  w.svc.clock.advance(1_000);
-  await waitStatus(w, r.providerMessageId, 'delivered');
-  t.same((await eventsOf(w, r.providerMessageId)).map((e) => e.type), ['queued', 'deferred', 'delivered']);
-  t.equal((await w.s.key.v1.messages.get({ id: r.providerMessageId })).row.attempts, 2);
+t.test(
+  '4xx: deferred on the retry schedule (injected clock), then delivered; exhausted: failed + soft_bounce_max',
+  async (t) => {
+    let mood: 'busy' | 'ok' = 'busy';
+    const w = await world(t, {}, () => (mood === 'busy' ? { code: 451, message: '4.3.0 Try again later' } : null));
+    const r = await w.s.key.v1.services.sendEmail({
+      from: `ada@${w.s.domain}`,
+      to: 'later@dest.test',
+      subject: 'x',
+      text: 'x',
+    });
+    await waitStatus(w, r.providerMessageId, 'deferred');
+    const e1 = await eventsOf(w, r.providerMessageId);
+    t.match(e1.at(-1)!.detail, { attempt: 1, class: 'temporary', reply: /^451 4\.3\.0 Try again later/ });
+    // Postgres is written first, then the spool: wait for the entry's new time.
+    const entry = await waitFor(
+      () => {
+        const e = w.svc.running.storage.spool.get(r.providerMessageId);
+        return e?.attempts === 1 ? e : null;
+      },
+      { what: 'the spool entry rescheduled' },
+    );
+    const wait = entry.nextAttemptMs - w.svc.clock.now();
+    t.ok(wait > 50_000 && wait <= 60_000, `due again after the first delay, 1m (in ${wait} ms)`);
+    mood = 'ok';
+    w.svc.clock.advance(59_000);
+    await new Promise((res) => setTimeout(res, 200));
+    t.equal(w.sink.messages.length, 0, 'not before its time');
+    w.svc.clock.advance(1_000);
+    await waitStatus(w, r.providerMessageId, 'delivered');
+    t.same(
+      (await eventsOf(w, r.providerMessageId)).map((e) => e.type),
+      ['queued', 'deferred', 'delivered'],
+    );
+    t.equal((await w.s.key.v1.messages.get({ id: r.providerMessageId })).row.attempts, 2);
 
-  mood = 'busy';
-  const g = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'never@dest.test', subject: 'x', text: 'x' });
-  await waitStatus(w, g.providerMessageId, 'deferred');
-  w.svc.clock.advance(60_000);
-  await waitFor(async () => (await w.svc.running.storage.db.query('SELECT 1 FROM message_events WHERE message_id = $1', [g.providerMessageId])).length === 3, { what: 'second attempt' });
-  w.svc.clock.advance(5 * 60_000);
-  await waitStatus(w, g.providerMessageId, 'failed');
-  const ev = await eventsOf(w, g.providerMessageId);
-  t.same(ev.map((e) => e.type), ['queued', 'deferred', 'deferred', 'failed'], 'three attempts for two delays');
-  t.match(ev.at(-1)!.detail, { gaveUpAfter: 3 });
-  const rows = await w.svc.running.storage.db.query<{ reason: string }>('SELECT reason FROM suppressions WHERE project_id = $1 AND address = $2', [w.s.projectId, 'never@dest.test']);
-  t.same(rows.map((x) => x.reason), ['soft_bounce_max']);
-  t.ok(await waitFor(() => w.svc.running.storage.spool.get(g.providerMessageId) === undefined, { what: 'gone from the spool' }));
-  await allSigned(t, w);
-});
+    mood = 'busy';
+    const g = await w.s.key.v1.services.sendEmail({
+      from: `ada@${w.s.domain}`,
+      to: 'never@dest.test',
+      subject: 'x',
+      text: 'x',
+    });
+    await waitStatus(w, g.providerMessageId, 'deferred');
+    w.svc.clock.advance(60_000);
+    await waitFor(
+      async () =>
+        (
+          await w.svc.running.storage.db.query('SELECT 1 FROM message_events WHERE message_id = $1', [
+            g.providerMessageId,
+          ])
+        ).length === 3,
+      { what: 'second attempt' },
+    );
+    w.svc.clock.advance(5 * 60_000);
+    await waitStatus(w, g.providerMessageId, 'failed');
+    const ev = await eventsOf(w, g.providerMessageId);
+    t.same(
+      ev.map((e) => e.type),
+      ['queued', 'deferred', 'deferred', 'failed'],
+      'three attempts for two delays',
+    );
+    t.match(ev.at(-1)!.detail, { gaveUpAfter: 3 });
+    const rows = await w.svc.running.storage.db.query<{ reason: string }>(
+      'SELECT reason FROM suppressions WHERE project_id = $1 AND address = $2',
+      [w.s.projectId, 'never@dest.test'],
+    );
+    t.same(
+      rows.map((x) => x.reason),
+      ['soft_bounce_max'],
+    );
+    t.ok(
+      await waitFor(() => w.svc.running.storage.spool.get(g.providerMessageId) === undefined, {
+        what: 'gone from the spool',
+      }),
+    );
+    await allSigned(t, w);
+  },
+);
 
 t.test('svc queue delete (spool cancel) ends a waiting message as failed, never dialled again', async (t) => {
   const w = await world(t, {}, () => ({ code: 451, message: '4.3.0 Try again later' }));
-  const r = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'x@dest.test', subject: 'x', text: 'x' });
+  const r = await w.s.key.v1.services.sendEmail({
+    from: `ada@${w.s.domain}`,
+    to: 'x@dest.test',
+    subject: 'x',
+    text: 'x',
+  });
   await waitStatus(w, r.providerMessageId, 'deferred');
   const { spool } = w.svc.running.storage;
   await waitFor(() => spool.get(r.providerMessageId)?.attempts === 1, { what: 'rescheduled' });
@@ -182,18 +336,32 @@ t.test('svc queue delete (spool cancel) ends a waiting message as failed, never 
   t.match((await eventsOf(w, r.providerMessageId)).at(-1)!.detail, { reason: 'cancelled by operator' });
   t.ok(await waitFor(() => spool.get(r.providerMessageId) === undefined, { what: 'removed' }));
   t.equal(w.sink.refused.length, refusedBefore, 'no new attempt');
-  const rows = await w.svc.running.storage.db.query('SELECT 1 FROM suppressions WHERE project_id = $1', [w.s.projectId]);
+  const rows = await w.svc.running.storage.db.query('SELECT 1 FROM suppressions WHERE project_id = $1', [
+    w.s.projectId,
+  ]);
   t.equal(rows.length, 0, 'a cancellation suppresses nothing');
 });
 
 t.test("a message over the receiver's SIZE limit bounces (too_large) without suppressing the address", async (t) => {
   const w = await world(t, {}, undefined, { size: 2_000 });
-  const r = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'big@dest.test', subject: 'x', text: 'x'.repeat(5_000) });
+  const r = await w.s.key.v1.services.sendEmail({
+    from: `ada@${w.s.domain}`,
+    to: 'big@dest.test',
+    subject: 'x',
+    text: 'x'.repeat(5_000),
+  });
   await waitStatus(w, r.providerMessageId, 'bounced');
   t.match((await eventsOf(w, r.providerMessageId)).at(-1)!.detail, { class: 'too_large', reply: /^552 5\.3\.4/ });
-  const rows = await w.svc.running.storage.db.query('SELECT 1 FROM suppressions WHERE project_id = $1', [w.s.projectId]);
+  const rows = await w.svc.running.storage.db.query('SELECT 1 FROM suppressions WHERE project_id = $1', [
+    w.s.projectId,
+  ]);
   t.equal(rows.length, 0);
-  const ok = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'big@dest.test', subject: 'x', text: 'small' });
+  const ok = await w.s.key.v1.services.sendEmail({
+    from: `ada@${w.s.domain}`,
+    to: 'big@dest.test',
+    subject: 'x',
+    text: 'small',
+  });
   await waitStatus(w, ok.providerMessageId, 'delivered');
   await allSigned(t, w);
 });
@@ -203,7 +371,8 @@ t.test('routing: null MX and NXDOMAIN bounce at once, no MX falls back to A, no 
   w.zone.mx('nullmx.test', 0, '.');
   w.zone.soa('test');
   w.zone.a('implicit.test', '127.0.0.1');
-  const send = async (to: string) => (await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to, subject: 'x', text: 'x' })).providerMessageId;
+  const send = async (to: string) =>
+    (await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to, subject: 'x', text: 'x' })).providerMessageId;
   const nullMx = await send('a@nullmx.test');
   const nx = await send('a@nowhere.test');
   const implicit = await send('a@implicit.test');
@@ -212,7 +381,10 @@ t.test('routing: null MX and NXDOMAIN bounce at once, no MX falls back to A, no 
   await waitStatus(w, nx, 'bounced');
   t.match((await eventsOf(w, nx)).at(-1)!.detail, { class: 'bad_domain' });
   await waitStatus(w, implicit, 'delivered');
-  t.same(w.sink.messages.map((m) => m.rcptTo[0]), ['a@implicit.test']);
+  t.same(
+    w.sink.messages.map((m) => m.rcptTo[0]),
+    ['a@implicit.test'],
+  );
 
   // A service whose SVC_OUTBOUND_PORT has no listener: the connection is refused, the message waits.
   const closed = await startTestService(t, {
@@ -220,23 +392,38 @@ t.test('routing: null MX and NXDOMAIN bounce at once, no MX falls back to A, no 
     mta: { pollMs: 20 },
   });
   const s2 = await sender(closed);
-  const c = await s2.key.v1.services.sendEmail({ from: `ada@${s2.domain}`, to: 'a@dest.test', subject: 'x', text: 'x' });
-  await waitFor(async () => (await s2.key.v1.messages.get({ id: c.providerMessageId })).row.status === 'deferred', { everyMs: 200, what: 'deferred' });
-  const ev = (await s2.key.v1.messages.events({ id: c.providerMessageId })).events as { detail: Record<string, unknown> }[];
+  const c = await s2.key.v1.services.sendEmail({
+    from: `ada@${s2.domain}`,
+    to: 'a@dest.test',
+    subject: 'x',
+    text: 'x',
+  });
+  await waitFor(async () => (await s2.key.v1.messages.get({ id: c.providerMessageId })).row.status === 'deferred', {
+    everyMs: 200,
+    what: 'deferred',
+  });
+  const ev = (await s2.key.v1.messages.events({ id: c.providerMessageId })).events as {
+    detail: Record<string, unknown>;
+  }[];
   t.match(ev.at(-1)!.detail, { class: 'connection', error: /ECONNREFUSED|connect/i });
   await allSigned(t, w);
 });
 
 t.test('SVC_SOURCE_ADDRESSES: deliveries leave from the configured local address', async (t) => {
   const w = await world(t, { SVC_SOURCE_ADDRESSES: '127.0.0.3' });
-  const r = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'a@dest.test', subject: 'x', text: 'x' });
+  const r = await w.s.key.v1.services.sendEmail({
+    from: `ada@${w.s.domain}`,
+    to: 'a@dest.test',
+    subject: 'x',
+    text: 'x',
+  });
   const [m] = await w.sink.waitForMessages(1);
   t.equal(m!.remoteAddress.replace(/^::ffff:/, ''), '127.0.0.3');
   await waitStatus(w, r.providerMessageId, 'delivered');
   await allSigned(t, w);
 });
 
-t.test('the notification outbox is delivered too (password reset mail), signed with its domain\'s keys', async (t) => {
+t.test("the notification outbox is delivered too (password reset mail), signed with its domain's keys", async (t) => {
   const notifyDomain = `notify-${Date.now()}.test`;
   const w = await world(t, { SVC_NOTIFY_FROM: `no-reply@${notifyDomain}` }, undefined, {}, notifyDomain);
   w.zone.mx('people.test', 10, 'mx.dest.test');
@@ -245,9 +432,15 @@ t.test('the notification outbox is delivered too (password reset mail), signed w
   const [m] = await w.sink.waitForMessages(1);
   t.same(m!.rcptTo, [user.email]);
   t.match(m!.raw.toString(), /reset/i);
-  await waitFor(async () => {
-    const rows = await w.svc.running.storage.db.query<{ sent_at: Date | null }>('SELECT sent_at FROM notification_outbox WHERE recipient = $1', [user.email]);
-    return rows[0]?.sent_at;
-  }, { what: 'outbox row marked sent' });
+  await waitFor(
+    async () => {
+      const rows = await w.svc.running.storage.db.query<{ sent_at: Date | null }>(
+        'SELECT sent_at FROM notification_outbox WHERE recipient = $1',
+        [user.email],
+      );
+      return rows[0]?.sent_at;
+    },
+    { what: 'outbox row marked sent' },
+  );
   await allSigned(t, w);
 });

@@ -12,15 +12,31 @@ import { verifyDkimAll } from '../helpers/dkim-verify.js';
 t.test('Postfix receives signed mail; its refusals bounce or defer', async (t) => {
   const postfix = await startPostfix(t, {
     domains: ['pf.test'],
-    recipientReplies: { 'gone@pf.test': '550 5.1.1 <gone@pf.test>: Recipient address rejected: User unknown in virtual mailbox table', 'busy@pf.test': '450 4.2.0 <busy@pf.test>: Recipient address rejected: try later' },
+    recipientReplies: {
+      'gone@pf.test': '550 5.1.1 <gone@pf.test>: Recipient address rejected: User unknown in virtual mailbox table',
+      'busy@pf.test': '450 4.2.0 <busy@pf.test>: Recipient address rejected: try later',
+    },
   });
   const zone = await startDnsZone(t);
   zone.mx('pf.test', 10, 'mx.pf.test').a('mx.pf.test', '127.0.0.1');
-  const svc = await startTestService(t, { env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(postfix.port) }, mta: { pollMs: 20 } });
+  const svc = await startTestService(t, {
+    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(postfix.port) },
+    mta: { pollMs: 20 },
+  });
   const s = await sender(svc, { ed25519: true });
-  const status = async (id: string) => (await svc.running.storage.db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [id]))[0]?.status;
+  const status = async (id: string) =>
+    (await svc.running.storage.db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [id]))[0]
+      ?.status;
   const send = async (to: string, subject: string) =>
-    (await s.key.v1.services.sendEmail({ from: `Ada Lovelace <ada@${s.domain}>`, to, subject, text: 'Plain part, with a long line '.repeat(60), html: '<p>Hé, <b>HTML</b></p>' })).providerMessageId;
+    (
+      await s.key.v1.services.sendEmail({
+        from: `Ada Lovelace <ada@${s.domain}>`,
+        to,
+        subject,
+        text: 'Plain part, with a long line '.repeat(60),
+        html: '<p>Hé, <b>HTML</b></p>',
+      })
+    ).providerMessageId;
 
   const ok = await Promise.all([send('ann@pf.test', 'One'), send('bob@pf.test', 'Zwei — ünïcode')]);
   const gone = await send('gone@pf.test', 'x');
@@ -31,14 +47,28 @@ t.test('Postfix receives signed mail; its refusals bounce or defer', async (t) =
   await waitFor(async () => (await status(busy)) === 'deferred', { what: 'busy deferred' });
 
   t.same(stored.map((m) => m.rcpt).sort(), ['ann@pf.test', 'bob@pf.test']);
-  t.ok(stored.every((m) => /^b-[0-9a-f]{32}@bounces\./.test(m.mailFrom)), 'Postfix saw the VERP return path');
-  const verdicts = await verifyDkimAll(stored.map((m) => m.raw), s.dkimTxt);
-  t.same(verdicts.map((sigs) => sigs.map((x) => `${x.algorithm}:${x.ok}`).sort()), [
-    ['ed25519-sha256:true', 'rsa-sha256:true'], ['ed25519-sha256:true', 'rsa-sha256:true'],
-  ], 'python3-dkim: both signatures of both messages pass after Postfix stored them');
+  t.ok(
+    stored.every((m) => /^b-[0-9a-f]{32}@bounces\./.test(m.mailFrom)),
+    'Postfix saw the VERP return path',
+  );
+  const verdicts = await verifyDkimAll(
+    stored.map((m) => m.raw),
+    s.dkimTxt,
+  );
+  t.same(
+    verdicts.map((sigs) => sigs.map((x) => `${x.algorithm}:${x.ok}`).sort()),
+    [
+      ['ed25519-sha256:true', 'rsa-sha256:true'],
+      ['ed25519-sha256:true', 'rsa-sha256:true'],
+    ],
+    'python3-dkim: both signatures of both messages pass after Postfix stored them',
+  );
 
   const events = await s.key.v1.messages.events({ id: gone });
-  t.match(events.events.at(-1), { type: 'bounced', detail: { class: 'unknown_user', reply: /550 5\.1\.1 <gone@pf\.test>: Recipient address rejected/ } });
+  t.match(events.events.at(-1), {
+    type: 'bounced',
+    detail: { class: 'unknown_user', reply: /550 5\.1\.1 <gone@pf\.test>: Recipient address rejected/ },
+  });
   const deferred = await s.key.v1.messages.events({ id: busy });
   t.match(deferred.events.at(-1), { type: 'deferred', detail: { reply: /^450 4\.2\.0/ } });
   const delivered = await s.key.v1.messages.events({ id: ok[0]! });

@@ -28,29 +28,59 @@ async function world(t: Test): Promise<World> {
 
 /** Sends one message and waits for its delivery: returns its id and the VERP return path the sink saw. */
 async function delivered(w: World, to: string): Promise<{ id: string; verp: string; messageIdHeader: string }> {
-  const { providerMessageId: id } = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to, subject: 'Your receipt', text: 'Thanks' });
+  const { providerMessageId: id } = await w.s.key.v1.services.sendEmail({
+    from: `ada@${w.s.domain}`,
+    to,
+    subject: 'Your receipt',
+    text: 'Thanks',
+  });
   const m = await waitFor(() => w.sink.messages.find((x) => x.raw.includes(id)), { what: `${id} at the sink` });
   await waitFor(async () => (await status(w, id)) === 'delivered', { what: `${id} delivered` });
   return { id, verp: m.mailFrom, messageIdHeader: `<${id}@${w.s.domain}>` };
 }
 
 const status = async (w: World, id: string) =>
-  (await w.svc.running.storage.db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [id]))[0]?.status;
+  (await w.svc.running.storage.db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [id]))[0]
+    ?.status;
 const events = async (w: World, id: string) =>
-  w.svc.running.storage.db.query<{ type: string; detail: Record<string, unknown> }>('SELECT type, detail FROM message_events WHERE message_id = $1 ORDER BY seq', [id]);
+  w.svc.running.storage.db.query<{ type: string; detail: Record<string, unknown> }>(
+    'SELECT type, detail FROM message_events WHERE message_id = $1 ORDER BY seq',
+    [id],
+  );
 const suppression = async (w: World, address: string) =>
-  (await w.svc.running.storage.db.query<{ reason: string }>('SELECT reason FROM suppressions WHERE project_id = $1 AND address = $2', [w.s.projectId, address]))[0]?.reason;
+  (
+    await w.svc.running.storage.db.query<{ reason: string }>(
+      'SELECT reason FROM suppressions WHERE project_id = $1 AND address = $2',
+      [w.s.projectId, address],
+    )
+  )[0]?.reason;
 
 /** swaks, a real SMTP client: null sender (RFC 5321 §4.5.5), the report as DATA. */
 function swaks(w: World, to: string, data: string): Promise<{ code: number; out: string }> {
   return new Promise((resolve) => {
-    const child = execFile('swaks', ['--server', `127.0.0.1:${w.svc.running.ports.smtp}`, '--from', '<>', '--to', to, '--data', '-', '--timeout', '20'],
-      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr }));
+    const child = execFile(
+      'swaks',
+      [
+        '--server',
+        `127.0.0.1:${w.svc.running.ports.smtp}`,
+        '--from',
+        '<>',
+        '--to',
+        to,
+        '--data',
+        '-',
+        '--timeout',
+        '20',
+      ],
+      (err, stdout, stderr) =>
+        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: stdout + stderr }),
+    );
     child.stdin!.end(data.replace(/\r?\n/g, '\r\n'));
   });
 }
 
-const originalHeaders = (h: { messageIdHeader: string }, to: string) => `From: ada@example\nTo: ${to}\nSubject: Your receipt\nMessage-ID: ${h.messageIdHeader}\n`;
+const originalHeaders = (h: { messageIdHeader: string }, to: string) =>
+  `From: ada@example\nTo: ${to}\nSubject: Your receipt\nMessage-ID: ${h.messageIdHeader}\n`;
 
 t.test('DSN failed (Postfix format): bounced, hard_bounce suppression, the diagnostic kept', async (t) => {
   const w = await world(t);
@@ -92,12 +122,19 @@ ${originalHeaders(m, 'gone@dest.test')}
 --B1--
 `;
   const r = await swaks(w, m.verp, dsn);
-  t.equal(r.code, 0, "the report is taken");
-  t.match(r.out, /<- +250 /, "answered 250");
+  t.equal(r.code, 0, 'the report is taken');
+  t.match(r.out, /<- +250 /, 'answered 250');
   t.equal(await status(w, m.id), 'bounced');
   const ev = (await events(w, m.id)).at(-1)!;
   t.equal(ev.type, 'bounced');
-  t.match(ev.detail, { source: 'dsn', action: 'failed', status: '5.1.1', class: 'unknown_user', reportingMta: 'mx.dest.test', diagnostic: /550 5\.1\.1 <gone@dest\.test>: Recipient address rejected: User unknown/ });
+  t.match(ev.detail, {
+    source: 'dsn',
+    action: 'failed',
+    status: '5.1.1',
+    class: 'unknown_user',
+    reportingMta: 'mx.dest.test',
+    diagnostic: /550 5\.1\.1 <gone@dest\.test>: Recipient address rejected: User unknown/,
+  });
   t.equal(await suppression(w, 'gone@dest.test'), 'hard_bounce');
 });
 
@@ -130,7 +167,10 @@ Will-Retry-Until: Sun, 22 Nov 2026 10:00:00 +0000
 `;
   t.equal((await swaks(w, m.verp, dsn)).code, 0);
   t.equal(await status(w, m.id), 'delivered');
-  t.match((await events(w, m.id)).at(-1), { type: 'deferred', detail: { source: 'dsn', action: 'delayed', status: '4.4.1' } });
+  t.match((await events(w, m.id)).at(-1), {
+    type: 'deferred',
+    detail: { source: 'dsn', action: 'delayed', status: '4.4.1' },
+  });
   t.equal(await suppression(w, 'slow@dest.test'), undefined);
 });
 
@@ -173,14 +213,33 @@ Thanks
 --part1_13d.2e68ed54_boundary--
 `;
   // Subscribed only to complaints: the ARF below is what fires it (the attempt itself is the webhooks tests' job).
-  await w.s.owner.client.console.projects.webhooks.create({ id: w.s.projectId, url: 'http://127.0.0.1:9/hook', events: ['complained'] });
+  await w.s.owner.client.console.projects.webhooks.create({
+    id: w.s.projectId,
+    url: 'http://127.0.0.1:9/hook',
+    events: ['complained'],
+  });
   t.equal((await swaks(w, m.verp, arf)).code, 0);
   t.equal(await status(w, m.id), 'delivered', 'a complaint does not undo the delivery');
-  const hooks = await w.svc.running.storage.db.query<{ event_type: string }>('SELECT event_type FROM webhook_deliveries WHERE project_id = $1 AND attempt = 1', [w.s.projectId]);
-  t.same(hooks.map((h) => h.event_type), ['complained'], 'the complaint fans out to the webhook, in the same transaction');
-  t.match((await events(w, m.id)).at(-1), { type: 'complained', detail: { source: 'arf', feedbackType: 'abuse', userAgent: 'SomeGenerator/1.0' } });
+  const hooks = await w.svc.running.storage.db.query<{ event_type: string }>(
+    'SELECT event_type FROM webhook_deliveries WHERE project_id = $1 AND attempt = 1',
+    [w.s.projectId],
+  );
+  t.same(
+    hooks.map((h) => h.event_type),
+    ['complained'],
+    'the complaint fans out to the webhook, in the same transaction',
+  );
+  t.match((await events(w, m.id)).at(-1), {
+    type: 'complained',
+    detail: { source: 'arf', feedbackType: 'abuse', userAgent: 'SomeGenerator/1.0' },
+  });
   t.equal(await suppression(w, 'annoyed@dest.test'), 'complaint');
-  const again = await w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'annoyed@dest.test', subject: 'x', text: 'x' });
+  const again = await w.s.key.v1.services.sendEmail({
+    from: `ada@${w.s.domain}`,
+    to: 'annoyed@dest.test',
+    subject: 'x',
+    text: 'x',
+  });
   t.equal(again.status, 'suppressed');
 });
 
@@ -203,7 +262,10 @@ recipients. This is a permanent error. The following address(es) failed:
 `;
   t.equal((await swaks(w, exim.verp, eximText)).code, 0);
   t.equal(await status(w, exim.id), 'bounced');
-  t.match((await events(w, exim.id)).at(-1), { type: 'bounced', detail: { source: 'text', class: 'unknown_user', reply: /^550 5\.1\.1/ } });
+  t.match((await events(w, exim.id)).at(-1), {
+    type: 'bounced',
+    detail: { source: 'text', class: 'unknown_user', reply: /^550 5\.1\.1/ },
+  });
 
   const qmail = await delivered(w, 'q@dest.test');
   const qmailText = `From: MAILER-DAEMON@mx.dest.test
@@ -238,17 +300,29 @@ Version: 1
 --X--
 `;
   t.equal((await swaks(w, fine.verp, notSpam)).code, 0, 'accepted');
-  t.same((await events(w, fine.id)).map((e) => e.type), ['queued', 'delivered'], 'and changes nothing');
+  t.same(
+    (await events(w, fine.id)).map((e) => e.type),
+    ['queued', 'delivered'],
+    'and changes nothing',
+  );
 });
 
 t.test('the listener refuses every address that is not the return path of a message we sent', async (t) => {
   const w = await world(t);
   const m = await delivered(w, 'x@dest.test');
   const body = 'Subject: hi\n\nhello\n';
-  for (const to of ['someone@dest.test', `b-${'0'.repeat(32)}@bounces.${w.s.domain}`, m.verp.replace(/@.*/, '@bounces.elsewhere.test'), m.verp.replace('b-', 'c-')]) {
+  for (const to of [
+    'someone@dest.test',
+    `b-${'0'.repeat(32)}@bounces.${w.s.domain}`,
+    m.verp.replace(/@.*/, '@bounces.elsewhere.test'),
+    m.verp.replace('b-', 'c-'),
+  ]) {
     const r = await swaks(w, to, body);
     t.not(r.code, 0, `refused: ${to}`);
     t.match(r.out, /550 5\.1\.1/);
   }
-  t.same((await events(w, m.id)).map((e) => e.type), ['queued', 'delivered']);
+  t.same(
+    (await events(w, m.id)).map((e) => e.type),
+    ['queued', 'delivered'],
+  );
 });

@@ -18,10 +18,16 @@ interface Key {
 }
 
 function newKey(algo: Algo): Key {
-  const { privateKey } = algo === 'rsa' ? generateKeyPairSync('rsa', { modulusLength: 2048 }) : generateKeyPairSync('ed25519');
+  const { privateKey } =
+    algo === 'rsa' ? generateKeyPairSync('rsa', { modulusLength: 2048 }) : generateKeyPairSync('ed25519');
   const spki = createPublicKey(privateKey).export({ type: 'spki', format: 'der' });
   const p = (algo === 'rsa' ? spki : spki.subarray(spki.length - 32)).toString('base64');
-  return { algo, privateKey, pem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), txt: `v=DKIM1; k=${algo}; p=${p}` };
+  return {
+    algo,
+    privateKey,
+    pem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    txt: `v=DKIM1; k=${algo}; p=${p}`,
+  };
 }
 
 const rsa = newKey('rsa');
@@ -47,14 +53,23 @@ const MESSAGE = Buffer.from(
 );
 
 const tamperBody = (raw: Buffer) => Buffer.from(raw.toString('utf8').replace('Hello  there', 'Hello  where'), 'utf8');
-const tamperSubject = (raw: Buffer) => Buffer.from(raw.toString('utf8').replace('Subject: signed   twice', 'Subject: signed thrice'), 'utf8');
+const tamperSubject = (raw: Buffer) =>
+  Buffer.from(raw.toString('utf8').replace('Subject: signed   twice', 'Subject: signed thrice'), 'utf8');
 
-const pySign = (raw: Buffer, key: Key, selector: string) => pythonDkimSign(raw, { domain: 'example.test', selector, privateKey: key.privateKey });
+const pySign = (raw: Buffer, key: Key, selector: string) =>
+  pythonDkimSign(raw, { domain: 'example.test', selector, privateKey: key.privateKey });
 
 t.test('python signs, python verifies: rsa-sha256 and ed25519-sha256', async (t) => {
-  for (const [key, selector, algorithm] of [[rsa, 'rsa1', 'rsa-sha256'], [ed, 'ed1', 'ed25519-sha256']] as const) {
+  for (const [key, selector, algorithm] of [
+    [rsa, 'rsa1', 'rsa-sha256'],
+    [ed, 'ed1', 'ed25519-sha256'],
+  ] as const) {
     const header = await pySign(MESSAGE, key, selector);
-    t.match(header.toString(), new RegExp(`^DKIM-Signature: v=1; a=${algorithm}; c=relaxed/relaxed; d=example.test;[^]*\\r\\n$`), `${algorithm} header`);
+    t.match(
+      header.toString(),
+      new RegExp(`^DKIM-Signature: v=1; a=${algorithm}; c=relaxed/relaxed; d=example.test;[^]*\\r\\n$`),
+      `${algorithm} header`,
+    );
     const signed = Buffer.concat([header, MESSAGE]);
     const r = await verifyDkim(signed, DNS);
     t.same(r.signatures, [{ domain: 'example.test', selector, algorithm, ok: true }], `${algorithm} verifies`);
@@ -67,13 +82,24 @@ t.test('every signature is verified on its own', async (t) => {
   const second = await pySign(Buffer.concat([first, MESSAGE]), ed, 'ed1');
   const stale = await pySign(MESSAGE, rsa, 'gone'); // its key is not published
   const r = await verifyDkim(Buffer.concat([stale, second, first, MESSAGE]), DNS);
-  t.same(r.signatures.map((s) => [s.selector, s.ok]), [['gone', false], ['ed1', true], ['rsa1', true]], 'top first, each with its own verdict');
+  t.same(
+    r.signatures.map((s) => [s.selector, s.ok]),
+    [
+      ['gone', false],
+      ['ed1', true],
+      ['rsa1', true],
+    ],
+    'top first, each with its own verdict',
+  );
   t.match(r.signatures[0]?.error, /missing public key: .*gone\._domainkey\.example\.test/);
   t.same(await verifyDkim(MESSAGE, DNS), { signatures: [], lookups: [] }, 'an unsigned message has no signatures');
 });
 
 t.test('the verifier fails what it must', async (t) => {
-  for (const [key, selector] of [[rsa, 'rsa1'], [ed, 'ed1']] as const) {
+  for (const [key, selector] of [
+    [rsa, 'rsa1'],
+    [ed, 'ed1'],
+  ] as const) {
     const signed = Buffer.concat([await pySign(MESSAGE, key, selector), MESSAGE]);
 
     const body = (await verifyDkim(tamperBody(signed), DNS)).signatures;
@@ -98,15 +124,34 @@ t.test('the verifier fails what it must', async (t) => {
 });
 
 t.test('mailauth signs (relaxed/relaxed), python verifies; python signs, mailauth verifies', async (t) => {
-  for (const [key, selector, algorithm] of [[rsa, 'rsa1', 'rsa-sha256'], [ed, 'ed1', 'ed25519-sha256']] as const) {
+  for (const [key, selector, algorithm] of [
+    [rsa, 'rsa1', 'rsa-sha256'],
+    [ed, 'ed1', 'ed25519-sha256'],
+  ] as const) {
     const { signatures, errors } = await dkimSign(MESSAGE, {
       canonicalization: 'relaxed/relaxed',
-      signatureData: [{ signingDomain: 'example.test', selector, privateKey: key.pem, algorithm, canonicalization: 'relaxed/relaxed' }],
+      signatureData: [
+        {
+          signingDomain: 'example.test',
+          selector,
+          privateKey: key.pem,
+          algorithm,
+          canonicalization: 'relaxed/relaxed',
+        },
+      ],
     } as Parameters<typeof dkimSign>[1]);
     t.same(errors, [], `${algorithm}: mailauth signed`);
     const signed = Buffer.concat([Buffer.from(signatures), MESSAGE]);
-    t.same((await verifyDkim(signed, DNS)).signatures, [{ domain: 'example.test', selector, algorithm, ok: true }], `${algorithm}: python agrees`);
-    t.equal((await verifyDkim(tamperBody(signed), DNS)).signatures[0]?.ok, false, `${algorithm}: and fails it once changed`);
+    t.same(
+      (await verifyDkim(signed, DNS)).signatures,
+      [{ domain: 'example.test', selector, algorithm, ok: true }],
+      `${algorithm}: python agrees`,
+    );
+    t.equal(
+      (await verifyDkim(tamperBody(signed), DNS)).signatures[0]?.ok,
+      false,
+      `${algorithm}: and fails it once changed`,
+    );
 
     const pySigned = Buffer.concat([await pySign(MESSAGE, key, selector), MESSAGE]);
     const resolver = async (name: string, type: string) => {
@@ -115,11 +160,21 @@ t.test('mailauth signs (relaxed/relaxed), python verifies; python signs, mailaut
       return [[txt]];
     };
     const mailauth = await dkimVerify(pySigned, { resolver });
-    t.same(mailauth.results.map((r) => r.status?.result), ['pass'], `${algorithm}: mailauth verifies python's signature`);
+    t.same(
+      mailauth.results.map((r) => r.status?.result),
+      ['pass'],
+      `${algorithm}: mailauth verifies python's signature`,
+    );
   }
 });
 
 t.test('pythonDkimSign refuses a key dkimpy cannot sign with', async (t) => {
-  await t.rejects(pythonDkimSign(MESSAGE, { domain: 'example.test', selector: 's', privateKey: generateKeyPairSync('x25519').privateKey }),
-    /unsupported key type x25519/);
+  await t.rejects(
+    pythonDkimSign(MESSAGE, {
+      domain: 'example.test',
+      selector: 's',
+      privateKey: generateKeyPairSync('x25519').privateKey,
+    }),
+    /unsupported key type x25519/,
+  );
 });

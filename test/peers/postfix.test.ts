@@ -15,12 +15,19 @@ import { waitFor } from '../helpers/wait-for.js';
 const run = promisify(execFile);
 
 /** One transaction over nodemailer's SMTP client; resolves with the accepted/rejected lists once the connection is closed. */
-async function send(pf: PostfixPeer, from: string, to: string[], message: Buffer): Promise<SMTPConnection.SentMessageInfo> {
+async function send(
+  pf: PostfixPeer,
+  from: string,
+  to: string[],
+  message: Buffer,
+): Promise<SMTPConnection.SentMessageInfo> {
   const conn = new SMTPConnection({ host: pf.host, port: pf.port, ignoreTLS: true, name: 'client.test' });
   const closed = new Promise<void>((resolve) => conn.once('end', resolve).on('error', () => resolve()));
   await new Promise<void>((resolve, reject) => conn.connect((err) => (err ? reject(err) : resolve())));
   try {
-    return await new Promise((resolve, reject) => conn.send({ from, to }, message, (err, info) => (err ? reject(err) : resolve(info))));
+    return await new Promise((resolve, reject) =>
+      conn.send({ from, to }, message, (err, info) => (err ? reject(err) : resolve(info))),
+    );
   } finally {
     conn.quit();
     await closed;
@@ -96,8 +103,11 @@ t.test('receives over nodemailer SMTP and returns the message byte for byte', as
     t.ok(m.original.equals(MESSAGE), `${m.rcpt}: original is the DATA sent, byte for byte`);
     t.ok(m.raw.subarray(m.raw.length - MESSAGE.length).equals(MESSAGE), 'raw ends with the message');
     const added = m.raw.subarray(0, m.raw.length - MESSAGE.length).toString('latin1');
-    t.match(added, /^Return-Path: <sender@origin\.test>\r\nX-Original-To: \S+\r\nDelivered-To: \S+\r\nReceived: from client\.test /,
-      'Postfix prepends only its own trace fields');
+    t.match(
+      added,
+      /^Return-Path: <sender@origin\.test>\r\nX-Original-To: \S+\r\nDelivered-To: \S+\r\nReceived: from client\.test /,
+      'Postfix prepends only its own trace fields',
+    );
     t.match(added, /\tby peer-postfix\.test \(Postfix\) with ESMTP id /);
     t.notOk(/(^|[^\r])\n/.test(m.raw.toString('latin1')), 'every line ends in CRLF');
   }
@@ -108,30 +118,61 @@ t.test('a DKIM signature survives the trip: python3-dkim verifies the delivered 
   const { privateKey } = generateKeyPairSync('ed25519');
   const p = createPublicKey(privateKey).export({ type: 'spki', format: 'der' }).subarray(-32).toString('base64');
   const { signatures, errors } = await dkimSign(MESSAGE, {
-    signatureData: [{ signingDomain: 'origin.test', selector: 'pf', privateKey: privateKey.export({ type: 'pkcs8', format: 'pem' }), algorithm: 'ed25519-sha256', canonicalization: 'simple/simple' }],
+    signatureData: [
+      {
+        signingDomain: 'origin.test',
+        selector: 'pf',
+        privateKey: privateKey.export({ type: 'pkcs8', format: 'pem' }),
+        algorithm: 'ed25519-sha256',
+        canonicalization: 'simple/simple',
+      },
+    ],
   } as Parameters<typeof dkimSign>[1]);
   t.same(errors, []);
   await send(pf, 'sender@origin.test', ['bob@example.test'], Buffer.concat([Buffer.from(signatures), MESSAGE]));
   const [m] = await pf.waitForMessages(1);
   const txt = { 'pf._domainkey.origin.test': `v=DKIM1; k=ed25519; p=${p}` };
-  t.same((await verifyDkim(m!.raw, txt)).signatures.map((s) => s.ok), [true], 'simple/simple still verifies on the raw file');
+  t.same(
+    (await verifyDkim(m!.raw, txt)).signatures.map((s) => s.ok),
+    [true],
+    'simple/simple still verifies on the raw file',
+  );
 });
 
 t.test('receives what swaks sends; every domain by default', async (t) => {
   const pf = await startPostfix(t);
-  const { stdout } = await run('swaks', ['--server', `${pf.host}:${pf.port}`, '--from', 'swaks@origin.test', '--to', 'anyone@anywhere.example',
-    '--header', 'Subject: from swaks', '--body', 'swaks body line', '--helo', 'swaks.test']);
+  const { stdout } = await run('swaks', [
+    '--server',
+    `${pf.host}:${pf.port}`,
+    '--from',
+    'swaks@origin.test',
+    '--to',
+    'anyone@anywhere.example',
+    '--header',
+    'Subject: from swaks',
+    '--body',
+    'swaks body line',
+    '--helo',
+    'swaks.test',
+  ]);
   t.match(stdout, /250 2\.0\.0 Ok: queued as/);
   const [m] = await pf.waitForMessages(1);
   t.equal(m?.rcpt, 'anyone@anywhere.example');
   t.equal(m?.mailFrom, 'swaks@origin.test');
-  t.match(m?.original.toString() ?? '', /^Date: .*\r\nTo: anyone@anywhere\.example\r\n[^]*Subject: from swaks\r\n[^]*\r\n\r\nswaks body line\r\n/);
+  t.match(
+    m?.original.toString() ?? '',
+    /^Date: .*\r\nTo: anyone@anywhere\.example\r\n[^]*Subject: from swaks\r\n[^]*\r\n\r\nswaks body line\r\n/,
+  );
 });
 
 t.test('scripted RCPT replies, relay denial outside the domains, and nothing delivered for them', async (t) => {
   const pf = await startPostfix(t, {
     domains: ['example.test', 'second.test'],
-    recipientReplies: { 'gone@example.test': '550 5.1.1 no such user', 'later@example.test': '450 4.2.0 try again later', 'second.test': '550 5.7.1 domain closed' },
+    recipientReplies: {
+      'gone@example.test': '550 5.1.1 no such user',
+      'later@example.test': '450 4.2.0 try again later',
+      'second.test': '550 5.7.1 domain closed',
+    },
   });
   const replies = await dialogue(pf.port, [
     'EHLO client.test',
@@ -147,13 +188,24 @@ t.test('scripted RCPT replies, relay denial outside the domains, and nothing del
   ]);
   t.match(replies[0], /^220 peer-postfix\.test ESMTP/);
   t.match(replies[3], /^550 5\.1\.1 <gone@example\.test>: Recipient address rejected: no such user/);
-  t.match(replies[4], /^450 4\.2\.0 <Later@Example\.test>: Recipient address rejected: try again later/, 'keys match case-insensitively');
-  t.match(replies[5], /^550 5\.7\.1 <x@second\.test>: Recipient address rejected: domain closed/, 'a domain key covers the domain');
+  t.match(
+    replies[4],
+    /^450 4\.2\.0 <Later@Example\.test>: Recipient address rejected: try again later/,
+    'keys match case-insensitively',
+  );
+  t.match(
+    replies[5],
+    /^550 5\.7\.1 <x@second\.test>: Recipient address rejected: domain closed/,
+    'a domain key covers the domain',
+  );
   t.match(replies[6], /^554 5\.7\.1 <someone@elsewhere\.test>: Relay access denied/);
   t.match(replies[7], /^250 2\.1\.5/);
   t.match(replies[9], /^250 2\.0\.0 Ok: queued/);
   const msgs = await pf.waitForMessages(1);
-  t.same(msgs.map((m) => m.rcpt), ['ok@example.test']);
+  t.same(
+    msgs.map((m) => m.rcpt),
+    ['ok@example.test'],
+  );
   t.equal(msgs[0]?.original.toString(), 'Subject: only ok\r\n\r\nhello\r\n');
 });
 
@@ -161,19 +213,34 @@ t.test('waitForMessages fails with the log when the mail does not come', async (
   const pf = await startPostfix(t, { domains: ['example.test'] });
   await send(pf, 'sender@origin.test', ['one@example.test'], Buffer.from('Subject: one\r\n\r\nx\r\n'));
   await pf.waitForMessages(1);
-  await t.rejects(pf.waitForMessages(2, 300), /timed out after 300 ms waiting for 2 message\(s\)[^]*delivered: 1[^]*status=sent/);
-  await t.rejects(send(pf, 'sender@origin.test', ['one@other.test'], Buffer.from('Subject: two\r\n\r\nx\r\n')), /Relay access denied/);
+  await t.rejects(
+    pf.waitForMessages(2, 300),
+    /timed out after 300 ms waiting for 2 message\(s\)[^]*delivered: 1[^]*status=sent/,
+  );
+  await t.rejects(
+    send(pf, 'sender@origin.test', ['one@other.test'], Buffer.from('Subject: two\r\n\r\nx\r\n')),
+    /Relay access denied/,
+  );
   t.equal((await pf.messages()).length, 1, 'a refused message is not delivered');
 });
 
 t.test('instances in parallel are independent; stop frees the port and ends the master', async (t) => {
-  const [a, b] = await Promise.all([startPostfix(t, { hostname: 'a.peer.test' }), startPostfix(t, { hostname: 'b.peer.test' })]);
+  const [a, b] = await Promise.all([
+    startPostfix(t, { hostname: 'a.peer.test' }),
+    startPostfix(t, { hostname: 'b.peer.test' }),
+  ]);
   t.not(a.port, b.port);
   t.not(a.dir, b.dir);
   await send(a, 's@origin.test', ['to-a@example.test'], Buffer.from('Subject: a\r\n\r\na\r\n'));
   await send(b, 's@origin.test', ['to-b@example.test'], Buffer.from('Subject: b\r\n\r\nb\r\n'));
-  t.same((await a.waitForMessages(1)).map((m) => m.rcpt), ['to-a@example.test']);
-  t.same((await b.waitForMessages(1)).map((m) => m.rcpt), ['to-b@example.test']);
+  t.same(
+    (await a.waitForMessages(1)).map((m) => m.rcpt),
+    ['to-a@example.test'],
+  );
+  t.same(
+    (await b.waitForMessages(1)).map((m) => m.rcpt),
+    ['to-b@example.test'],
+  );
   t.match((await a.messages())[0]?.raw.toString(), /by a\.peer\.test \(Postfix\)/);
 
   await a.stop();
@@ -184,7 +251,11 @@ t.test('instances in parallel are independent; stop frees the port and ends the 
     'nothing listens after stop',
   );
   t.equal((await a.messages()).length, 1, 'deliveries stay readable until teardown');
-  t.same((await b.waitForMessages(1)).map((m) => m.rcpt), ['to-b@example.test'], 'the other instance still runs');
+  t.same(
+    (await b.waitForMessages(1)).map((m) => m.rcpt),
+    ['to-b@example.test'],
+    'the other instance still runs',
+  );
   t.ok(existsSync(a.dir), 'the dir stays until teardown');
 });
 
@@ -201,25 +272,38 @@ async function orphan(end: string): Promise<{ dir: string; port: number }> {
 const pf = await startPostfix({ teardown() {} });
 console.log(JSON.stringify({ dir: pf.dir, port: pf.port }));
 ${end}`;
-  const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code]).catch((err: { stdout: string }) => err);
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code]).catch(
+    (err: { stdout: string }) => err,
+  );
   return JSON.parse(stdout) as { dir: string; port: number };
 }
 
 const answers = (port: number) =>
-  new Promise<boolean>((resolve) => net.connect(port, '127.0.0.1').on('connect', function (this: net.Socket) { this.destroy(); resolve(true); }).on('error', () => resolve(false)));
+  new Promise<boolean>((resolve) =>
+    net
+      .connect(port, '127.0.0.1')
+      .on('connect', function (this: net.Socket) {
+        this.destroy();
+        resolve(true);
+      })
+      .on('error', () => resolve(false)),
+  );
 
-t.test('robust to leftovers: exit stops the masters, the next start sweeps what a SIGKILLed process left', async (t) => {
-  const exited = await orphan('process.exit(0);');
-  // The exit hook SIGKILLs synchronously; the kernel closes the socket a moment later.
-  await waitFor(async () => !(await answers(exited.port)), { what: 'the exited owner\'s postfix to stop listening' });
-  t.pass('a process that exits without teardown takes its master down');
+t.test(
+  'robust to leftovers: exit stops the masters, the next start sweeps what a SIGKILLed process left',
+  async (t) => {
+    const exited = await orphan('process.exit(0);');
+    // The exit hook SIGKILLs synchronously; the kernel closes the socket a moment later.
+    await waitFor(async () => !(await answers(exited.port)), { what: "the exited owner's postfix to stop listening" });
+    t.pass('a process that exits without teardown takes its master down');
 
-  // Another test process starting Postfix meanwhile may sweep the orphan first: either way it must go.
-  const killed = await orphan("process.kill(process.pid, 'SIGKILL');");
-  t.ok(!existsSync(killed.dir) || (await answers(killed.port)), 'after SIGKILL the master runs on, orphaned');
+    // Another test process starting Postfix meanwhile may sweep the orphan first: either way it must go.
+    const killed = await orphan("process.kill(process.pid, 'SIGKILL');");
+    t.ok(!existsSync(killed.dir) || (await answers(killed.port)), 'after SIGKILL the master runs on, orphaned');
 
-  await startPostfix(t);
-  t.notOk(existsSync(killed.dir), 'the next start removed the orphan dir');
-  t.notOk(existsSync(exited.dir), 'and the other');
-  t.notOk(await answers(killed.port), 'and stopped the orphaned master');
-});
+    await startPostfix(t);
+    t.notOk(existsSync(killed.dir), 'the next start removed the orphan dir');
+    t.notOk(existsSync(exited.dir), 'and the other');
+    t.notOk(await answers(killed.port), 'and stopped the orphaned master');
+  },
+);

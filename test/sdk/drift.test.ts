@@ -52,7 +52,10 @@ function inOrder(needles: string[], hay: string[]): boolean {
 t.test('helpers of this test', async (t) => {
   // The rule checker must itself be able to say no.
   t.same(splitPath('/console/v1/account-tokens/{id}'), { product: 'console', literals: ['accountTokens'] });
-  t.same(splitPath('/modules/templates/v1/templates/{id}/render'), { product: 'modules', literals: ['templates', 'templates', 'render'] });
+  t.same(splitPath('/modules/templates/v1/templates/{id}/render'), {
+    product: 'modules',
+    literals: ['templates', 'templates', 'render'],
+  });
   t.same(splitPath('/v1/services/whoami'), { product: 'v1', literals: ['services', 'whoami'] });
   t.equal(splitPath('/api/console/v1/x'), null, 'no /api prefix (spec §1 rule 1)');
   t.equal(splitPath('/console/x'), null, 'a product path without its version');
@@ -62,7 +65,10 @@ t.test('helpers of this test', async (t) => {
 
 t.test('the route table is not empty and has /health', async (t) => {
   t.ok(routes.length >= 2);
-  t.ok(routes.some(([, r]) => r.method === 'GET' && r.path === '/health'), 'GET /health (spec §1 rule 4)');
+  t.ok(
+    routes.some(([, r]) => r.method === 'GET' && r.path === '/health'),
+    'GET /health (spec §1 rule 4)',
+  );
 });
 
 t.test('every route has an SDK method at its dotted name', async (t) => {
@@ -85,7 +91,10 @@ t.test('every name follows spec §1 rule 5', async (t) => {
     t.equal(parts[0], split.product, `${name}: first segment is the product of ${r.path}`);
     t.ok(inOrder(split.literals, parts.slice(1)), `${name}: ${JSON.stringify(split.literals)} appear in order`);
     const table = split.product === 'v1' && parts[1] !== 'services' ? 1 : -1;
-    t.ok(parts.every((p, i) => (i === table ? /^[a-z][a-z0-9_]*$/ : /^[a-z][A-Za-z0-9]*$/).test(p)), `${name}: camelCase segments (a data-layer table keeps its snake_case name)`);
+    t.ok(
+      parts.every((p, i) => (i === table ? /^[a-z][a-z0-9_]*$/ : /^[a-z][A-Za-z0-9]*$/).test(p)),
+      `${name}: camelCase segments (a data-layer table keeps its snake_case name)`,
+    );
   }
 });
 
@@ -101,12 +110,18 @@ t.test('no two routes share method and path', async (t) => {
 
 t.test('path parameters and their schemas agree', async (t) => {
   for (const [name, r] of routes) {
-    t.same(Object.keys(r.params?.properties ?? {}).sort(), pathParams(r.path).sort(), `${name}: params schema matches ${r.path}`);
+    t.same(
+      Object.keys(r.params?.properties ?? {}).sort(),
+      pathParams(r.path).sort(),
+      `${name}: params schema matches ${r.path}`,
+    );
   }
 });
 
 t.test('the OpenAPI document has one operation per route', async (t) => {
-  const doc = openApiDocument() as { paths: Record<string, Record<string, { operationId?: string; parameters?: { name: string; in: string }[] }>> };
+  const doc = openApiDocument() as {
+    paths: Record<string, Record<string, { operationId?: string; parameters?: { name: string; in: string }[] }>>;
+  };
   let operations = 0;
   for (const ops of Object.values(doc.paths)) operations += Object.keys(ops).length;
   t.equal(operations, routes.length, 'no operation without a route');
@@ -116,7 +131,10 @@ t.test('the OpenAPI document has one operation per route', async (t) => {
     t.ok(op, `${r.method} ${r.path} is documented`);
     t.equal(op?.operationId, name, `${r.method} ${r.path}: operationId ${name}`);
     if (op?.operationId) ids.add(op.operationId);
-    const documented = (op?.parameters ?? []).filter((p) => p.in === 'path').map((p) => p.name).sort();
+    const documented = (op?.parameters ?? [])
+      .filter((p) => p.in === 'path')
+      .map((p) => p.name)
+      .sort();
     t.same(documented, pathParams(r.path).sort(), `${name}: path parameters documented`);
   }
   t.equal(ids.size, routes.length, 'operationIds are unique');
@@ -129,14 +147,22 @@ t.test('each SDK method calls its own method and path', async (t) => {
       sent.push({ method: init?.method ?? 'GET', url: String(url), body: init?.body });
       return new Response('{"ok":true}', { status: 200, headers: { 'content-type': 'application/json' } });
     }) as typeof fetch;
-    const client = createClient({ baseUrl: 'http://svc.test/', fetch: fakeFetch, credential: { keyId: 'svca_x', secret: 's' } });
+    const client = createClient({
+      baseUrl: 'http://svc.test/',
+      fetch: fakeFetch,
+      credential: { keyId: 'svca_x', secret: 's' },
+    });
     const args: Record<string, string> = {};
     for (const p of pathParams(r.path)) args[p] = `${p} value/1`;
     let fn: unknown = client;
     for (const part of name.split('.')) fn = (fn as Record<string, unknown>)[part];
     await (fn as (a: unknown) => Promise<unknown>)(args);
     const expected = r.path.replace(/\{(\w+)\}/g, (_, p: string) => encodeURIComponent(`${p} value/1`));
-    t.same(sent.map((s) => [s.method, s.url]), [[r.method, `http://svc.test${expected}`]], `${name}: ${r.method} ${expected}`);
+    t.same(
+      sent.map((s) => [s.method, s.url]),
+      [[r.method, `http://svc.test${expected}`]],
+      `${name}: ${r.method} ${expected}`,
+    );
   }
 });
 
@@ -146,18 +172,30 @@ t.test('live: the SDK reaches the route and surfaces the error envelope', async 
   const sent: { method: string; path: string; requestId: string | null }[] = [];
   const recording = (async (url: string | URL | Request, init?: RequestInit) => {
     const res = await fetch(url, init);
-    sent.push({ method: init?.method ?? 'GET', path: new URL(String(url)).pathname, requestId: res.headers.get('x-request-id') });
+    sent.push({
+      method: init?.method ?? 'GET',
+      path: new URL(String(url)).pathname,
+      requestId: res.headers.get('x-request-id'),
+    });
     return res;
   }) as typeof fetch;
-  const client = createClient({ baseUrl: svc.url, credential: { keyId: me.tokenId, secret: me.secret }, fetch: recording, now: svc.clock.now });
+  const client = createClient({
+    baseUrl: svc.url,
+    credential: { keyId: me.tokenId, secret: me.secret },
+    fetch: recording,
+    now: svc.clock.now,
+  });
 
   const err = await client.console.accountTokens.delete({ id: 'x/y' }).then(
     () => null,
     (e: unknown) => e,
   );
   t.type(err, SvcError, 'rejects with an SvcError');
-  t.same(sent.map(({ method, path }) => ({ method, path })), [{ method: 'DELETE', path: '/console/v1/account-tokens/x%2Fy' }],
-    'DELETE /console/v1/account-tokens/x%2Fy');
+  t.same(
+    sent.map(({ method, path }) => ({ method, path })),
+    [{ method: 'DELETE', path: '/console/v1/account-tokens/x%2Fy' }],
+    'DELETE /console/v1/account-tokens/x%2Fy',
+  );
   if (err instanceof SvcError) {
     t.equal(err.status, 404, 'status');
     t.equal(err.code, 'not_found', 'code');
@@ -172,12 +210,18 @@ t.test('live: the SDK reaches the route and surfaces the error envelope', async 
   const extra = await client.console.accountTokens.create({ label: 'drift' });
   t.same(await client.console.accountTokens.delete({ id: extra.tokenId }), { ok: true });
   const { tokens } = await client.console.accountTokens.list();
-  t.notOk(tokens.some((tok) => tok.tokenId === extra.tokenId), 'the deleted token is no longer listed');
-  t.same(sent.slice(1).map(({ method, path }) => `${method} ${path}`), [
-    'POST /console/v1/account-tokens',
-    `DELETE /console/v1/account-tokens/${encodeURIComponent(extra.tokenId)}`,
-    'GET /console/v1/account-tokens',
-  ]);
+  t.notOk(
+    tokens.some((tok) => tok.tokenId === extra.tokenId),
+    'the deleted token is no longer listed',
+  );
+  t.same(
+    sent.slice(1).map(({ method, path }) => `${method} ${path}`),
+    [
+      'POST /console/v1/account-tokens',
+      `DELETE /console/v1/account-tokens/${encodeURIComponent(extra.tokenId)}`,
+      'GET /console/v1/account-tokens',
+    ],
+  );
 
   const health = await createClient({ baseUrl: svc.url }).health();
   t.equal(health.ok, true, 'client.health() is GET /health');

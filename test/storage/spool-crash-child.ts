@@ -21,8 +21,15 @@ export function crashBody(id: string, seq: number): Buffer {
 export function crashEntry(id: string, seq: number): SpoolEntry {
   const domain = `d${seq % 5}.crash.test`;
   return {
-    id, projectId: 'p-crash', domain, mailFrom: `bounce+${id}@rp.crash.test`, rcptTo: `rcpt${seq}@${domain}`,
-    outboundId: 'o-crash', nextAttemptMs: 1_000 + (seq % 17), attempts: 0, createdMs: 1_000,
+    id,
+    projectId: 'p-crash',
+    domain,
+    mailFrom: `bounce+${id}@rp.crash.test`,
+    rcptTo: `rcpt${seq}@${domain}`,
+    outboundId: 'o-crash',
+    nextAttemptMs: 1_000 + (seq % 17),
+    attempts: 0,
+    createdMs: 1_000,
   };
 }
 

@@ -35,8 +35,16 @@ async function open(t: Test, dir: string): Promise<{ env: LmdbEnv; spool: Spool 
 
 function entry(id: string, domain: string, nextAttemptMs: number, extra: Partial<SpoolEntry> = {}): SpoolEntry {
   return {
-    id, projectId: 'p1', domain, mailFrom: `bounce+${id}@rp.sender.test`, rcptTo: `user@${domain}`,
-    outboundId: 'o1', nextAttemptMs, attempts: 0, createdMs: 1_000, ...extra,
+    id,
+    projectId: 'p1',
+    domain,
+    mailFrom: `bounce+${id}@rp.sender.test`,
+    rcptTo: `user@${domain}`,
+    outboundId: 'o1',
+    nextAttemptMs,
+    attempts: 0,
+    createdMs: 1_000,
+    ...extra,
   };
 }
 
@@ -188,14 +196,20 @@ t.test('lease: takes due entries and moves them in one durable step', async (t) 
 
   const leased = await spool.lease(1_000, 2, 61_000);
   t.same(ids(leased), ['m1', 'm2'], 'oldest first, at most limit');
-  t.same(leased.map((e) => e.nextAttemptMs), [61_000, 61_000], 'returned with their lease time');
+  t.same(
+    leased.map((e) => e.nextAttemptMs),
+    [61_000, 61_000],
+    'returned with their lease time',
+  );
   t.same(ids(spool.due(1_000, 10)), ['m3'], 'leased entries are no longer due');
   t.equal(spool.get('m1')?.nextAttemptMs, 61_000);
   t.equal(spool.get('m1')?.attempts, 0, 'a lease is not an attempt');
   t.equal(spool.count(), 4);
 
   // Overlapping leases never hand out the same entry twice.
-  await Promise.all(Array.from({ length: 20 }, (_, i) => spool.enqueue(entry(`n${i}`, 'b.test', 200), bodyOf(`n${i}`))));
+  await Promise.all(
+    Array.from({ length: 20 }, (_, i) => spool.enqueue(entry(`n${i}`, 'b.test', 200), bodyOf(`n${i}`))),
+  );
   const rounds = await Promise.all(Array.from({ length: 8 }, () => spool.lease(1_000, 4, 61_000)));
   const all = rounds.flatMap(ids);
   t.equal(all.length, 21, 'every due entry leased once (m3 and n0..n19)');
@@ -212,7 +226,11 @@ t.test('cancel marks the entry cancelled and makes it due now, durably', async (
   t.notOk('cancelledMs' in (first.spool.get('m1') ?? {}), 'an entry never cancelled has no cancelledMs at all');
 
   t.equal(await first.spool.cancel('m1', 1_000), true, 'resolves true for a spooled id');
-  t.same(first.spool.get('m1'), entry('m1', 'a.test', 1_000, { attempts: 3, cancelledMs: 1_000 }), 'cancelledMs set, due at nowMs, attempts kept');
+  t.same(
+    first.spool.get('m1'),
+    entry('m1', 'a.test', 1_000, { attempts: 3, cancelledMs: 1_000 }),
+    'cancelledMs set, due at nowMs, attempts kept',
+  );
   t.same(ids(first.spool.due(1_000, 10)), ['m2', 'm1'], 'due now, in key order');
   t.equal(first.spool.count(), 2, 'moved, not copied: still one key');
   t.same(first.spool.body('m1'), bodyOf('m1'), 'the body is kept for the worker');
@@ -223,7 +241,11 @@ t.test('cancel marks the entry cancelled and makes it due now, durably', async (
   await first.env.close();
 
   const { spool } = await open(t, dir);
-  t.same(spool.get('m1'), entry('m1', 'a.test', 2_000, { attempts: 3, cancelledMs: 1_000 }), 'survives close and reopen');
+  t.same(
+    spool.get('m1'),
+    entry('m1', 'a.test', 2_000, { attempts: 3, cancelledMs: 1_000 }),
+    'survives close and reopen',
+  );
   t.notOk('cancelledMs' in (spool.get('m2') ?? {}), 'the other entry is untouched');
 });
 
@@ -235,7 +257,11 @@ t.test('cancelledMs is kept by reschedule ("retry") and by lease', async (t) => 
   t.same(spool.get('m1'), entry('m1', 'a.test', 5_000, { attempts: 2, cancelledMs: 200 }), 'reschedule keeps it');
   await spool.reschedule('m1', 300);
   const leased = await spool.lease(1_000, 10, 61_000);
-  t.same(leased, [entry('m1', 'a.test', 61_000, { attempts: 2, cancelledMs: 200 })], 'the leased entry carries cancelledMs');
+  t.same(
+    leased,
+    [entry('m1', 'a.test', 61_000, { attempts: 2, cancelledMs: 200 })],
+    'the leased entry carries cancelledMs',
+  );
   t.equal(spool.get('m1')?.cancelledMs, 200, 'and so does the stored one');
 
   // enqueue stores cancelledMs as a contract field (and checks it like the other times).
@@ -281,25 +307,28 @@ t.test('entries walks every entry in key order, lazily', async (t) => {
   t.same([...spool.entries()], spool.list(10), 'the same entries as list');
 });
 
-t.test('recoverLeases: after a restart, leased entries are due at once; rescheduled and removed ones are not leases', async (t) => {
-  const dir = await tempDir(t);
-  const first = await open(t, dir);
-  for (const id of ['a', 'b', 'c', 'd']) await first.spool.enqueue(entry(id, 'a.test', 100), bodyOf(id));
-  await first.spool.enqueue(entry('later', 'a.test', 50_000), bodyOf('later'));
-  t.same(ids(await first.spool.lease(1_000, 4, 600_000)), ['a', 'b', 'c', 'd']);
-  await first.spool.reschedule('b', 90_000, 1); // its attempt finished: deferred, no longer a lease
-  await first.spool.remove('c'); // delivered
-  await first.env.close(); // the process dies with a and d in flight
+t.test(
+  'recoverLeases: after a restart, leased entries are due at once; rescheduled and removed ones are not leases',
+  async (t) => {
+    const dir = await tempDir(t);
+    const first = await open(t, dir);
+    for (const id of ['a', 'b', 'c', 'd']) await first.spool.enqueue(entry(id, 'a.test', 100), bodyOf(id));
+    await first.spool.enqueue(entry('later', 'a.test', 50_000), bodyOf('later'));
+    t.same(ids(await first.spool.lease(1_000, 4, 600_000)), ['a', 'b', 'c', 'd']);
+    await first.spool.reschedule('b', 90_000, 1); // its attempt finished: deferred, no longer a lease
+    await first.spool.remove('c'); // delivered
+    await first.env.close(); // the process dies with a and d in flight
 
-  const { spool } = await open(t, dir);
-  t.same(ids(spool.due(2_000, 10)), [], 'before recovery the leases hold them back');
-  t.equal(await spool.recoverLeases(2_000), 2);
-  t.same(ids(spool.due(2_000, 10)), ['a', 'd'], 'the interrupted deliveries are due now');
-  t.equal(spool.get('b')?.nextAttemptMs, 90_000, 'a deferral keeps its time');
-  t.equal(spool.get('later')?.nextAttemptMs, 50_000);
-  t.equal(spool.get('a')?.attempts, 0);
-  t.equal(await spool.recoverLeases(3_000), 0, 'recovered once');
-});
+    const { spool } = await open(t, dir);
+    t.same(ids(spool.due(2_000, 10)), [], 'before recovery the leases hold them back');
+    t.equal(await spool.recoverLeases(2_000), 2);
+    t.same(ids(spool.due(2_000, 10)), ['a', 'd'], 'the interrupted deliveries are due now');
+    t.equal(spool.get('b')?.nextAttemptMs, 90_000, 'a deferral keeps its time');
+    t.equal(spool.get('later')?.nextAttemptMs, 50_000);
+    t.equal(spool.get('a')?.attempts, 0);
+    t.equal(await spool.recoverLeases(3_000), 0, 'recovered once');
+  },
+);
 
 t.test('close and reopen keeps everything', async (t) => {
   const dir = await tempDir(t);
@@ -347,7 +376,9 @@ t.test('1000 concurrent enqueues all resolve, share commits, and are all there a
   const due = spool.due(Number.MAX_SAFE_INTEGER, N + 1);
   t.equal(due.length, N);
   const keys = due.map((e) => [e.nextAttemptMs, e.domain, e.id] as const);
-  const sorted = [...keys].sort((a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0) || (a[2] < b[2] ? -1 : a[2] > b[2] ? 1 : 0));
+  const sorted = [...keys].sort(
+    (a, b) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0) || (a[2] < b[2] ? -1 : a[2] > b[2] ? 1 : 0),
+  );
   t.same(keys, sorted, 'and due walks them in schedule order');
 });
 
@@ -382,9 +413,13 @@ function runAndKill(dir: string, tag: string, acksBeforeKill: number): Promise<C
     };
     const deadline = setTimeout(() => {
       kill();
-      reject(new Error(`child acknowledged only ${acked.length} enqueues within ${CRASH_DEADLINE_MS} ms; stderr: ${stderr}`));
+      reject(
+        new Error(`child acknowledged only ${acked.length} enqueues within ${CRASH_DEADLINE_MS} ms; stderr: ${stderr}`),
+      );
     }, CRASH_DEADLINE_MS);
-    child.stderr.setEncoding('utf8').on('data', (s: string) => { stderr += s; });
+    child.stderr.setEncoding('utf8').on('data', (s: string) => {
+      stderr += s;
+    });
     child.stdout.setEncoding('utf8').on('data', (s: string) => {
       // Only complete lines are acknowledgements; a trailing fragment waits for its newline.
       const lines = (pending + s).split('\n');
@@ -393,7 +428,10 @@ function runAndKill(dir: string, tag: string, acksBeforeKill: number): Promise<C
       // Kill while enqueues are in flight: the child never waits between them.
       if (acked.length >= acksBeforeKill) kill();
     });
-    child.on('error', (err) => { clearTimeout(deadline); reject(err); });
+    child.on('error', (err) => {
+      clearTimeout(deadline);
+      reject(err);
+    });
     // 'close' comes after stdout has been drained: acknowledgements written just before the kill,
     // still in the pipe, are counted too.
     child.on('close', (code, signal) => {
@@ -411,8 +449,15 @@ t.test('kill -9 during a burst of enqueues loses no acknowledged message (3 cras
   for (const [i, acksBeforeKill] of ACKS_BEFORE_KILL.entries()) {
     const run = i + 1;
     const result = await runAndKill(dir, `r${run}`, acksBeforeKill);
-    t.equal(result.signal, 'SIGKILL', `run ${run}: the child died by SIGKILL${result.stderr ? ` (stderr: ${result.stderr})` : ''}`);
-    t.ok(result.acked.length >= acksBeforeKill, `run ${run}: ${result.acked.length} enqueues acknowledged before the kill`);
+    t.equal(
+      result.signal,
+      'SIGKILL',
+      `run ${run}: the child died by SIGKILL${result.stderr ? ` (stderr: ${result.stderr})` : ''}`,
+    );
+    t.ok(
+      result.acked.length >= acksBeforeKill,
+      `run ${run}: ${result.acked.length} enqueues acknowledged before the kill`,
+    );
     acked.push(...result.acked);
 
     const env = await openLmdb(dir);
@@ -423,7 +468,10 @@ t.test('kill -9 during a burst of enqueues loses no acknowledged message (3 cras
       t.same(lost, [], `run ${run}: every acknowledged entry (${acked.length} so far) is in the spool`);
       t.same(corrupt, [], `run ${run}: with its body intact`);
       const count = spool.count();
-      t.ok(count >= acked.length, `run ${run}: ${count} spooled, ${count - acked.length} of them never acknowledged (in flight at a kill; allowed: at-least-once)`);
+      t.ok(
+        count >= acked.length,
+        `run ${run}: ${count} spooled, ${count - acked.length} of them never acknowledged (in flight at a kill; allowed: at-least-once)`,
+      );
     } finally {
       await env.close();
     }

@@ -19,21 +19,34 @@ async function tempDir(t: Test): Promise<string> {
   return dir;
 }
 
-const exists = (p: string) => stat(p).then(() => true, () => false);
+const exists = (p: string) =>
+  stat(p).then(
+    () => true,
+    () => false,
+  );
 const label = (m: { version: number; name: string }) => `${String(m.version).padStart(4, '0')}_${m.name}`;
 
 async function checkMigrations(t: Test, db: Db) {
   const all = await listMigrations();
   t.ok(all.length > 0, 'there are migrations');
-  t.same(all.map((m) => m.version), [...all.map((m) => m.version)].sort((a, b) => a - b), 'listed in version order');
+  t.same(
+    all.map((m) => m.version),
+    [...all.map((m) => m.version)].sort((a, b) => a - b),
+    'listed in version order',
+  );
   t.equal(new Set(all.map((m) => m.version)).size, all.length, 'no two migrations share a version');
 
   const applied = await migrate(db);
   t.same(applied, all.map(label), 'a fresh database gets every migration, in order');
 
-  const rows = await db.query<{ version: number; name: string }>('SELECT version, name FROM schema_migrations ORDER BY version');
-  t.same(rows.map((r) => ({ version: Number(r.version), name: r.name })), all.map((m) => ({ version: m.version, name: m.name })),
-    'each is recorded in schema_migrations');
+  const rows = await db.query<{ version: number; name: string }>(
+    'SELECT version, name FROM schema_migrations ORDER BY version',
+  );
+  t.same(
+    rows.map((r) => ({ version: Number(r.version), name: r.name })),
+    all.map((m) => ({ version: m.version, name: m.name })),
+    'each is recorded in schema_migrations',
+  );
 
   // The foundation's tables exist and answer a query.
   const users = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM users');
@@ -72,18 +85,22 @@ t.test('migrations on a real Postgres', { skip: SERVER_URL ? false : 'needs SVC_
   await checkMigrations(t, db);
 });
 
-t.test('two nodes migrating a real Postgres at once apply each migration once', { skip: SERVER_URL ? false : 'needs SVC_DATABASE_URL' }, async (t) => {
-  const database = await createTestDatabase(SERVER_URL as string);
-  t.teardown(() => database.drop());
-  const a = openPostgres(database.url);
-  const b = openPostgres(database.url);
-  t.teardown(() => Promise.all([a.close(), b.close()]));
-  const [ra, rb] = await Promise.all([migrate(a), migrate(b)]);
-  const all = (await listMigrations()).map(label);
-  t.same([...ra, ...rb].sort(), [...all].sort(), 'between them, every migration exactly once');
-  const rows = await a.query<{ n: number }>('SELECT count(*)::int AS n FROM schema_migrations');
-  t.equal(rows[0]?.n, all.length);
-});
+t.test(
+  'two nodes migrating a real Postgres at once apply each migration once',
+  { skip: SERVER_URL ? false : 'needs SVC_DATABASE_URL' },
+  async (t) => {
+    const database = await createTestDatabase(SERVER_URL as string);
+    t.teardown(() => database.drop());
+    const a = openPostgres(database.url);
+    const b = openPostgres(database.url);
+    t.teardown(() => Promise.all([a.close(), b.close()]));
+    const [ra, rb] = await Promise.all([migrate(a), migrate(b)]);
+    const all = (await listMigrations()).map(label);
+    t.same([...ra, ...rb].sort(), [...all].sort(), 'between them, every migration exactly once');
+    const rows = await a.query<{ n: number }>('SELECT count(*)::int AS n FROM schema_migrations');
+    t.equal(rows[0]?.n, all.length);
+  },
+);
 
 t.test('sealed secrets', async (t) => {
   const sealer = createSealer(randomBytes(32));
@@ -98,12 +115,22 @@ t.test('sealed secrets', async (t) => {
 
   const [version, body] = sealed.split('.');
   const bytes = Buffer.from(body ?? '', 'base64');
-  for (const [what, at] of [['ciphertext', bytes.length - 1], ['auth tag', 12], ['iv', 0]] as const) {
+  for (const [what, at] of [
+    ['ciphertext', bytes.length - 1],
+    ['auth tag', 12],
+    ['iv', 0],
+  ] as const) {
     const tampered = Buffer.from(bytes);
     tampered[at] = (tampered[at] ?? 0) ^ 0x01;
-    t.throws(() => sealer.open(`${version}.${tampered.toString('base64')}`, 'account_tokens:1'), `a tampered ${what} does not open`);
+    t.throws(
+      () => sealer.open(`${version}.${tampered.toString('base64')}`, 'account_tokens:1'),
+      `a tampered ${what} does not open`,
+    );
   }
-  t.throws(() => sealer.open(`${version}.${bytes.subarray(0, 20).toString('base64')}`, 'account_tokens:1'), 'a truncated value does not open');
+  t.throws(
+    () => sealer.open(`${version}.${bytes.subarray(0, 20).toString('base64')}`, 'account_tokens:1'),
+    'a truncated value does not open',
+  );
   t.throws(() => sealer.open(`v9.${body}`, 'account_tokens:1'), 'an unknown version does not open');
 
   t.throws(() => createSealer(randomBytes(32)).open(sealed, 'account_tokens:1'), 'another master key does not open it');
@@ -117,7 +144,11 @@ t.test('loadMasterKey generates a 0600 key file and reuses it', async (t) => {
   const file = path.join(dataDir, 'master.key');
   const st = await stat(file);
   t.equal((st.mode & 0o777).toString(8), '600', 'mode 0600');
-  t.equal(Buffer.from((await readFile(file, 'utf8')).trim(), 'base64').toString('hex'), key.toString('hex'), 'the file holds the key, base64');
+  t.equal(
+    Buffer.from((await readFile(file, 'utf8')).trim(), 'base64').toString('hex'),
+    key.toString('hex'),
+    'the file holds the key, base64',
+  );
   const again = await loadMasterKey(null, dataDir);
   t.equal(again.toString('hex'), key.toString('hex'), 'the next call returns the same key');
   t.same(await readdir(dataDir), ['master.key'], 'no temporary files left behind');
@@ -140,13 +171,21 @@ t.test('a configured master key wins', async (t) => {
   const root = await tempDir(t);
   const configured = randomBytes(32);
   const fresh = path.join(root, 'fresh');
-  t.equal((await loadMasterKey(configured, fresh)).toString('hex'), configured.toString('hex'), 'returns the configured key');
+  t.equal(
+    (await loadMasterKey(configured, fresh)).toString('hex'),
+    configured.toString('hex'),
+    'returns the configured key',
+  );
   t.notOk(await exists(path.join(fresh, 'master.key')), 'and writes no key file');
 
   // Even when a generated key file already exists.
   const generated = await loadMasterKey(null, root);
   t.not(generated.toString('hex'), configured.toString('hex'));
-  t.equal((await loadMasterKey(configured, root)).toString('hex'), configured.toString('hex'), 'over an existing key file');
+  t.equal(
+    (await loadMasterKey(configured, root)).toString('hex'),
+    configured.toString('hex'),
+    'over an existing key file',
+  );
 });
 
 t.test('a corrupt key file is refused, not replaced', async (t) => {
@@ -168,6 +207,10 @@ t.test('LMDB lives under <dataDir>/lmdb and keeps writes across reopen', async (
   const reopened = await openLmdb(dataDir);
   t.teardown(() => reopened.close());
   t.same(reopened.root.get('greeting'), { text: 'hello', n: 1 }, 'a put is readable after close and reopen');
-  t.equal(reopened.root.openDB({ name: 'spool-test' }).get(['2024', 'example.test', 'id-1']), 'queued', 'named databases too');
+  t.equal(
+    reopened.root.openDB({ name: 'spool-test' }).get(['2024', 'example.test', 'id-1']),
+    'queued',
+    'named databases too',
+  );
   t.equal(reopened.root.get('missing'), undefined);
 });

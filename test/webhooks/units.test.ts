@@ -16,9 +16,15 @@ t.test('signing: the Standard Webhooks test vector, and the receiver of these te
   const body = '{"test": 2432232314}';
   const expected = 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=';
   t.equal(signWebhook(secret, id, 1614265330, body), expected);
-  t.ok(verifyStandardWebhook(secret, id, '1614265330', body, expected), "the test receiver's own implementation accepts the vector");
+  t.ok(
+    verifyStandardWebhook(secret, id, '1614265330', body, expected),
+    "the test receiver's own implementation accepts the vector",
+  );
   t.notOk(verifyStandardWebhook(secret, id, '1614265331', body, expected), 'and refuses another timestamp');
-  t.ok(verifyStandardWebhook(secret, id, '1614265330', body, `v1,bm90LWl0 ${expected}`), 'any of several signatures may match');
+  t.ok(
+    verifyStandardWebhook(secret, id, '1614265330', body, `v1,bm90LWl0 ${expected}`),
+    'any of several signatures may match',
+  );
 
   const fresh = newWebhookSecret();
   t.match(fresh, /^whsec_[A-Za-z0-9+/]+=*$/);
@@ -30,47 +36,86 @@ t.test('signing: the Standard Webhooks test vector, and the receiver of these te
   t.same([...WEBHOOK_EVENTS], [...WEBHOOK_EVENT_TYPES], 'the route schema and the fan-out know the same kinds');
 });
 
-t.test('retry schedule: full jitter under a doubling ceiling, never under 1 s, given up 24 h after the event', async (t) => {
-  const event = 1_000_000;
-  const HOUR = 3_600_000;
-  // The ceiling doubles from 5 s and stops at the cap.
-  for (const [attempt, ceiling] of [[1, 5_000], [2, 10_000], [5, 80_000], [12, 10_240_000], [13, 4 * HOUR], [40, 4 * HOUR]] as const) {
-    const top = nextWebhookAttempt(attempt, event, event, 0.999999);
-    t.ok(top.action === 'retry' && top.atMs - event <= ceiling && top.atMs - event > ceiling * 0.99, `attempt ${attempt}: at most ${ceiling} ms`);
-    const low = nextWebhookAttempt(attempt, event, event, 0);
-    t.same(low, { action: 'retry', atMs: event + 1_000 }, `attempt ${attempt}: a zero draw still waits 1 s`);
-  }
-  // Near the end of the window the next attempt is at its mark; at or past it, none.
-  t.same(nextWebhookAttempt(30, event, event + 23 * HOUR, 0.9), { action: 'retry', atMs: event + 24 * HOUR });
-  t.same(nextWebhookAttempt(30, event, event + 24 * HOUR, 0.5), { action: 'give_up' });
-  t.same(nextWebhookAttempt(2, event, event + 25 * HOUR, 0.5), { action: 'give_up' });
+t.test(
+  'retry schedule: full jitter under a doubling ceiling, never under 1 s, given up 24 h after the event',
+  async (t) => {
+    const event = 1_000_000;
+    const HOUR = 3_600_000;
+    // The ceiling doubles from 5 s and stops at the cap.
+    for (const [attempt, ceiling] of [
+      [1, 5_000],
+      [2, 10_000],
+      [5, 80_000],
+      [12, 10_240_000],
+      [13, 4 * HOUR],
+      [40, 4 * HOUR],
+    ] as const) {
+      const top = nextWebhookAttempt(attempt, event, event, 0.999999);
+      t.ok(
+        top.action === 'retry' && top.atMs - event <= ceiling && top.atMs - event > ceiling * 0.99,
+        `attempt ${attempt}: at most ${ceiling} ms`,
+      );
+      const low = nextWebhookAttempt(attempt, event, event, 0);
+      t.same(low, { action: 'retry', atMs: event + 1_000 }, `attempt ${attempt}: a zero draw still waits 1 s`);
+    }
+    // Near the end of the window the next attempt is at its mark; at or past it, none.
+    t.same(nextWebhookAttempt(30, event, event + 23 * HOUR, 0.9), { action: 'retry', atMs: event + 24 * HOUR });
+    t.same(nextWebhookAttempt(30, event, event + 24 * HOUR, 0.5), { action: 'give_up' });
+    t.same(nextWebhookAttempt(2, event, event + 25 * HOUR, 0.5), { action: 'give_up' });
 
-  // A whole run, with median draws: exponential at first, then about every 2 h, ending at 24 h.
-  let now = event;
-  let attempt = 1;
-  const times: number[] = [];
-  for (;;) {
-    const next = nextWebhookAttempt(attempt, event, now, 0.5);
-    if (next.action === 'give_up') break;
-    now = next.atMs;
-    attempt++;
-    times.push(now - event);
-  }
-  t.equal(times.at(-1), WEBHOOK_RETRY.windowMs, 'the last attempt is 24 h after the event');
-  t.ok(attempt > 10 && attempt < 30, `${attempt} attempts in all`);
-});
+    // A whole run, with median draws: exponential at first, then about every 2 h, ending at 24 h.
+    let now = event;
+    let attempt = 1;
+    const times: number[] = [];
+    for (;;) {
+      const next = nextWebhookAttempt(attempt, event, now, 0.5);
+      if (next.action === 'give_up') break;
+      now = next.atMs;
+      attempt++;
+      times.push(now - event);
+    }
+    t.equal(times.at(-1), WEBHOOK_RETRY.windowMs, 'the last attempt is 24 h after the event');
+    t.ok(attempt > 10 && attempt < 30, `${attempt} attempts in all`);
+  },
+);
 
 t.test('addresses webhooks may not reach', async (t) => {
   const refused: Record<string, string> = {
-    '127.0.0.1': 'loopback', '127.8.9.10': 'loopback', '10.0.0.1': 'private', '172.16.5.4': 'private', '192.168.1.1': 'private',
-    '100.64.0.1': 'shared (CGNAT)', '169.254.169.254': 'link-local', '0.0.0.0': 'unspecified', '224.0.0.251': 'multicast',
-    '255.255.255.255': 'reserved', '198.18.0.1': 'benchmarking', '192.0.2.1': 'documentation',
-    '::': 'unspecified', '::1': 'loopback', 'fe80::1': 'link-local', 'fd12:3456::1': 'unique local', 'fc00::1': 'unique local',
-    'ff02::1': 'multicast', '::ffff:127.0.0.1': 'loopback', '::ffff:a00:1': 'private', '64:ff9b::a9fe:a9fe': 'link-local',
-    '2002:c0a8:101::1': 'private', '2001:db8::1': 'documentation',
+    '127.0.0.1': 'loopback',
+    '127.8.9.10': 'loopback',
+    '10.0.0.1': 'private',
+    '172.16.5.4': 'private',
+    '192.168.1.1': 'private',
+    '100.64.0.1': 'shared (CGNAT)',
+    '169.254.169.254': 'link-local',
+    '0.0.0.0': 'unspecified',
+    '224.0.0.251': 'multicast',
+    '255.255.255.255': 'reserved',
+    '198.18.0.1': 'benchmarking',
+    '192.0.2.1': 'documentation',
+    '::': 'unspecified',
+    '::1': 'loopback',
+    'fe80::1': 'link-local',
+    'fd12:3456::1': 'unique local',
+    'fc00::1': 'unique local',
+    'ff02::1': 'multicast',
+    '::ffff:127.0.0.1': 'loopback',
+    '::ffff:a00:1': 'private',
+    '64:ff9b::a9fe:a9fe': 'link-local',
+    '2002:c0a8:101::1': 'private',
+    '2001:db8::1': 'documentation',
   };
   for (const [address, why] of Object.entries(refused)) t.equal(refusalOf(address), why, `${address}: ${why}`);
-  for (const address of ['8.8.8.8', '1.1.1.1', '100.128.0.1', '172.32.0.1', '192.169.0.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '2a00:1450::1']) {
+  for (const address of [
+    '8.8.8.8',
+    '1.1.1.1',
+    '100.128.0.1',
+    '172.32.0.1',
+    '192.169.0.1',
+    '2606:4700:4700::1111',
+    '::ffff:8.8.8.8',
+    '2a00:1450::1',
+  ]) {
     t.equal(refusalOf(address), null, `${address}: public`);
   }
 });
@@ -98,7 +143,12 @@ t.test('URLs at registration', async (t) => {
     const c = checkWebhookUrl(url, false);
     t.ok(!c.ok && why.test(c.message), `${url} refused: ${c.ok ? 'accepted' : c.message}`);
   }
-  for (const url of ['https://hooks.example.com/svc', 'http://93.184.216.34:8080/x?y=1', 'https://[2606:4700::1]/h', 'http://intranet/']) {
+  for (const url of [
+    'https://hooks.example.com/svc',
+    'http://93.184.216.34:8080/x?y=1',
+    'https://[2606:4700::1]/h',
+    'http://intranet/',
+  ]) {
     t.ok(checkWebhookUrl(url, false).ok, `${url} accepted (a name is checked when it is resolved, at delivery)`);
   }
   t.ok(checkWebhookUrl('http://127.0.0.1:8080/hook', true).ok, 'SVC_ALLOW_PRIVATE_WEBHOOKS=1 lifts the address rule');
