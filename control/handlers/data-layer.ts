@@ -300,7 +300,7 @@ function readHandlers(): Record<string, ReadHandler> {
     const spec: TableSpec = dataTables[table];
     out[`v1.${table}.list`] = async ({ query }, rc) => {
       const { limit, ...rest } = query;
-      // The route's schema admits the table's filters and nothing else (unknown fields are dropped).
+      // The route's schema admits the table's filters and nothing else (unknown ones are refused by the validator).
       const filters = Object.fromEntries(
         Object.keys(spec.filters ?? {})
           .filter((f) => rest[f] !== undefined)

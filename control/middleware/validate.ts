@@ -6,12 +6,12 @@ import type { TSchema } from '@sinclair/typebox';
 import { isIP } from 'node:net';
 import { fail } from '../errors.js';
 
-// Bodies: unknown fields are dropped, types are not coerced (a JSON string is not a number).
-const bodyAjv = addFormats.default(new Ajv({ allErrors: true, removeAdditional: true, strict: false }));
-// Query strings and path parameters arrive as text: coerce them to the declared types.
-const textAjv = addFormats.default(
-  new Ajv({ allErrors: true, removeAdditional: true, coerceTypes: true, strict: false }),
-);
+// Bodies: unknown fields are refused, never dropped (docs/decisions.md #23): a misspelt optional field
+// would otherwise be ignored without a word. Types are not coerced (a JSON string is not a number).
+const bodyAjv = addFormats.default(new Ajv({ allErrors: true, strict: false }));
+// Query strings and path parameters arrive as text: coerce them to the declared types. Unknown query
+// parameters are refused too.
+const textAjv = addFormats.default(new Ajv({ allErrors: true, coerceTypes: true, strict: false }));
 // Responses (checked when SVC_CHECK_RESPONSES is on, as in tests): exactly as declared.
 const responseAjv = addFormats.default(new Ajv({ allErrors: true, strict: false }));
 
@@ -38,7 +38,14 @@ export function fieldErrors(part: string, errors: ErrorObject[] | null | undefin
     let field = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
     if (e.keyword === 'required')
       field = [field, (e.params as { missingProperty: string }).missingProperty].filter(Boolean).join('.');
-    const message = e.keyword === 'required' ? 'is required' : (e.message ?? 'is invalid');
+    if (e.keyword === 'additionalProperties')
+      field = [field, (e.params as { additionalProperty: string }).additionalProperty].filter(Boolean).join('.');
+    const message =
+      e.keyword === 'required'
+        ? 'is required'
+        : e.keyword === 'additionalProperties'
+          ? 'is not a known field'
+          : (e.message ?? 'is invalid');
     const key = `${part}${field ? '.' + field : ''}`;
     if (!out.some((o) => o.field === key && o.message === message)) out.push({ field: key, message });
   }

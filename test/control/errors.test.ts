@@ -67,13 +67,14 @@ function expectEnvelope(t: Test, res: Res, status: number, code: string, what: s
   return e?.requestId as string;
 }
 
-/** A signup body of exactly `size` bytes: valid, with an ignored padding field. */
+/** A signup body of exactly `size` bytes: valid, padded with white space. */
 function paddedSignup(size: number): string {
-  const head = `{"email":"${uniqueEmail('pad')}","password":"correct horse battery","pad":"`;
-  const tail = '"}';
+  // Padded with JSON white space: an unknown field would be refused (docs/decisions.md #23).
+  const head = `{"email":"${uniqueEmail('pad')}","password":"correct horse battery"`;
+  const tail = '}';
   const n = size - head.length - tail.length;
   if (n < 0) throw new Error('size too small');
-  const s = head + 'a'.repeat(n) + tail;
+  const s = head + ' '.repeat(n) + tail;
   if (Buffer.byteLength(s) !== size) throw new Error('padding arithmetic');
   return s;
 }
@@ -266,4 +267,16 @@ t.test('unexpected exception → 500 internal, details only in the log', async (
 
   // The process survived the exception.
   t.equal((await send(svc, 'GET', '/health')).status, 200, 'health still answers');
+});
+
+t.test('an unknown body field is refused by name, never dropped (docs/decisions.md #23)', async (t) => {
+  const svc = await startTestService(t);
+  const body = JSON.stringify({ email: uniqueEmail('unknown'), password: 'correct horse battery', nmae: 'x' });
+  const r = await send(svc, 'POST', SIGNUP, body);
+  expectEnvelope(t, r, 400, 'invalid_request', 'signup with a misspelt field');
+  t.match(r.body.error.details, [{ field: 'body.nmae', message: 'is not a known field' }], 'names the field');
+  t.match(r.body.error.message, /body\.nmae/, 'the message names it too');
+  const login = JSON.stringify({ email: JSON.parse(body).email, password: 'correct horse battery' });
+  const after = await send(svc, 'POST', '/auth/v1/login', login);
+  t.equal(after.status, 401, 'nothing was created by the refused call');
 });
