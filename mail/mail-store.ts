@@ -111,7 +111,7 @@ export interface Change {
 }
 
 export interface MailStore {
-  /** Creates INBOX, Sent, Drafts, Trash and Junk for a new inbox (in the caller's transaction if given one). */
+  /** Creates INBOX, Sent, Drafts, Trash and Junk for an inbox (idempotent; createInbox does it in its transaction). */
   createDefaultMailboxes(inboxId: string): Promise<Mailbox[]>;
   /** A folder a user creates; null when the inbox already has one of that name (or that role). */
   createMailbox(inboxId: string, name: string, specialUse?: SpecialUse | null): Promise<Mailbox | null>;

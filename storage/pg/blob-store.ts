@@ -13,7 +13,8 @@ import { BlobNotFoundError, checkBlobAddress, checkRefStep, type BlobStore } fro
 import { readChunks } from '../blob-chunks.js';
 
 // pg returns bytea as a Buffer, PGlite as a Uint8Array.
-const asBuffer = (v: Uint8Array): Buffer => (Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength));
+const asBuffer = (v: Uint8Array): Buffer =>
+  Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
 
 export function openPgBlobStore(db: Db): BlobStore {
   async function chunk(address: string, seq: number): Promise<Buffer> {

@@ -29,7 +29,8 @@ export interface NewInbox {
 }
 
 const INBOX = `id, capability_id AS "capabilityId", localpart, type, storage_limit_bytes AS "storageLimitBytes",
-  used_bytes AS "usedBytes", billing_started_at AS "billingStartedAt", deleted_at AS "deletedAt", created_at AS "createdAt"`;
+  used_bytes AS "usedBytes", billing_started_at AS "billingStartedAt", deleted_at AS "deletedAt",
+  created_at AS "createdAt"`;
 
 /** The inbox and its five default mailboxes; null when a live inbox of that localpart exists (any case). */
 export async function createInbox(db: Db, n: NewInbox): Promise<{ inbox: Inbox; mailboxes: Mailbox[] } | null> {

@@ -35,7 +35,8 @@ const MESSAGE = `id, mailbox_id AS "mailboxId", uid, modseq, blob_address AS "bl
   internal_date AS "internalDate", flags, message_id AS "messageId", envelope, structure`;
 
 // pg returns bytea as a Buffer, PGlite as a Uint8Array.
-const asBuffer = (v: Uint8Array): Buffer => (Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength));
+const asBuffer = (v: Uint8Array): Buffer =>
+  Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
 // JSON goes in as text cast to jsonb: both engines then pass the string through unchanged.
 const json = (v: unknown): string | null => (v === undefined ? null : JSON.stringify(v));
 
@@ -93,10 +94,9 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
     },
 
     mailboxes: (inboxId) =>
-      db.query<Mailbox>(
-        `SELECT ${MAILBOX} FROM mailboxes WHERE inbox_id = $1 ORDER BY name = 'INBOX' DESC, name`,
-        [inboxId],
-      ),
+      db.query<Mailbox>(`SELECT ${MAILBOX} FROM mailboxes WHERE inbox_id = $1 ORDER BY name = 'INBOX' DESC, name`, [
+        inboxId,
+      ]),
 
     async mailbox(mailboxId) {
       const rows = await db.query<Mailbox>(`SELECT ${MAILBOX} FROM mailboxes WHERE id = $1`, [mailboxId]);
@@ -119,7 +119,8 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
           // UIDs and MODSEQs are handed out in commit order and only grow.
           const [mb] = await q.query<{ inboxId: string; uid: number; modseq: number; uidValidity: number }>(
             `UPDATE mailboxes SET uid_next = uid_next + 1, highest_modseq = highest_modseq + 1 WHERE id = $1
-             RETURNING inbox_id AS "inboxId", uid_next - 1 AS uid, highest_modseq AS modseq, uid_validity AS "uidValidity"`,
+             RETURNING inbox_id AS "inboxId", uid_next - 1 AS uid, highest_modseq AS modseq,
+               uid_validity AS "uidValidity"`,
             [input.mailboxId],
           );
           if (!mb) throw new Outcome({ kind: 'no_mailbox' });
@@ -136,8 +137,8 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
           }
           const at = now();
           await q.query(
-            `INSERT INTO mail_messages (id, inbox_id, mailbox_id, uid, modseq, blob_address, prefix, size, internal_date,
-               flags, message_id, envelope, structure, import_key, created_at)
+            `INSERT INTO mail_messages (id, inbox_id, mailbox_id, uid, modseq, blob_address, prefix, size,
+               internal_date, flags, message_id, envelope, structure, import_key, created_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text::jsonb, $13::text::jsonb, $14, $15)`,
             [
               id,
@@ -215,7 +216,8 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
         );
         await q.query(
           `INSERT INTO mail_changes (mailbox_id, modseq, uid, kind, flags, created_at)
-           SELECT $1, $3, c.uid, 'flags', c.flags, $4 FROM jsonb_to_recordset($2::text::jsonb) AS c(uid bigint, flags text[])`,
+           SELECT $1, $3, c.uid, 'flags', c.flags, $4
+           FROM jsonb_to_recordset($2::text::jsonb) AS c(uid bigint, flags text[])`,
           [mailboxId, set, modseq, now()],
         );
         notice = { inboxId: mb.inboxId, mailboxId, modseq };
