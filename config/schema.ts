@@ -14,6 +14,7 @@ export interface HostPort {
 export interface Config {
   dataDir: string;
   databaseUrl: string | null;
+  blobStore: 'local' | 'postgres';
   bindHost: string;
   httpPort: number;
   smtpPort: number;
@@ -125,6 +126,17 @@ export const fields = [
     secret: true,
     parse: (raw) => raw,
     fallback: () => null,
+  }),
+  f({
+    env: 'SVC_BLOB_STORE',
+    key: 'blobStore',
+    doc:
+      'Where inbox message bodies live: `local` (LMDB under SVC_DATA_DIR) or `postgres` (the database, so ' +
+      'that hosts sharing it share mailboxes).',
+    schema: { type: 'string', enum: ['local', 'postgres'] },
+    expect: 'must be local or postgres',
+    parse: (raw) => raw as Config['blobStore'],
+    fallback: () => 'local' as const,
   }),
   f({
     env: 'SVC_BIND_HOST',

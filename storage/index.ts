@@ -7,6 +7,7 @@ import { migrate } from './pg/migrate.js';
 import { openLmdb, type LmdbEnv } from './lmdb/env.js';
 import { createSealer, loadMasterKey, type Sealer } from './secrets.js';
 import { openSpool, type Spool } from './lmdb/spool.js';
+import { openMailParts, type MailParts } from './mail.js';
 
 export interface Storage {
   db: Db;
@@ -14,6 +15,8 @@ export interface Storage {
   /** The outbound spool (queue and bodies) on LMDB. */
   spool: Spool;
   sealer: Sealer;
+  /** Inbox mail: `blobs` (bodies, per SVC_BLOB_STORE), `mail` (the mailbox backend), `changes` (the feed). */
+  mail: MailParts;
   close(): Promise<void>;
 }
 
@@ -34,12 +37,15 @@ export async function openStorage(config: Readonly<Config>, log: Logger): Promis
     const applied = await migrate(db);
     if (applied.length) log.info({ applied }, 'migrations applied');
     const lmdb = await openLmdb(config.dataDir);
+    const mail = openMailParts(config, db, lmdb, log);
     return {
       db,
       lmdb,
       sealer,
       spool: openSpool(lmdb),
+      mail,
       async close() {
+        await mail.close();
         await lmdb.close();
         await db.close();
       },

@@ -13,6 +13,12 @@ export interface Db extends Queryable {
   readonly kind: 'postgres' | 'embedded';
   /** Runs fn in one transaction; commits when it resolves, rolls back when it throws. */
   tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
+  /**
+   * LISTEN on a channel: `onPayload` gets each notification's payload (NOTIFY is delivered at commit).
+   * Resolves once listening, with the function that stops. On a real Postgres this holds one connection
+   * of its own, opened at the first call and re-opened (after 1 s) if the server drops it.
+   */
+  listen(channel: string, onPayload: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -43,10 +49,93 @@ function statementName(sql: string): string {
   return name;
 }
 
+const CHANNEL = /^[a-z_][a-z0-9_]{0,62}$/;
+
+function checkChannel(channel: string): string {
+  if (!CHANNEL.test(channel)) throw new TypeError(`not a channel name: ${JSON.stringify(channel)}`);
+  return channel;
+}
+
+// One connection outside the pool for every LISTEN of a Db: a pooled client would be handed to other
+// queries, and its notifications lost when the pool closes it.
+function pgListener(url: string) {
+  const handlers = new Map<string, Set<(payload: string) => void>>();
+  let client: Promise<pg.Client> | null = null;
+  let current: pg.Client | null = null;
+  let closed = false;
+
+  // Called on 'error', on 'end' and on a failed connect: only the first call for a connection acts.
+  function reconnectLater(c: pg.Client) {
+    if (c !== current) return;
+    current = null;
+    client = null;
+    c.end().catch(() => {});
+    if (closed) return;
+    // Notifications sent while disconnected are lost: subscribers catch up from the journal when woken.
+    setTimeout(() => {
+      if (!closed && handlers.size) connection().catch(() => {});
+    }, 1000).unref();
+  }
+
+  function connection(): Promise<pg.Client> {
+    if (client) return client;
+    const c = new pg.Client({ connectionString: url });
+    current = c;
+    c.on('notification', (msg) => {
+      for (const h of handlers.get(msg.channel) ?? []) h(msg.payload ?? '');
+    });
+    c.on('error', () => reconnectLater(c));
+    c.on('end', () => reconnectLater(c));
+    const ready = (async () => {
+      await c.connect();
+      for (const channel of handlers.keys()) await c.query(`LISTEN ${channel}`);
+      return c;
+    })();
+    client = ready;
+    ready.catch(() => reconnectLater(c));
+    return ready;
+  }
+
+  return {
+    async listen(channel: string, onPayload: (payload: string) => void) {
+      checkChannel(channel);
+      if (closed) throw new Error('database closed');
+      let set = handlers.get(channel);
+      if (!set) handlers.set(channel, (set = new Set()));
+      set.add(onPayload);
+      const stop = async () => {
+        set.delete(onPayload);
+        if (set.size || handlers.get(channel) !== set) return;
+        handlers.delete(channel);
+        const c = await client?.catch(() => null);
+        await c?.query(`UNLISTEN ${channel}`).catch(() => {});
+      };
+      try {
+        // LISTEN is idempotent: a connection opened meanwhile has already issued it.
+        await (await connection()).query(`LISTEN ${channel}`);
+      } catch (err) {
+        await stop();
+        throw err;
+      }
+      return stop;
+    },
+    async close() {
+      closed = true;
+      const pending = client;
+      const c = current;
+      current = null;
+      client = null;
+      await pending?.catch(() => {});
+      await c?.end().catch(() => {});
+    },
+  };
+}
+
 export function openPostgres(url: string, max = 10): Db {
   const pool = new pg.Pool({ connectionString: url, max, types });
   // An idle client's error (server restart) must not crash the process; the pool replaces it.
   pool.on('error', () => {});
+  const listener = pgListener(url);
   const run =
     (c: pg.Pool | pg.PoolClient) =>
     async <T>(sql: string, params: unknown[] = []): Promise<T[]> => {
@@ -70,7 +159,11 @@ export function openPostgres(url: string, max = 10): Db {
         client.release();
       }
     },
-    close: () => pool.end(),
+    listen: listener.listen,
+    async close() {
+      await listener.close();
+      await pool.end();
+    },
   };
 }
 
@@ -87,6 +180,10 @@ export async function openEmbedded(dir: string): Promise<Db> {
     query: run(db),
     // PGlite is a single connection: its transaction() holds a lock so concurrent calls queue up.
     tx: (fn) => db.transaction((t) => fn({ query: run(t) })),
+    async listen(channel, onPayload) {
+      const stop = await db.listen(checkChannel(channel), onPayload);
+      return () => stop();
+    },
     close: () => db.close(),
   };
 }

@@ -1,0 +1,130 @@
+// The local blob store (the default, SVC_BLOB_STORE=local): inbox message bodies in the LMDB environment
+// under SVC_DATA_DIR, content-addressed and reference-counted (mail/blob-store.ts has the contract).
+//
+// Two named databases in the one environment, so that one LMDB transaction spans a blob and its count:
+//   blob_meta    address → { size, refs, chunks }
+//   blob_chunks  [address, index] → Buffer (raw bytes, no msgpack)   written once, never changed
+// A body is kept as 256 KiB chunks so that `stream` reads it a chunk at a time instead of whole.
+//
+// Durability, as the spool (storage/lmdb/spool.ts): every write resolves after its transaction has
+// committed and the environment's `flushed` promise (the fsync) has resolved; concurrent writes share
+// commits. Each transaction callback decides from what it reads inside the write transaction (LMDB has
+// one writer), so "find or store, then count" is atomic against a concurrent release of the same content.
+import { Readable } from 'node:stream';
+import type { Database } from 'lmdb';
+import type { LmdbEnv } from './env.js';
+import { BlobNotFoundError, checkBlobAddress, checkRefStep, type BlobStore } from '../../mail/blob-store.js';
+import { readChunks } from '../blob-chunks.js';
+
+interface BlobMeta {
+  size: number;
+  refs: number;
+  chunks: number;
+}
+
+type ChunkKey = [address: string, index: number];
+
+export function openLocalBlobStore(env: LmdbEnv): BlobStore {
+  const { root } = env;
+  const meta: Database<BlobMeta, string> = root.openDB<BlobMeta, string>({ name: 'blob_meta' });
+  const chunks: Database<Buffer, ChunkKey> = root.openDB<Buffer, ChunkKey>({ name: 'blob_chunks', encoding: 'binary' });
+
+  async function durable<T>(txn: () => T): Promise<T> {
+    const result = await root.transaction(txn);
+    await root.flushed;
+    return result;
+  }
+
+  function chunk(address: string, index: number): Buffer {
+    const c = chunks.get([address, index]);
+    // Only a release by a caller that held no reference can remove a blob under a reader.
+    if (!c) throw new BlobNotFoundError(address);
+    return c;
+  }
+
+  return {
+    kind: 'local',
+
+    // Bytes given whole are written when the batch commits, after this call has returned to the event
+    // loop: the caller must not modify them until the promise settles.
+    async put(source) {
+      const body = await readChunks(source);
+      await durable(() => {
+        const found = meta.get(body.address);
+        if (found) {
+          meta.put(body.address, { ...found, refs: found.refs + 1 });
+          return;
+        }
+        body.chunks.forEach((c, i) => chunks.put([body.address, i], c));
+        meta.put(body.address, { size: body.size, refs: 1, chunks: body.chunks.length });
+      });
+      return { address: body.address, size: body.size };
+    },
+
+    async get(address) {
+      checkBlobAddress(address);
+      const m = meta.get(address);
+      if (!m) return null;
+      const parts: Buffer[] = [];
+      for (let i = 0; i < m.chunks; i++) parts.push(chunk(address, i));
+      return Buffer.concat(parts, m.size);
+    },
+
+    async stream(address) {
+      checkBlobAddress(address);
+      const m = meta.get(address);
+      if (!m) return null;
+      return Readable.from(
+        (function* () {
+          for (let i = 0; i < m.chunks; i++) yield chunk(address, i);
+        })(),
+        { objectMode: false },
+      );
+    },
+
+    async has(address) {
+      checkBlobAddress(address);
+      return meta.doesExist(address);
+    },
+
+    async refs(address) {
+      checkBlobAddress(address);
+      return meta.get(address)?.refs ?? 0;
+    },
+
+    async addRef(address, n = 1) {
+      checkBlobAddress(address);
+      checkRefStep(n);
+      const found = await durable(() => {
+        const m = meta.get(address);
+        if (!m) return false;
+        meta.put(address, { ...m, refs: m.refs + n });
+        return true;
+      });
+      if (!found) throw new BlobNotFoundError(address);
+    },
+
+    async release(address, n = 1) {
+      checkBlobAddress(address);
+      checkRefStep(n);
+      const left = await durable(() => {
+        const m = meta.get(address);
+        if (!m) return -1;
+        // Giving back more than is held is a caller's bug; the blob goes either way.
+        const refs = Math.max(0, m.refs - n);
+        if (refs > 0) {
+          meta.put(address, { ...m, refs });
+          return refs;
+        }
+        for (let i = 0; i < m.chunks; i++) chunks.remove([address, i]);
+        meta.remove(address);
+        return 0;
+      });
+      if (left < 0) throw new BlobNotFoundError(address);
+      return left;
+    },
+
+    // The environment is closed by the Storage handle that opened it.
+    async close() {},
+  };
+}

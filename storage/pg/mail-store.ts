@@ -1,0 +1,291 @@
+// The mailbox backend over Postgres and a blob store (mail/mail-store.ts has the contract): the one place
+// the MX listener, the IMAP server and the webmail API reach message rows through.
+//
+// Locks, always in this order so that two writers never wait on each other in a cycle: the mailbox row
+// (it allocates UID and MODSEQ), then the inbox row (it counts used_bytes). Every write puts its journal
+// row and its NOTIFY in the same transaction and wakes this process's subscribers after the commit.
+//
+// Blob references follow the rule of mail/blob-store.ts: append takes its reference before the
+// transaction that commits the row, expunge gives references back after the rows are gone. Expunged rows
+// are deleted, not kept as tombstones: the journal keeps (modseq, uid) for RFC 7162 VANISHED.
+import { randomUUID } from 'node:crypto';
+import { Buffer } from 'node:buffer';
+import type { Clock } from '../../config/context.js';
+import type { BlobStore } from '../../mail/blob-store.js';
+import { checkBlobAddress } from '../../mail/blob-store.js';
+import {
+  applyFlagChange,
+  DEFAULT_MAILBOXES,
+  normalizeFlags,
+  sameFlags,
+  type AppendOutcome,
+  type Change,
+  type ChangeNotice,
+  type MailStore,
+  type Mailbox,
+  type SpecialUse,
+  type StoredMessage,
+} from '../../mail/mail-store.js';
+import { isPgError, PG_UNIQUE_VIOLATION, type Db, type Queryable } from './client.js';
+import type { ChangeFeedWriter } from './change-feed.js';
+
+const MAILBOX = `id, inbox_id AS "inboxId", name, special_use AS "specialUse", uid_validity AS "uidValidity",
+  uid_next AS "uidNext", highest_modseq AS "highestModseq", subscribed`;
+const MESSAGE = `id, mailbox_id AS "mailboxId", uid, modseq, blob_address AS "blobAddress", prefix, size,
+  internal_date AS "internalDate", flags, message_id AS "messageId", envelope, structure`;
+
+// pg returns bytea as a Buffer, PGlite as a Uint8Array.
+const asBuffer = (v: Uint8Array): Buffer =>
+  Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+// JSON goes in as text cast to jsonb: both engines then pass the string through unchanged.
+const json = (v: unknown): string | null => (v === undefined ? null : JSON.stringify(v));
+
+function checkUids(uids: readonly number[]): number[] {
+  for (const u of uids) if (!Number.isSafeInteger(u) || u < 1) throw new RangeError(`not a UID: ${u}`);
+  return [...uids];
+}
+
+// RFC 9051 §5.1: any name but INBOX (in any case, which always means the inbox itself), no control characters.
+function checkMailboxName(name: string): boolean {
+  return typeof name === 'string' && name.length > 0 && name.length <= 1000 && !/[\x00-\x1f\x7f]/.test(name);
+}
+
+/** Creates the default mailboxes of an inbox inside the caller's transaction (idempotent). */
+export async function insertDefaultMailboxes(q: Queryable, inboxId: string, now: Date): Promise<Mailbox[]> {
+  for (const m of DEFAULT_MAILBOXES) {
+    await q.query(
+      `INSERT INTO mailboxes (id, inbox_id, name, special_use, created_at) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT DO NOTHING`,
+      [randomUUID(), inboxId, m.name, m.specialUse, now],
+    );
+  }
+  return q.query<Mailbox>(`SELECT ${MAILBOX} FROM mailboxes WHERE inbox_id = $1 ORDER BY created_at, name`, [inboxId]);
+}
+
+// Ends a transaction early with an outcome: thrown so that db.tx rolls back what was already allocated.
+class Outcome {
+  constructor(readonly value: AppendOutcome) {}
+}
+
+export interface MailStoreDeps {
+  db: Db;
+  blobs: BlobStore;
+  feed: ChangeFeedWriter;
+  clock: Clock;
+  /** Failures after a commit (a blob reference not given back: a leak, never a loss). */
+  onError?: (err: unknown) => void;
+}
+
+export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: MailStoreDeps): MailStore {
+  const now = () => new Date(clock.now());
+
+  return {
+    createDefaultMailboxes: (inboxId) => db.tx((q) => insertDefaultMailboxes(q, inboxId, now())),
+
+    async createMailbox(inboxId, name, specialUse: SpecialUse | null = null) {
+      if (!checkMailboxName(name)) throw new TypeError(`not a mailbox name: ${JSON.stringify(name)}`);
+      if (name.toUpperCase() === 'INBOX') return null;
+      const rows = await db.query<Mailbox>(
+        `INSERT INTO mailboxes (id, inbox_id, name, special_use, created_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT DO NOTHING RETURNING ${MAILBOX}`,
+        [randomUUID(), inboxId, name, specialUse, now()],
+      );
+      return rows[0] ?? null;
+    },
+
+    mailboxes: (inboxId) =>
+      db.query<Mailbox>(`SELECT ${MAILBOX} FROM mailboxes WHERE inbox_id = $1 ORDER BY name = 'INBOX' DESC, name`, [
+        inboxId,
+      ]),
+
+    async mailbox(mailboxId) {
+      const rows = await db.query<Mailbox>(`SELECT ${MAILBOX} FROM mailboxes WHERE id = $1`, [mailboxId]);
+      return rows[0] ?? null;
+    },
+
+    async append(input) {
+      const address = checkBlobAddress(input.blob.address);
+      if (!Number.isSafeInteger(input.blob.size) || input.blob.size < 0) throw new RangeError('bad blob size');
+      const flags = normalizeFlags(input.flags ?? []);
+      const prefix = Buffer.from(input.prefix ?? new Uint8Array(0));
+      const size = prefix.length + input.blob.size;
+      const id = randomUUID();
+      await blobs.addRef(address);
+      let outcome: AppendOutcome;
+      let notice: ChangeNotice | null = null;
+      try {
+        outcome = await db.tx(async (q) => {
+          // The one row-locked statement that allocates both: concurrent appends queue on this row, so
+          // UIDs and MODSEQs are handed out in commit order and only grow.
+          const [mb] = await q.query<{ inboxId: string; uid: number; modseq: number; uidValidity: number }>(
+            `UPDATE mailboxes SET uid_next = uid_next + 1, highest_modseq = highest_modseq + 1 WHERE id = $1
+             RETURNING inbox_id AS "inboxId", uid_next - 1 AS uid, highest_modseq AS modseq,
+               uid_validity AS "uidValidity"`,
+            [input.mailboxId],
+          );
+          if (!mb) throw new Outcome({ kind: 'no_mailbox' });
+          const [inbox] = await q.query(
+            `UPDATE inboxes SET used_bytes = used_bytes + $2,
+               billing_started_at = COALESCE(billing_started_at, $4::timestamptz)
+             WHERE id = $1 AND deleted_at IS NULL AND (NOT $3::boolean OR used_bytes + $2 <= storage_limit_bytes)
+             RETURNING used_bytes`,
+            [mb.inboxId, size, input.enforceLimit === true, input.startBillingAt ?? null],
+          );
+          if (!inbox) {
+            const [live] = await q.query('SELECT 1 FROM inboxes WHERE id = $1 AND deleted_at IS NULL', [mb.inboxId]);
+            throw new Outcome({ kind: live ? 'over_quota' : 'no_mailbox' });
+          }
+          const at = now();
+          await q.query(
+            `INSERT INTO mail_messages (id, inbox_id, mailbox_id, uid, modseq, blob_address, prefix, size,
+               internal_date, flags, message_id, envelope, structure, import_key, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text::jsonb, $13::text::jsonb, $14, $15)`,
+            [
+              id,
+              mb.inboxId,
+              input.mailboxId,
+              mb.uid,
+              mb.modseq,
+              address,
+              prefix,
+              size,
+              input.internalDate,
+              flags,
+              input.messageId ?? null,
+              json(input.envelope),
+              json(input.structure),
+              input.importKey ?? null,
+              at,
+            ],
+          );
+          await q.query(
+            `INSERT INTO mail_changes (mailbox_id, modseq, uid, kind, created_at) VALUES ($1, $2, $3, 'append', $4)`,
+            [input.mailboxId, mb.modseq, mb.uid, at],
+          );
+          notice = { inboxId: mb.inboxId, mailboxId: input.mailboxId, modseq: mb.modseq };
+          await feed.notifyIn(q, notice);
+          return { kind: 'appended', id, uid: mb.uid, modseq: mb.modseq, uidValidity: mb.uidValidity, size };
+        });
+      } catch (err) {
+        // Nothing references the body on our behalf: give back the reference taken above.
+        await blobs.release(address).catch(onError);
+        if (err instanceof Outcome) return err.value;
+        // The only unique index an append can hit is the import key's (docs/decisions.md #20).
+        if (isPgError(err, PG_UNIQUE_VIOLATION)) return { kind: 'duplicate' };
+        throw err;
+      }
+      if (notice) feed.publish(notice);
+      return outcome;
+    },
+
+    async setFlags(mailboxId, uids, change, opts = {}) {
+      normalizeFlags(change.flags);
+      const wanted = checkUids(uids);
+      const { unchangedSince } = opts;
+      let notice: ChangeNotice | null = null;
+      const result = await db.tx(async (q) => {
+        // The mailbox lock also keeps every other flag change and expunge of this mailbox out until commit.
+        const [mb] = await q.query<{ inboxId: string; highestModseq: number }>(
+          `SELECT inbox_id AS "inboxId", highest_modseq AS "highestModseq" FROM mailboxes WHERE id = $1 FOR UPDATE`,
+          [mailboxId],
+        );
+        const none = { modseq: null, changed: [], modified: [] };
+        if (!mb || !wanted.length) return none;
+        const rows = await q.query<{ uid: number; flags: string[]; modseq: number }>(
+          'SELECT uid, flags, modseq FROM mail_messages WHERE mailbox_id = $1 AND uid = ANY($2::bigint[]) ORDER BY uid',
+          [mailboxId, wanted],
+        );
+        const changed: { uid: number; flags: string[] }[] = [];
+        const modified: number[] = [];
+        for (const r of rows) {
+          if (unchangedSince !== undefined && r.modseq > unchangedSince) modified.push(r.uid);
+          else {
+            const next = applyFlagChange(r.flags, change);
+            if (!sameFlags(next, r.flags)) changed.push({ uid: r.uid, flags: next });
+          }
+        }
+        if (!changed.length) return { ...none, modified };
+        const modseq = mb.highestModseq + 1;
+        await q.query('UPDATE mailboxes SET highest_modseq = $2 WHERE id = $1', [mailboxId, modseq]);
+        const set = JSON.stringify(changed);
+        await q.query(
+          `UPDATE mail_messages m SET flags = c.flags, modseq = $3
+           FROM jsonb_to_recordset($2::text::jsonb) AS c(uid bigint, flags text[])
+           WHERE m.mailbox_id = $1 AND m.uid = c.uid`,
+          [mailboxId, set, modseq],
+        );
+        await q.query(
+          `INSERT INTO mail_changes (mailbox_id, modseq, uid, kind, flags, created_at)
+           SELECT $1, $3, c.uid, 'flags', c.flags, $4
+           FROM jsonb_to_recordset($2::text::jsonb) AS c(uid bigint, flags text[])`,
+          [mailboxId, set, modseq, now()],
+        );
+        notice = { inboxId: mb.inboxId, mailboxId, modseq };
+        await feed.notifyIn(q, notice);
+        return { modseq, changed, modified };
+      });
+      if (notice) feed.publish(notice);
+      return result;
+    },
+
+    async expunge(mailboxId, uids, opts = {}) {
+      const wanted = checkUids(uids);
+      let notice: ChangeNotice | null = null;
+      const { result, released } = await db.tx(async (q) => {
+        const [mb] = await q.query<{ inboxId: string; highestModseq: number }>(
+          `SELECT inbox_id AS "inboxId", highest_modseq AS "highestModseq" FROM mailboxes WHERE id = $1 FOR UPDATE`,
+          [mailboxId],
+        );
+        const nothing = { result: { modseq: null, expunged: [] }, released: [] };
+        if (!mb || !wanted.length) return nothing;
+        const gone = await q.query<{ uid: number; size: number; blobAddress: string }>(
+          `DELETE FROM mail_messages WHERE mailbox_id = $1 AND uid = ANY($2::bigint[])
+             AND (NOT $3::boolean OR '\\Deleted' = ANY(flags))
+           RETURNING uid, size, blob_address AS "blobAddress"`,
+          [mailboxId, wanted, opts.deletedOnly === true],
+        );
+        if (!gone.length) return nothing;
+        const modseq = mb.highestModseq + 1;
+        const expunged = gone.map((g) => g.uid).sort((a, b) => a - b);
+        await q.query('UPDATE mailboxes SET highest_modseq = $2 WHERE id = $1', [mailboxId, modseq]);
+        await q.query('UPDATE inboxes SET used_bytes = used_bytes - $2 WHERE id = $1', [
+          mb.inboxId,
+          gone.reduce((sum, g) => sum + g.size, 0),
+        ]);
+        await q.query(
+          `INSERT INTO mail_changes (mailbox_id, modseq, uid, kind, created_at)
+           SELECT $1, $2, u, 'expunge', $4 FROM unnest($3::bigint[]) AS u`,
+          [mailboxId, modseq, expunged, now()],
+        );
+        notice = { inboxId: mb.inboxId, mailboxId, modseq };
+        await feed.notifyIn(q, notice);
+        return { result: { modseq, expunged }, released: gone.map((g) => g.blobAddress) };
+      });
+      // After the commit, never before: a crash in between leaks a reference instead of losing a body.
+      const counts = new Map<string, number>();
+      for (const a of released) counts.set(a, (counts.get(a) ?? 0) + 1);
+      for (const [address, n] of counts) await blobs.release(address, n).catch(onError);
+      if (notice) feed.publish(notice);
+      return result;
+    },
+
+    changesSince: (mailboxId, modseq, limit = 10_000) =>
+      db.query<Change>(
+        `SELECT modseq, uid, kind, flags FROM mail_changes WHERE mailbox_id = $1 AND modseq > $2
+         ORDER BY modseq, uid LIMIT $3`,
+        [mailboxId, modseq, limit],
+      ),
+
+    async messages(mailboxId, opts = {}) {
+      const rows = await db.query<StoredMessage>(
+        `SELECT ${MESSAGE} FROM mail_messages
+         WHERE mailbox_id = $1 AND ($2::bigint[] IS NULL OR uid = ANY($2::bigint[]))
+           AND ($3::bigint IS NULL OR modseq > $3::bigint)
+         ORDER BY uid`,
+        [mailboxId, opts.uids ? checkUids(opts.uids) : null, opts.changedSince ?? null],
+      );
+      for (const r of rows) r.prefix = asBuffer(r.prefix);
+      return rows;
+    },
+  };
+}
