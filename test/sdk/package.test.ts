@@ -58,6 +58,32 @@ console.log(JSON.stringify({
 }));
 `;
 
+// A TypeScript user of the declarations, in a browser's setting (lib DOM, no Node types, no skipLibCheck).
+const TYPED = `
+import { createClient, signHeaders } from '@svc-mail/sdk';
+const client = createClient({ baseUrl: 'http://127.0.0.1:1' });
+export const signUp = async () => {
+  const { accountToken } = await client.auth.signup({ email: 'a@example.test', password: 'long enough' });
+  // @ts-expect-error: the declarations know the answer's shape
+  accountToken.notAField;
+  const signed = { method: 'GET', target: '/', body: '', keyId: 'k', secret: 's' };
+  const headers: Record<string, string> = await signHeaders(signed);
+  return [accountToken.tokenId, headers];
+};
+`;
+const TSCONFIG = {
+  compilerOptions: {
+    noEmit: true,
+    strict: true,
+    module: 'nodenext',
+    moduleResolution: 'nodenext',
+    target: 'es2022',
+    lib: ['es2022', 'dom'],
+    types: [],
+  },
+  files: ['typed.ts'],
+};
+
 t.test('npm pack, npm install outside the repository, a plain .mjs script against the service', async (t) => {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-sdk-consumer-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
@@ -80,6 +106,15 @@ t.test('npm pack, npm install outside the repository, a plain .mjs script agains
     shipped.some((f) => f.endsWith('.ts') && !f.endsWith('.d.ts')),
     'no TypeScript source is shipped',
   );
+
+  await writeFile(path.join(dir, 'typed.ts'), TYPED);
+  await writeFile(path.join(dir, 'tsconfig.json'), JSON.stringify(TSCONFIG));
+  const tsc = path.join(ROOT, 'node_modules/typescript/bin/tsc');
+  const typed = await run(process.execPath, [tsc, '-p', '.'], { cwd: dir }).then(
+    () => 'ok',
+    (e: { stdout?: string }) => e.stdout ?? String(e),
+  );
+  t.equal(typed, 'ok', 'a TypeScript user type-checks against the declarations');
 
   await writeFile(path.join(dir, 'consumer.mjs'), SCRIPT);
   const email = uniqueEmail('packed');
