@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs';
 const MAX = 120;
 const files = execFileSync('git', ['ls-files', '*.ts', '*.js', '*.mjs', '*.json'], { encoding: 'utf8' })
   .split('\n')
-  .filter((f) => f && !f.endsWith('package-lock.json') && !f.startsWith('bench/results/'));
+  // docs/openapi.json is generated (npm run gen) and holds the routes' summaries as single strings.
+  .filter((f) => f && !f.endsWith('package-lock.json') && !f.startsWith('bench/results/') && f !== 'docs/openapi.json');
 const long = [];
 for (const file of files) {
   readFileSync(file, 'utf8')

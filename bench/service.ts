@@ -5,9 +5,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createClient, SvcError, type Client, type Credential } from '../sdk/src/index.js';
+import { createClient, SvcError, type Client, type Credential } from '@svc-mail/sdk';
 import { cpuSecondsOf, freePort, sleep } from './util.js';
-import { leanFetch } from './lean-fetch.js';
+import { leanFetch, leanSign } from './lean-fetch.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const ADMIN_KEY = 'bench-platform-admin-key-0123456789';
@@ -184,7 +184,10 @@ export async function sendLoad(
   for (let k = 0; k < Math.max(...tenants.map((t) => t.keys.length)); k++) {
     for (const t of tenants)
       if (t.keys[k])
-        order.push({ key: createClient({ baseUrl: url, credential: t.keys[k], fetch: leanFetch }), domain: t.domain });
+        order.push({
+          key: createClient({ baseUrl: url, credential: t.keys[k], fetch: leanFetch, sign: leanSign }),
+          domain: t.domain,
+        });
   }
   if (order.length < o.concurrency) throw new Error(`${o.concurrency} clients need as many keys, have ${order.length}`);
 

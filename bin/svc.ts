@@ -15,6 +15,7 @@ const usage = `usage: svc <command>
   migrate                               apply pending database migrations and exit
   config                                print the effective configuration, secrets redacted
   openapi                               print the OpenAPI document of the HTTP API
+  gen                                   write docs/openapi.json and docs/reference.md from the route table
   doctor <domain>                       check which DNS records of a claimed domain are published
   queue list|inspect|retry|delete       the outbound queue: list, inspect, retry now, cancel (svc queue help)`;
 
@@ -29,6 +30,7 @@ async function main(argv: string[]): Promise<number> {
     console.log(JSON.stringify(openApiDocument(), null, 2));
     return 0;
   }
+  if (command === 'gen') return (await import('./gen.js')).gen();
   const config = loadConfig();
   switch (command) {
     case 'config':

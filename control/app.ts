@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import Koa from 'koa';
 import Router from '@koa/router';
-import { routeTable, DEFAULT_BODY_LIMIT, type RouteSpec } from './api/index.js';
+import { routeTable, DEFAULT_BODY_LIMIT, type RouteSpec } from '@svc-mail/sdk';
 import { errorEnvelope } from './errors.js';
 import { readRawBody, parseJson } from './middleware/body.js';
 import { authenticate } from './middleware/authenticate.js';

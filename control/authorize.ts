@@ -3,7 +3,7 @@
 // route's scope 403. Staff, the platform key and the organization's own token act on it fully.
 import type { Queryable } from '../storage/pg/client.js';
 import { orgAccessRow, projectAccessRow, type OrgRole } from '../storage/pg/organizations.js';
-import { can, type Permission, type RouteSpec, type Scope } from './api/index.js';
+import { can, type Permission, type RouteSpec, type Scope } from '@svc-mail/sdk';
 import { fail } from './errors.js';
 import type { Principal } from './principal.js';
 

@@ -3,7 +3,7 @@ import type { Context } from '../config/context.js';
 import type { Storage } from '../storage/index.js';
 import type { Principal } from './principal.js';
 import type { Access } from './authorize.js';
-import type { RouteInput, RouteOutput, RouteSpec } from './api/types.js';
+import type { RouteInput, RouteOutput, RouteSpec } from '@svc-mail/sdk';
 
 export interface Deps {
   ctx: Context;

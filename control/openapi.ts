@@ -1,5 +1,6 @@
-// The OpenAPI 3.1 document, derived from the route table (never written by hand).
-import { routeTable, type RouteSpec } from './api/index.js';
+// The OpenAPI 3.1 document, derived from the route table of @svc-mail/sdk (never written by hand); `svc gen`
+// writes it to docs/openapi.json.
+import { routeTable, type RouteSpec } from '@svc-mail/sdk';
 import { errorStatus } from './errors.js';
 
 export function openApiDocument(): Record<string, unknown> {
@@ -44,7 +45,12 @@ export function openApiDocument(): Record<string, unknown> {
     paths,
     components: {
       securitySchemes: {
-        svcHmac: { type: 'apiKey', in: 'header', name: 'Authorization', description: 'SVC-HMAC-SHA256, spec §5' },
+        svcHmac: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'Authorization',
+          description: 'SVC-HMAC-SHA256, docs/api.md §5',
+        },
       },
       schemas: {
         Error: {

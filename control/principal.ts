@@ -1,6 +1,6 @@
 // Who is calling: the result of authentication, one variant per credential kind (spec §5.3).
 import type { UserRole } from '../storage/pg/users.js';
-import type { Scope } from './api/types.js';
+import type { Scope } from '@svc-mail/sdk';
 
 export type Principal =
   | { kind: 'account_token'; credentialId: string; keyId: string; userId: string; userRole: UserRole; email: string }

@@ -1,7 +1,6 @@
 // Handlers of the admin route group (spec §4.14, gaps-filled.md #8): users and their account tokens.
 import { randomUUID } from 'node:crypto';
-import type { adminRoutes } from '../api/admin.js';
-import { clampLimit } from '../api/types.js';
+import { type adminRoutes, clampLimit } from '@svc-mail/sdk';
 import type { Handlers } from '../deps.js';
 import { fail } from '../errors.js';
 import { hashPassword } from '../passwords.js';

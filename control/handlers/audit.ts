@@ -1,6 +1,5 @@
 // Audit log reads: spec §4.14 (platform-wide) and §4.10 (one project).
-import type { auditRoutes } from '../api/audit.js';
-import { clampLimit } from '../api/types.js';
+import { type auditRoutes, clampLimit } from '@svc-mail/sdk';
 import type { Handlers } from '../deps.js';
 import { listAudit, type AuditEntry } from '../../storage/pg/audit.js';
 

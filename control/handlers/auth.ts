@@ -1,6 +1,6 @@
 // Spec §4.2 and the account-token routes of §4.10.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import type { authRoutes } from '../api/auth.js';
+import type { authRoutes } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
 import { hashPassword, verifyPassword, unusableHash } from '../passwords.js';

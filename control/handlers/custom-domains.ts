@@ -1,7 +1,7 @@
 // Spec §4.4 custom webmail domains (register, list, verify, delete) and the §4.12 allow check.
 import { randomUUID } from 'node:crypto';
 import { BlockList, isIP } from 'node:net';
-import type { customDomainRoutes } from '../api/custom-domains.js';
+import type { customDomainRoutes } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import type { Access } from '../authorize.js';
 import { fail } from '../errors.js';

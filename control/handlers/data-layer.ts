@@ -10,8 +10,8 @@ import {
   type WriteSpec,
   type WriteVerb,
   type dataLayerRoutes,
-} from '../api/data-layer.js';
-import { clampLimit } from '../api/types.js';
+  clampLimit,
+} from '@svc-mail/sdk';
 import type { Handler, Handlers, RequestCtx } from '../deps.js';
 import type { Principal, PrincipalOf } from '../principal.js';
 import { fail } from '../errors.js';

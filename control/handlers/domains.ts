@@ -1,7 +1,7 @@
 // Spec §4.5 domain claims and capabilities, and the admin force-verify of §4.14.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { getDomain } from 'tldts';
-import type { domainRoutes } from '../api/domains.js';
+import type { domainRoutes } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx, Deps } from '../deps.js';
 import { ApiError, fail } from '../errors.js';
 import type { Access } from '../authorize.js';

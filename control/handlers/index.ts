@@ -1,5 +1,5 @@
 // Every route's handler, keyed like the route table; control/app.ts refuses to start if they differ.
-import type { RouteTable } from '../api/index.js';
+import type { RouteTable } from '@svc-mail/sdk';
 import type { Handlers } from '../deps.js';
 import { authHandlers } from './auth.js';
 import { serviceHandlers } from './services.js';

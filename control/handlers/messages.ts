@@ -1,7 +1,12 @@
 // Message reads: spec §4.11 (get, events), §4.10 (the project's messages) and §4.14 (admin messages
 // and stats); shapes per gaps-filled.md #4.
-import { MESSAGE_STATUSES, type MessageEventType, type MessageStatus, type messageRoutes } from '../api/messages.js';
-import { clampLimit } from '../api/types.js';
+import {
+  MESSAGE_STATUSES,
+  type MessageEventType,
+  type MessageStatus,
+  type messageRoutes,
+  clampLimit,
+} from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { ApiError, fail } from '../errors.js';
 import { authorizeProject } from '../authorize.js';

@@ -1,7 +1,6 @@
 // Spec §4.3 organizations.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import type { organizationRoutes } from '../api/organizations.js';
-import { PERMISSIONS, ROLES, ROLE_PERMISSIONS, type OrgRole } from '../api/permissions.js';
+import { type organizationRoutes, PERMISSIONS, ROLES, ROLE_PERMISSIONS, type OrgRole } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
 import { account } from './auth.js';

@@ -1,8 +1,6 @@
 // Spec §4.6 projects and §4.7 project API keys.
 import { randomUUID } from 'node:crypto';
-import { PROJECT_DETAIL_RECENT, type projectRoutes } from '../api/projects.js';
-import type { Scope } from '../api/types.js';
-import type { SuppressionReason } from '../api/mail-records.js';
+import { PROJECT_DETAIL_RECENT, type projectRoutes, type Scope, type SuppressionReason } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
 import { authorizeOrganization, type Access } from '../authorize.js';

@@ -1,7 +1,7 @@
 // Spec §4.11 sendEmail and the test messages of §4.10 and §4.14: one pipeline.
 import { createHash, randomUUID } from 'node:crypto';
 import type { Static } from '@sinclair/typebox';
-import type { SendBody, sendRoutes } from '../api/send.js';
+import type { SendBody, sendRoutes } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { ApiError, fail } from '../errors.js';
 import { composeMessage, normalizeMailbox, parseFrom, type Mailbox } from '../../mail/compose.js';

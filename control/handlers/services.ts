@@ -1,5 +1,5 @@
 // GET /health and spec §4.12 whoami.
-import type { serviceRoutes } from '../api/services.js';
+import type { serviceRoutes } from '@svc-mail/sdk';
 import type { Handlers } from '../deps.js';
 import { fail } from '../errors.js';
 import { getOrganization, listOrganizationsOfUser } from '../../storage/pg/organizations.js';

@@ -1,7 +1,6 @@
 // Spec §4.9: a project's suppression list in the console. The route's target check found the
 // project and allowed the caller; addresses are normalized as sendEmail looks recipients up.
-import type { suppressionRoutes } from '../api/suppressions.js';
-import { clampLimit } from '../api/types.js';
+import { type suppressionRoutes, clampLimit } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
 import { normalizeMailbox } from '../../mail/compose.js';

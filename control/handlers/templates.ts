@@ -2,8 +2,7 @@
 // organization's token, staff, the platform key) of `organizationId`, and an owner for writes; what
 // is left here is which template that organization may use: its own, or any public one.
 import { randomUUID } from 'node:crypto';
-import type { templateRoutes } from '../api/templates.js';
-import { clampLimit } from '../api/types.js';
+import { type templateRoutes, clampLimit } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { ApiError, fail } from '../errors.js';
 import type { Access } from '../authorize.js';

@@ -3,8 +3,7 @@
 // encrypted under the master key, bound to its row, and leaves the server once, in this answer.
 import { randomUUID } from 'node:crypto';
 import type { Static } from '@sinclair/typebox';
-import { MAX_WEBHOOKS_PER_PROJECT, type webhookRoutes } from '../api/webhooks.js';
-import type { Webhook, WebhookEvent } from '../api/mail-records.js';
+import { MAX_WEBHOOKS_PER_PROJECT, type webhookRoutes, type Webhook, type WebhookEvent } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
 import { SECRET_WARNING } from '../tokens.js';

@@ -1,19 +1,18 @@
 // Spec §5: who is calling. Checks the HMAC signature, the ±5 min timestamp window and the single-use
 // nonce, then takes a token from the credential's rate-limit bucket (gaps-filled.md #7). Every
 // failure is the same 401: the client is not told which part failed.
-import { randomUUID, timingSafeEqual, createHash } from 'node:crypto';
+import { randomUUID, timingSafeEqual, createHash, createHmac } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ApiError, fail } from '../errors.js';
-import type { CredentialKind, Scope } from '../api/types.js';
-import { BlockList, isIP } from 'node:net';
 import {
+  type CredentialKind,
+  type Scope,
   HEADER_ADMIN_KEY,
   HEADER_NONCE,
   HEADER_TIMESTAMP,
-  sha256Hex,
-  signature,
   stringToSign,
-} from '../api/signing.js';
+} from '@svc-mail/sdk';
+import { BlockList, isIP } from 'node:net';
 import type { Principal } from '../principal.js';
 import type { Deps } from '../deps.js';
 import { credentialAad } from '../tokens.js';
@@ -156,9 +155,13 @@ export async function authenticate(
   if (Math.abs(nowMs - tsMs) > SKEW_MS) throw unauthorized();
 
   const cache = credentialCache(deps.storage.db);
-  const toSign = stringToSign(req.method, req.target, ts, nonce, sha256Hex(req.rawBody));
+  // The string to sign is the SDK's (one definition); the hashes are node:crypto's, synchronous and
+  // cheaper per request than WebCrypto's promises.
+  const bodyHash = createHash('sha256').update(req.rawBody).digest('hex');
+  const toSign = stringToSign(req.method, req.target, ts, nonce, bodyHash);
   const signedBy = (c: StoredCredential | null) => {
-    const expected = signature(c ? openSecret(deps, c) : 'no-such-credential', toSign);
+    const secret = c ? openSecret(deps, c) : 'no-such-credential';
+    const expected = createHmac('sha256', secret).update(toSign).digest('hex');
     return c !== null && timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(sig, 'hex'));
   };
   let cred = cache.get(keyId) ?? null;

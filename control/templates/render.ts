@@ -5,7 +5,7 @@
 // (`{{a.b}}` is no placeholder), so a template cannot run code. Values are looked up in a Map built
 // from the caller's own keys, never on an object: `{{constructor}}`, `{{__proto__}}` or
 // `{{toString}}` are names like any other, missing unless the caller gives them a value.
-import { TEMPLATE_VARIABLE_NAME } from '../api/templates.js';
+import { TEMPLATE_VARIABLE_NAME } from '@svc-mail/sdk';
 import type { TemplateVariable } from '../../storage/pg/templates.js';
 
 // `{{name}}`, with optional blanks inside the braces (`{{ name }}`). Anything else between braces

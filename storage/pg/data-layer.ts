@@ -1,10 +1,11 @@
 // The data layer's SQL (spec §4.1): row-scoped reads of any table the registry in
-// control/api/data-layer.ts names, and the writes that take more than one statement.
+// sdk/src/api/data-layer.ts names, and the writes that take more than one statement.
 //
 // Visibility is decided here, in the WHERE clause, from who is reading (a Viewer) and whose rows a
 // table holds (its Owner): a row the caller may not see is never fetched, so it can neither be
 // listed nor got, updated or deleted by id. Table and column names come from the registry (code,
 // never a request) and are still checked to be plain identifiers before they reach SQL.
+import type { Owner, OwnerColumn } from '@svc-mail/sdk';
 import type { Queryable } from './client.js';
 import { isPgError, PG_UNIQUE_VIOLATION } from './client.js';
 import { isUuid } from './organizations.js';
@@ -18,19 +19,8 @@ export type Viewer =
   | { kind: 'organization'; organizationId: string; keyId: string }
   | { kind: 'project'; projectId: string; keyId: string };
 
-/** The column that ties a row to its owner, and what kind of owner that is. */
-export type OwnerColumn =
-  /** A project: visible to whoever sees the (live) project. */
-  | { project: string }
-  /** An organization: visible to its members and its organization tokens. */
-  | { organization: string }
-  /** A user: visible to that user alone. */
-  | { user: string }
-  /** A credential, by key id: visible to that credential alone. */
-  | { credential: string };
-
-/** Whose rows a table holds; with several owners a row is visible when any of them is. */
-export type Owner = OwnerColumn | readonly OwnerColumn[];
+// Whose rows a table holds (Owner) is declared with the registry of tables, in the SDK package.
+export type { Owner, OwnerColumn };
 
 /** What a read needs to know about a table: the registry's entry, as storage sees it. */
 export interface TableRead {

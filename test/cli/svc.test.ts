@@ -6,7 +6,7 @@ import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { SERVER_URL, databaseEnv, listenEnv, listening, stderrLines, svc, tempDir } from '../helpers/child.js';
 import { listMigrations } from '../../storage/pg/migrate.js';
-import { routeTable, type RouteSpec } from '../../control/api/index.js';
+import { routeTable, type RouteSpec } from '@svc-mail/sdk';
 
 const ADMIN_KEY = 'cli-test-platform-admin-key-0123456789';
 const EMBEDDED_WARNING = /embedded database.*power loss/i;

@@ -3,9 +3,8 @@
 // §3 and §8 (rotation grace); gaps-filled.md #1.
 import t from 'tap';
 import net from 'node:net';
-import { SvcError, createClient, type Client } from '../../sdk/src/index.js';
+import { SvcError, createClient, type Client, type Scope } from '@svc-mail/sdk';
 import { DEFAULT_SCOPES, ROTATION_GRACE_MS, mintProjectKey } from '../../control/handlers/projects.js';
-import type { Scope } from '../../control/api/types.js';
 import { startTestService, uniqueEmail } from '../helpers/service.js';
 import { errorOf } from '../helpers/errors.js';
 

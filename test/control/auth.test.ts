@@ -1,7 +1,7 @@
 // Spec §4.2 (signup, login, logout), §4.12 (whoami), §1 rule 4 (health); gaps-filled.md #1 and #12.
 // Password flows are in auth-password.test.ts, account-token routes in auth-tokens.test.ts.
 import t from 'tap';
-import { SvcError } from '../../sdk/src/index.js';
+import { SvcError } from '@svc-mail/sdk';
 import { startTestService, uniqueEmail } from '../helpers/service.js';
 import { errorOf } from '../helpers/errors.js';
 

@@ -2,7 +2,7 @@
 // 404, roles 403) and §7 (invalid_domain, cname_not_found, custom_domain_taken), through the SDK against
 // the real service, whose resolver asks a real dns2 server on loopback (SVC_DNS_SERVERS).
 import t from 'tap';
-import { SvcError, type Client } from '../../sdk/src/index.js';
+import { SvcError, type Client } from '@svc-mail/sdk';
 import { startTestService, uniqueEmail, type SignedUp } from '../helpers/service.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { errorOf } from '../helpers/errors.js';

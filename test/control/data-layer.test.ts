@@ -3,9 +3,8 @@
 // the users self update and self delete (rules 4 and 5), limit (gaps-filled.md #6), roles (§5.5)
 // and that no response ever carries a secret column.
 import t from 'tap';
-import { routeTable } from '../../control/api/index.js';
+import { routeTable, createClient, SvcError, type Client, type Credential } from '@svc-mail/sdk';
 import { mintProjectKey } from '../../control/handlers/projects.js';
-import { createClient, SvcError, type Client, type Credential } from '../../sdk/src/index.js';
 import { startTestService, uniqueEmail } from '../helpers/service.js';
 
 const svc = await startTestService(t);
@@ -87,7 +86,7 @@ t.test('the route table holds exactly the registered tables and their enabled ve
   const found: Record<string, string[]> = {};
   for (const [name, r] of Object.entries(routeTable)) {
     const m = /^v1\.(\w+)\.(\w+)$/.exec(name);
-    // /v1/messages/get and /events are the message reads of spec §4.11 (control/api/messages.ts), not
+    // /v1/messages/get and /events are the message reads of spec §4.11 (sdk/src/api/messages.ts), not
     // generated routes: the messages table of the registry has list only, its get is that route.
     if (!m || m[1] === 'services' || name === 'v1.messages.get' || name === 'v1.messages.events') continue;
     const [, table = '', verb = ''] = m;

@@ -5,8 +5,7 @@
 import t, { type Test } from 'tap';
 import { createPublicKey, randomBytes } from 'node:crypto';
 import type { Static } from '@sinclair/typebox';
-import { signHeaders, type Client } from '../../sdk/src/index.js';
-import type { DomainClaim } from '../../control/api/domains.js';
+import { signHeaders, type Client, type DomainClaim } from '@svc-mail/sdk';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startDnsZone, type DnsZone } from '../helpers/dns-zone.js';
 import { errorOf } from '../helpers/errors.js';
@@ -86,7 +85,7 @@ async function raw(
   method: string,
   target: string,
 ): Promise<{ status: number; headers: Headers; body: any }> {
-  const headers = signHeaders({
+  const headers = await signHeaders({
     method,
     target,
     body: '',

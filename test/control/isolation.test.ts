@@ -6,8 +6,7 @@
 // it fails and says which id it is missing.
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
-import { routeTable, type RouteSpec } from '../../control/api/index.js';
-import type { Client } from '../../sdk/src/index.js';
+import { routeTable, type RouteSpec, type Client } from '@svc-mail/sdk';
 import { startTestService } from '../helpers/service.js';
 import { sample } from '../helpers/sample.js';
 

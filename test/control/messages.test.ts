@@ -3,7 +3,7 @@
 // Messages are seeded with SQL (sending has its own tests), each read goes through the SDK.
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
-import type { Client } from '../../sdk/src/index.js';
+import type { Client } from '@svc-mail/sdk';
 import { startTestService, uniqueEmail, type SignedUp, type TestService } from '../helpers/service.js';
 import { errorOf } from '../helpers/errors.js';
 

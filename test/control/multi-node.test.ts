@@ -1,7 +1,7 @@
 // Two control-plane nodes on one Postgres: a nonce used on one node is refused by the other, and
 // they share each credential's rate-limit bucket (spec §5.1 rule 2, gaps-filled.md #7).
 import t from 'tap';
-import { signHeaders } from '../../sdk/src/index.js';
+import { signHeaders } from '@svc-mail/sdk';
 import { startTestService } from '../helpers/service.js';
 import { testClock } from '../helpers/clock.js';
 
@@ -13,7 +13,7 @@ if (!process.env.SVC_DATABASE_URL) {
     const a = await startTestService(t, { clock });
     const b = await startTestService(t, { clock, nodeOf: a });
     const me = await a.signup();
-    const headers = signHeaders({
+    const headers = await signHeaders({
       method: 'GET',
       target: '/v1/services/whoami',
       body: '',
@@ -28,7 +28,7 @@ if (!process.env.SVC_DATABASE_URL) {
     t.equal(replay.status, 401, 'node B refuses the same nonce');
     t.equal(((await replay.json()) as { error: { code: string } }).error.code, 'unauthorized');
 
-    const fresh = signHeaders({
+    const fresh = await signHeaders({
       method: 'GET',
       target: '/v1/services/whoami',
       body: '',

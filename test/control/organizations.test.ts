@@ -3,7 +3,7 @@
 // §5.5 (roles; the last owner can never be demoted or removed), §7, §8 and gaps-filled.md #1.
 import t from 'tap';
 import { createHash } from 'node:crypto';
-import { SvcError, type Client } from '../../sdk/src/index.js';
+import { SvcError, type Client } from '@svc-mail/sdk';
 import { listNotifications, type OutboxRow } from '../../storage/pg/notification-outbox.js';
 import { INVITATION_TTL_MS, JOIN_CODE_TTL_MS } from '../../control/handlers/organizations.js';
 import { startTestService, uniqueEmail, type SignedUp } from '../helpers/service.js';

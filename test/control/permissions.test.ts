@@ -5,7 +5,7 @@
 // as soon as it declares its permission.
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
-import { routeTable, ROLES, can, type OrgRole, type RouteSpec, type Permission } from '../../control/api/index.js';
+import { routeTable, ROLES, can, type OrgRole, type RouteSpec, type Permission } from '@svc-mail/sdk';
 import { mintProjectKey } from '../../control/handlers/projects.js';
 import { startTestService, uniqueEmail, type SignedUp } from '../helpers/service.js';
 import { sample } from '../helpers/sample.js';

@@ -2,7 +2,7 @@
 // 429 `rate_limited` with a Retry-After header. The clock is frozen so refill happens only when the
 // test advances it: the counts below are exact.
 import t, { type Test } from 'tap';
-import { signHeaders } from '../../sdk/src/index.js';
+import { signHeaders } from '@svc-mail/sdk';
 import { startTestService, type TestService } from '../helpers/service.js';
 
 const WHOAMI = '/v1/services/whoami';
@@ -20,7 +20,7 @@ interface Res {
 }
 
 async function whoami(svc: TestService, c: Cred): Promise<Res> {
-  const headers = signHeaders({
+  const headers = await signHeaders({
     method: 'GET',
     target: WHOAMI,
     body: '',
@@ -121,7 +121,7 @@ t.test('a replayed request costs the credential owner no token', async (t) => {
   svc.clock.freeze();
   const me = await svc.signup();
   const c = { keyId: me.tokenId, secret: me.secret };
-  const headers = signHeaders({
+  const headers = await signHeaders({
     method: 'GET',
     target: WHOAMI,
     body: '',
@@ -157,7 +157,7 @@ t.test('concurrent requests of many credentials share statements and still count
   }
   // The same signed request 20 times at once: one is accepted, whatever batch each lands in.
   svc.clock.advance(3600_000);
-  const headers = signHeaders({
+  const headers = await signHeaders({
     method: 'GET',
     target: WHOAMI,
     body: '',

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { errorOf } from '../helpers/errors.js';
-import { signHeaders, type Client } from '../../sdk/src/index.js';
+import { signHeaders, type Client } from '@svc-mail/sdk';
 
 const headerBlock = (raw: Buffer) => raw.toString('utf8').split('\r\n\r\n')[0]!;
 const header = (raw: Buffer, name: string) =>
@@ -237,14 +237,14 @@ async function fetchSend(svc: TestService, s: Sender, body: unknown) {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
-      ...signHeaders({
+      ...(await signHeaders({
         method: 'POST',
         target: '/v1/services/sendEmail',
         body: raw,
         keyId: s.keyId,
         secret: s.keySecret,
         timestamp: String(svc.clock.now()),
-      }),
+      })),
     },
     body: raw,
   });
@@ -404,27 +404,23 @@ t.test('send-on-behalf and the test-message routes', async (t) => {
     text: 'x',
   });
   t.equal(test.status, 'queued', 'console test-message');
-  const admin = await svc
-    .admin()
-    .admin.testMessage({
-      projectId: s.projectId,
-      from: `test@${s.domain}`,
-      to: 'r@example.com',
-      subject: 'test',
-      text: 'x',
-    });
+  const admin = await svc.admin().admin.testMessage({
+    projectId: s.projectId,
+    from: `test@${s.domain}`,
+    to: 'r@example.com',
+    subject: 'test',
+    text: 'x',
+  });
   t.equal(admin.status, 'queued', 'admin test-message');
   const other = await sender(svc);
   const wrong = await errorOf(
-    svc
-      .admin()
-      .admin.testMessage({
-        projectId: other.projectId,
-        from: `test@${s.domain}`,
-        to: 'r@example.com',
-        subject: 't',
-        text: 'x',
-      }),
+    svc.admin().admin.testMessage({
+      projectId: other.projectId,
+      from: `test@${s.domain}`,
+      to: 'r@example.com',
+      subject: 't',
+      text: 'x',
+    }),
   );
   t.equal(wrong.code, 'sender_domain_not_verified', "a test message for a project from another project's domain");
 });

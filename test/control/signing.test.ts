@@ -4,7 +4,7 @@
 // (the client is not told which part failed). Also the platform key of §5.3.
 import t, { type Test } from 'tap';
 import { randomUUID } from 'node:crypto';
-import { adminHeaders, signHeaders } from '../../sdk/src/index.js';
+import { adminHeaders, signHeaders } from '@svc-mail/sdk';
 import { ADMIN_KEY, startTestService, type SignedUp, type TestService } from '../helpers/service.js';
 
 const WHOAMI = '/v1/services/whoami';
@@ -22,10 +22,10 @@ async function send(
   svc: TestService,
   method: string,
   target: string,
-  headers: Record<string, string>,
+  headers: Record<string, string> | Promise<Record<string, string>>,
   body?: string,
 ): Promise<Res> {
-  const h: Record<string, string> = { ...headers };
+  const h: Record<string, string> = { ...(await headers) };
   if (body !== undefined) h['content-type'] = 'application/json';
   const res = await fetch(svc.url + target, { method, headers: h, body });
   const text = await res.text();
@@ -146,7 +146,7 @@ t.test('signed requests', async (t) => {
 
     t.test('line 3: timestamp header differs from the signed one', async (t) => {
       const now = svc.clock.now();
-      const h = signed(svc, me, 'GET', WHOAMI, '', { timestamp: String(now) });
+      const h = await signed(svc, me, 'GET', WHOAMI, '', { timestamp: String(now) });
       // Both values are inside the window, so only the mismatch can reject it.
       expect401(
         t,
@@ -157,22 +157,22 @@ t.test('signed requests', async (t) => {
     });
 
     t.test('line 4: nonce header differs from the signed one', async (t) => {
-      const h = signed(svc, me, 'GET', WHOAMI);
+      const h = await signed(svc, me, 'GET', WHOAMI);
       expect401(t, await send(svc, 'GET', WHOAMI, { ...h, 'x-svc-nonce': randomUUID() }), msg, 'other nonce');
     });
 
     t.test('line 5: body altered after signing', async (t) => {
       const signedBody = JSON.stringify({ label: 'a' });
-      const h = signed(svc, me, 'POST', TOKENS, signedBody);
+      const h = await signed(svc, me, 'POST', TOKENS, signedBody);
       expect401(t, await send(svc, 'POST', TOKENS, h, JSON.stringify({ label: 'b' })), msg, 'different body');
-      const h2 = signed(svc, me, 'POST', TOKENS, signedBody);
+      const h2 = await signed(svc, me, 'POST', TOKENS, signedBody);
       expect401(
         t,
         await send(svc, 'POST', TOKENS, h2, JSON.stringify({ label: 'a' }, null, 1)),
         msg,
         'same JSON, other bytes',
       );
-      const h3 = signed(svc, me, 'POST', TOKENS, '');
+      const h3 = await signed(svc, me, 'POST', TOKENS, '');
       expect401(t, await send(svc, 'POST', TOKENS, h3, signedBody), msg, 'signed empty body, sent a body');
       // Nothing was minted by the rejected requests.
       const list = await me.client.console.accountTokens.list();
@@ -225,7 +225,7 @@ t.test('signed requests', async (t) => {
     });
 
     t.test('malformed Authorization header', async (t) => {
-      const good = signed(svc, me, 'GET', WHOAMI);
+      const good = await signed(svc, me, 'GET', WHOAMI);
       const sig = /Signature=([0-9a-f]+)/.exec(good.authorization ?? '')?.[1] ?? '';
       t.equal(sig.length, 64, 'the SDK signature is 64 hex chars');
       const bad: [string, string | undefined][] = [
@@ -240,7 +240,7 @@ t.test('signed requests', async (t) => {
         ['empty credential', `SVC-HMAC-SHA256 Credential=, Signature=${sig}`],
       ];
       for (const [what, value] of bad) {
-        const h: Record<string, string> = { ...signed(svc, me, 'GET', WHOAMI) };
+        const h: Record<string, string> = { ...(await signed(svc, me, 'GET', WHOAMI)) };
         if (value === undefined) delete h.authorization;
         else h.authorization = value;
         expect401(t, await send(svc, 'GET', WHOAMI, h), msg, `Authorization ${what}`);
@@ -248,13 +248,13 @@ t.test('signed requests', async (t) => {
     });
 
     t.test('missing timestamp or nonce header', async (t) => {
-      const h1: Record<string, string> = { ...signed(svc, me, 'GET', WHOAMI) };
+      const h1: Record<string, string> = { ...(await signed(svc, me, 'GET', WHOAMI)) };
       delete h1['x-svc-timestamp'];
       expect401(t, await send(svc, 'GET', WHOAMI, h1), msg, 'no X-SVC-Timestamp');
-      const h2: Record<string, string> = { ...signed(svc, me, 'GET', WHOAMI) };
+      const h2: Record<string, string> = { ...(await signed(svc, me, 'GET', WHOAMI)) };
       delete h2['x-svc-nonce'];
       expect401(t, await send(svc, 'GET', WHOAMI, h2), msg, 'no X-SVC-Nonce');
-      const h3: Record<string, string> = { ...signed(svc, me, 'GET', WHOAMI) };
+      const h3: Record<string, string> = { ...(await signed(svc, me, 'GET', WHOAMI)) };
       delete h3['x-svc-timestamp'];
       delete h3['x-svc-nonce'];
       expect401(t, await send(svc, 'GET', WHOAMI, h3), msg, 'neither');
@@ -270,14 +270,14 @@ t.test('signed requests', async (t) => {
     const msg = await authFailureMessage(svc);
 
     t.test('replay of the same signed GET', async (t) => {
-      const h = signed(svc, me, 'GET', WHOAMI);
+      const h = await signed(svc, me, 'GET', WHOAMI);
       expect200(t, await send(svc, 'GET', WHOAMI, h), 'first send');
       expect401(t, await send(svc, 'GET', WHOAMI, h), msg, 'second send');
     });
 
     t.test('replay of the same signed POST mints nothing', async (t) => {
       const body = JSON.stringify({ label: 'replayed' });
-      const h = signed(svc, me, 'POST', TOKENS, body);
+      const h = await signed(svc, me, 'POST', TOKENS, body);
       expect200(t, await send(svc, 'POST', TOKENS, h, body), 'first send');
       expect401(t, await send(svc, 'POST', TOKENS, h, body), msg, 'second send');
       const list = await me.client.console.accountTokens.list();
@@ -297,14 +297,14 @@ t.test('signed requests', async (t) => {
     });
 
     t.test('concurrent replays: exactly one wins', async (t) => {
-      const h = signed(svc, me, 'GET', WHOAMI);
+      const h = await signed(svc, me, 'GET', WHOAMI);
       const results = await Promise.all(Array.from({ length: 8 }, () => send(svc, 'GET', WHOAMI, h)));
       t.equal(results.filter((r) => r.status === 200).length, 1, 'one 200');
       for (const r of results.filter((x) => x.status !== 200)) expect401(t, r, msg, 'concurrent replay');
     });
 
     t.test('replay after a restart', async (t) => {
-      const h = signed(svc, me, 'GET', WHOAMI);
+      const h = await signed(svc, me, 'GET', WHOAMI);
       expect200(t, await send(svc, 'GET', WHOAMI, h), 'before restart');
       await svc.restart();
       expect401(t, await send(svc, 'GET', WHOAMI, h), msg, 'same request after restart');

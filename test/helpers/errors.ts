@@ -1,5 +1,5 @@
 // The SvcError a call fails with; fails the test (by throwing) when the call succeeds instead.
-import { SvcError } from '../../sdk/src/index.js';
+import { SvcError } from '@svc-mail/sdk';
 
 export async function errorOf(p: Promise<unknown>): Promise<SvcError> {
   try {

@@ -2,7 +2,7 @@
 // capability (verified by the platform key, so no DNS is needed), and an API key that sends and reads.
 import { randomUUID } from 'node:crypto';
 import type { SignedUp, TestService } from './service.js';
-import type { Client } from '../../sdk/src/index.js';
+import type { Client } from '@svc-mail/sdk';
 
 export interface Sender {
   owner: SignedUp;

@@ -9,7 +9,7 @@ import { loadConfig } from '../../config/load.js';
 import { startService, type RunningService } from '../../bin/start.js';
 import type { WorkerOptions } from '../../mta/outbound/worker.js';
 import type { WebhookDispatcherOptions } from '../../mta/webhooks/dispatcher.js';
-import { createClient, type Client, type Credential } from '../../sdk/src/index.js';
+import { createClient, type Client, type Credential } from '@svc-mail/sdk';
 import { testClock, type TestClock } from './clock.js';
 import { createTestDatabase, prepareEmbedded, type TestDatabase } from './database.js';
 

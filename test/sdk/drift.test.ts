@@ -2,9 +2,8 @@
 // method and its operation, named after its path as spec §1 rule 5 says, and the SDK sends each call
 // to the method and path of its route.
 import t from 'tap';
-import { routeTable, type RouteSpec } from '../../control/api/index.js';
+import { routeTable, type RouteSpec, createClient, SvcError } from '@svc-mail/sdk';
 import { openApiDocument } from '../../control/openapi.js';
-import { createClient, SvcError } from '../../sdk/src/index.js';
 import { startTestService } from '../helpers/service.js';
 
 const routes = Object.entries(routeTable) as [string, RouteSpec][];

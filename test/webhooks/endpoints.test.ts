@@ -6,7 +6,7 @@ import t from 'tap';
 import { startTestService } from '../helpers/service.js';
 import { errorOf } from '../helpers/errors.js';
 import { webhookSecretAad } from '../../storage/pg/webhooks.js';
-import { MAX_WEBHOOKS_PER_PROJECT } from '../../control/api/webhooks.js';
+import { MAX_WEBHOOKS_PER_PROJECT } from '@svc-mail/sdk';
 
 const svc = await startTestService(t);
 const db = svc.running.storage.db;

@@ -6,7 +6,7 @@ import { newWebhookSecret, signWebhook, webhookHeaders } from '../../mail/webhoo
 import { nextWebhookAttempt, WEBHOOK_RETRY } from '../../mta/webhooks/retry.js';
 import { checkWebhookUrl, refusalOf } from '../../mail/webhook-target.js';
 import { verifyStandardWebhook } from '../helpers/webhook-receiver.js';
-import { WEBHOOK_EVENTS } from '../../control/api/mail-records.js';
+import { WEBHOOK_EVENTS } from '@svc-mail/sdk';
 import { WEBHOOK_EVENT_TYPES } from '../../storage/pg/webhooks.js';
 
 t.test('signing: the Standard Webhooks test vector, and the receiver of these tests agrees', async (t) => {

@@ -1,4 +1,4 @@
-// Spec §4.5 domain claims with their outbound (DKIM) and inbound (MX) capabilities, and the admin
+// docs/api.md §4.5 domain claims with their outbound (DKIM) and inbound (MX) capabilities, and the admin
 // force-verify of §4.14.
 //
 // Paths: in §4.5 a leading "..." is /console/v1/projects/{id} (as in §4.4 and §4.7, where rows repeat
@@ -154,7 +154,8 @@ export const domainRoutes = routes({
     method: 'POST',
     path: '/console/v1/projects/{id}/domains',
     summary:
-      'Claim a domain: the apex first (its ownership TXT at _svc-verify.<domain>), then any subdomain of a verified apex.',
+      'Claim a domain: the apex first (its ownership TXT at _svc-verify.<domain>), then any subdomain of a verified ' +
+      'apex.',
     params: Type.Object({ id: Id }),
     body: Obj({ domain: Type.String({ minLength: 1, maxLength: 300 }) }),
     response: DomainClaim,

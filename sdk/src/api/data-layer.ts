@@ -1,7 +1,7 @@
-// Spec §4.1: the data layer, /v1/<table>/<verb>, generated from ONE registry of tables (`dataTables`
+// docs/api.md §4.1: the data layer, /v1/<table>/<verb>, generated from ONE registry of tables (`dataTables`
 // below). Every table gets `list` and `get`; a write verb exists only where its table enables it, so
 // an unknown table, an unknown verb and a write that is not enabled are all simply absent from the
-// route table, which the router answers with 404 `not_found` (spec §4.1 rules 2 and 6).
+// route table, which the router answers with 404 `not_found` (docs/api.md §4.1 rules 2 and 6).
 //
 // Adding a table is one entry in `dataTables`: its column allowlist (`row`), whose rows it holds
 // (`owner`, turned into the WHERE clause by storage/pg/data-layer.ts), if a project key needs a
@@ -21,7 +21,6 @@ import {
   type TProperties,
   type TSchema,
 } from '@sinclair/typebox';
-import type { Owner } from '../../storage/pg/data-layer.js';
 import {
   Email,
   Nullable,
@@ -33,7 +32,7 @@ import {
   type RouteSpec,
   type Scope,
 } from './types.js';
-import { Project, Scope as ScopeSchema } from './projects.js';
+import { Project, ScopeSchema } from './projects.js';
 import { User } from './auth.js';
 import { Organization, Role } from './organizations.js';
 import {
@@ -46,6 +45,23 @@ import {
 import { WebhookEvents, WebhookUrl } from './webhooks.js';
 import { Limit } from './types.js';
 
+/**
+ * Whose rows a table holds: the column that ties a row to its owner, and what kind of owner
+ * that is. storage/pg/data-layer.ts turns it into the WHERE clause of every read.
+ */
+export type OwnerColumn =
+  /** A project: visible to whoever sees the (live) project. */
+  | { project: string }
+  /** An organization: visible to its members and its organization tokens. */
+  | { organization: string }
+  /** A user: visible to that user alone. */
+  | { user: string }
+  /** A credential, by key id: visible to that credential alone. */
+  | { credential: string };
+
+/** Whose rows a table holds; with several owners a row is visible when any of them is. */
+export type Owner = OwnerColumn | readonly OwnerColumn[];
+
 export type WriteVerb = 'create' | 'update' | 'upsert' | 'delete';
 
 export interface WriteSpec {
@@ -54,9 +70,12 @@ export interface WriteSpec {
   response: TObject;
   /** Credentials accepted; the table's readers unless narrower. */
   auth?: readonly CredentialKind[];
-  /** Role permission (spec §5.5). With `target` the app checks it; without, the handler does once it has found the row. */
+  /**
+   * Role permission (docs/api.md §5.5). With `target` the app checks it; without, the handler does once it has
+   * found the row.
+   */
   permission?: Permission;
-  /** Scope a project key needs (spec §5.3). */
+  /** Scope a project key needs (docs/api.md §5.3). */
   scope?: Scope;
   target?: RouteSpec['target'];
   status?: 200 | 201;
@@ -65,9 +84,9 @@ export interface WriteSpec {
 export interface TableSpec {
   /** The column allowlist, snake_case: a read returns exactly these (the schema admits no other). */
   row: TObject;
-  /** Whose rows these are, which decides who sees them (spec §4.1 rule 1). */
+  /** Whose rows these are, which decides who sees them (docs/api.md §4.1 rule 1). */
   owner: Owner;
-  /** Scope a project key needs to read the table (spec §5.3); other credentials need membership only. */
+  /** Scope a project key needs to read the table (docs/api.md §5.3); other credentials need membership only. */
   readScope?: Scope;
   /**
    * Exact-match filters `list` takes in its query, by row field, with the schema that validates the
@@ -77,14 +96,14 @@ export interface TableSpec {
   filters?: TProperties;
   /**
    * false: no `get` is generated, because another route already answers /v1/<table>/get with the
-   * table's row (messages: spec §4.11's /v1/messages/get, control/api/messages.ts). The router
+   * table's row (messages: docs/api.md §4.11's /v1/messages/get, sdk/src/api/messages.ts). The router
    * cannot hold two routes at one path.
    */
   get?: false;
   writes?: { [V in WriteVerb]?: WriteSpec };
 }
 
-/** Every credential may read the data layer; what it sees is its own rows (spec §4.1 rule 1). */
+/** Every credential may read the data layer; what it sees is its own rows (docs/api.md §4.1 rule 1). */
 export const DATA_AUTH: readonly CredentialKind[] = [
   'account_token',
   'organization_token',
@@ -98,7 +117,7 @@ const Id = Type.String({ minLength: 1, maxLength: 200 });
 const Label = Type.String({ maxLength: 200 });
 const ById = Obj({ id: Id });
 const rowOf = <R extends TObject>(row: R) => Type.Object({ row });
-/** A minted credential's row carries its secret, this once (spec §4.1: "return the secret once"). */
+/** A minted credential's row carries its secret, this once (docs/api.md §4.1: "return the secret once"). */
 const withSecret = <P extends TProperties>(row: TObject<P>) => Obj({ ...row.properties, secret: Type.String() });
 
 // The allowlists. Secrets (secret_sealed), password hashes and token or code hashes are never listed.
@@ -172,7 +191,7 @@ const SenderDomainRow = Obj({
 });
 const RateLimitRow = Obj({ key: Type.String(), tokens: Type.Number(), allowed: Type.Boolean(), updated_at: Timestamp });
 /**
- * gaps-filled.md #4 makes /v1/messages/get "the data-layer read of the messages table" with this
+ * docs/decisions.md #4 makes /v1/messages/get "the data-layer read of the messages table" with this
  * row, so the table's list carries the same row (camelCase, unlike the other tables): what list
  * shows, get shows too. The envelope (return path), the idempotency key and the size are not listed.
  */
@@ -187,7 +206,7 @@ const MessageEventRow = Obj({
   created_at: Timestamp,
 });
 const IdempotencyKeyRow = Obj({
-  /** `<project_id>:<key>`: a key is named by its project and itself (gaps-filled.md #3: keys are per project). */
+  /** `<project_id>:<key>`: a key is named by its project and itself (docs/decisions.md #3: keys are per project). */
   id: Type.String(),
   project_id: Type.String(),
   key: Type.String(),
@@ -209,13 +228,13 @@ const WebhookEndpointRow = Obj({
   id: Type.String(),
   project_id: Type.String(),
   url: Type.String(),
-  /** The kinds subscribed to; empty: every kind (gaps-filled.md #5). */
+  /** The kinds subscribed to; empty: every kind (docs/decisions.md #5). */
   events: Type.Array(WebhookEventSchema),
   created_at: Timestamp,
 });
 const WEBHOOK_DELIVERY_STATUSES = ['pending', 'succeeded', 'retrying', 'failed'] as const;
 const WebhookDeliveryStatusSchema = Type.Union(WEBHOOK_DELIVERY_STATUSES.map((s) => Type.Literal(s)));
-/** One attempt to deliver one event to one endpoint (spec §6 rule 3). */
+/** One attempt to deliver one event to one endpoint (docs/api.md §6 rule 3). */
 const WebhookDeliveryRow = Obj({
   id: Type.String(),
   /** The Standard Webhooks `webhook-id` header: the same on every attempt of one event to one endpoint. */
@@ -243,14 +262,14 @@ const Address = Type.String({ minLength: 3, maxLength: 320 });
 
 const onProject = { kind: 'project', in: 'body', field: 'id' } as const;
 
-/** THE registry: table name → columns, owner, and the writes spec §4.1 rule 3 enables. */
+/** THE registry: table name → columns, owner, and the writes docs/api.md §4.1 rule 3 enables. */
 export const dataTables = {
   projects: {
     row: ProjectRow,
     owner: { project: 'id' },
     writes: {
       update: {
-        summary: 'Rename a project (spec §4.1 rule 7: body id, name).',
+        summary: 'Rename a project (docs/api.md §4.1 rule 7: body id, name).',
         body: Obj({ id: Id, name: Type.String({ minLength: 1, maxLength: 200 }) }),
         response: rowOf(ProjectRow),
         permission: 'projects:manage',
@@ -270,7 +289,7 @@ export const dataTables = {
   api_keys: {
     row: ApiKeyRow,
     owner: { project: 'project_id' },
-    // Spec §5.3: managing the project's keys is project:admin's, as on the console's key list.
+    // docs/api.md §5.3: managing the project's keys is project:admin's, as on the console's key list.
     readScope: 'project:admin',
     // No upsert: a key has no natural key a client could name (key_id is minted by the server).
     writes: {
@@ -290,7 +309,8 @@ export const dataTables = {
       },
       update: {
         summary:
-          'Change the label of a live local (svc_) key; the secret and scopes are immutable, and platform-managed (tk_) keys are not renamed (400), as in spec §4.7.',
+          'Change the label of a live local (svc_) key; the secret and scopes are immutable, and platform-managed ' +
+          '(tk_) keys are not renamed (400), as in docs/api.md §4.7.',
         body: Obj({ id: Id, label: Nullable(Label) }),
         response: rowOf(ApiKeyRow),
         permission: 'apikeys:manage',
@@ -311,15 +331,18 @@ export const dataTables = {
     writes: {
       update: {
         summary:
-          "Change one's own email (spec §4.1 rule 4): email_verified_at is reset; 409 when the address is taken.",
+          "Change one's own email (docs/api.md §4.1 rule 4): email_verified_at is reset; 409 when the address is " +
+          'taken.',
         body: Obj({ id: Id, email: Type.Optional(Email) }),
         response: rowOf(UserRow),
         auth: SELF,
       },
       delete: {
         summary:
-          "Delete oneself, irreversibly (spec §4.1 rule 5): one's account tokens and memberships go, and every organization " +
-          'in which one is the only member with all it holds. 409 when one is the only owner of an organization with other ' +
+          "Delete oneself, irreversibly (docs/api.md §4.1 rule 5): one's account tokens and memberships go, and " +
+          'every organization ' +
+          'in which one is the only member with all it holds. 409 when one is the only owner of an organization ' +
+          'with other ' +
           'members, or when a project to be deleted has sent mail.',
         body: ById,
         response: Ok,
@@ -349,18 +372,19 @@ export const dataTables = {
   organizations: { row: OrganizationRow, owner: { organization: 'id' } },
   organization_members: { row: OrganizationMemberRow, owner: { organization: 'organization_id' } },
   organization_tokens: { row: OrganizationTokenRow, owner: { organization: 'organization_id' } },
-  // A row names its organization, its project, or both; spec §4.10 opens the project's log to project:admin keys.
+  // A row names its organization, its project, or both; docs/api.md §4.10 opens the project's log to
+  // project:admin keys.
   audit_log: {
     row: AuditLogRow,
     owner: [{ organization: 'organization_id' }, { project: 'project_id' }],
     readScope: 'project:admin',
   },
   rate_limits: { row: RateLimitRow, owner: { credential: 'key' } },
-  // Read-only: sending is set up through the claim and capability routes of spec §4.5, which
-  // replace the earlier per-project sender-domain surface (spec §9 rule 3).
+  // Read-only: sending is set up through the claim and capability routes of docs/api.md §4.5, which
+  // replace the earlier per-project sender-domain surface (docs/api.md §9 rule 3).
   sender_domains: { row: SenderDomainRow, owner: { project: 'project_id' }, readScope: 'project:admin' },
-  // Read-only: written by sendEmail and the MTA only (spec §4.1 rule 6). Newest first. Its `get` is
-  // the message read of spec §4.11 (scope messages:read, as here), which answers this same row.
+  // Read-only: written by sendEmail and the MTA only (docs/api.md §4.1 rule 6). Newest first. Its `get` is
+  // the message read of docs/api.md §4.11 (scope messages:read, as here), which answers this same row.
   messages: {
     row: MessageRow,
     owner: { project: 'project_id' },
@@ -368,7 +392,7 @@ export const dataTables = {
     filters: { projectId: Uuid, status: MessageStatusSchema },
     get: false,
   },
-  // Read-only engine table (spec §2.1, §6 rule 1). Newest first; a message's history in order is
+  // Read-only engine table (docs/api.md §2.1, §6 rule 1). Newest first; a message's history in order is
   // /v1/messages/events.
   message_events: {
     row: MessageEventRow,
@@ -376,15 +400,15 @@ export const dataTables = {
     readScope: 'messages:read',
     filters: { project_id: Uuid, message_id: Uuid, type: MessageEventTypeSchema },
   },
-  // Read-only: written by sendEmail (gaps-filled.md #3). The body hash is not listed.
+  // Read-only: written by sendEmail (docs/decisions.md #3). The body hash is not listed.
   idempotency_keys: {
     row: IdempotencyKeyRow,
     owner: { project: 'project_id' },
     readScope: 'messages:read',
     filters: { project_id: Uuid },
   },
-  // Spec §4.1 rules 3 and 7: create and delete. The MTA adds hard_bounce, soft_bounce_max and
-  // complaint rows itself (gaps-filled.md #10); the console's routes (§4.9) are control/api/suppressions.ts.
+  // docs/api.md §4.1 rules 3 and 7: create and delete. The MTA adds hard_bounce, soft_bounce_max and
+  // complaint rows itself (docs/decisions.md #10); the console's routes (§4.9) are sdk/src/api/suppressions.ts.
   suppressions: {
     row: SuppressionRow,
     owner: { project: 'project_id' },
@@ -394,7 +418,8 @@ export const dataTables = {
     writes: {
       create: {
         summary:
-          'Suppress an address for project_id (spec §4.1 rule 7): the local part is kept as given, the domain lower-cased; ' +
+          'Suppress an address for project_id (docs/api.md §4.1 rule 7): the local part is kept as given, the ' +
+          'domain lower-cased; ' +
           'reason defaults to manual. 409 conflict when the project already suppresses the address.',
         body: Obj({
           project_id: Id,
@@ -417,8 +442,8 @@ export const dataTables = {
       },
     },
   },
-  // Spec §4.1 rule 3 and §4.8: the console's webhooks, as rows. Managing them is project:admin's
-  // (spec §5.3), so reading is too, as for api_keys. The secret is in the answer to create, once.
+  // docs/api.md §4.1 rule 3 and §4.8: the console's webhooks, as rows. Managing them is project:admin's
+  // (docs/api.md §5.3), so reading is too, as for api_keys. The secret is in the answer to create, once.
   webhook_endpoints: {
     row: WebhookEndpointRow,
     owner: { project: 'project_id' },
@@ -427,7 +452,8 @@ export const dataTables = {
     writes: {
       create: {
         summary:
-          'Register a webhook endpoint for project_id (as POST /console/v1/projects/{id}/webhooks): events empty or absent ' +
+          'Register a webhook endpoint for project_id (as POST /console/v1/projects/{id}/webhooks): events empty or ' +
+          'absent ' +
           'subscribes to every kind; http(s) and public addresses only; the row carries its whsec_ secret, this once.',
         body: Obj({ project_id: Id, url: WebhookUrl, events: Type.Optional(WebhookEvents) }),
         response: rowOf(withSecret(WebhookEndpointRow)),
@@ -445,7 +471,7 @@ export const dataTables = {
       },
     },
   },
-  // Read-only engine table (spec §2.1, §6 rule 3): one row per attempt, newest first.
+  // Read-only engine table (docs/api.md §2.1, §6 rule 3): one row per attempt, newest first.
   webhook_deliveries: {
     row: WebhookDeliveryRow,
     owner: { project: 'project_id' },
@@ -457,7 +483,7 @@ export const dataTables = {
 export type DataTables = typeof dataTables;
 export type DataTable = keyof DataTables;
 
-/** gaps-filled.md #6: `limit` has no maximum in the schema; the handler clamps it to 200. */
+/** docs/decisions.md #6: `limit` has no maximum in the schema; the handler clamps it to 200. */
 export const ListQuery = Obj({ limit: Type.Optional(Limit) });
 export const GetQuery = Obj({ id: Id });
 
@@ -475,7 +501,7 @@ function listQueryOf<T extends TableSpec>(t: T): ListQueryOf<T> {
 }
 
 // The route types, derived from the registry so the SDK knows every method and its row shape.
-interface ReadRoute {
+export interface ReadRoute {
   method: 'GET';
   path: string;
   summary: string;
@@ -507,7 +533,7 @@ export type DataRoutes<R extends Record<string, TableSpec>> = Flatten<
   UnionToIntersection<{ [N in keyof R & string]: RoutesOfTable<N, R[N]> }[keyof R & string]>
 >;
 
-/** The route entries of every table: `v1.<table>.<verb>` ↔ /v1/<table>/<verb> (spec §1 rule 5). */
+/** The route entries of every table: `v1.<table>.<verb>` ↔ /v1/<table>/<verb> (docs/api.md §1 rule 5). */
 export function tableRoutes<R extends Record<string, TableSpec>>(tables: R): DataRoutes<R> {
   const out: Record<string, RouteSpec> = {};
   for (const [name, t] of Object.entries(tables)) {

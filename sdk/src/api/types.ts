@@ -6,7 +6,7 @@ import { Type, type TObject, type TSchema, type Static } from '@sinclair/typebox
 export type CredentialKind = 'account_token' | 'organization_token' | 'project_api_key' | 'platform_admin' | 'staff';
 export type Method = 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
 
-/** Spec §5.5 permission keys. */
+/** docs/api.md §5.5 permission keys. */
 export type Permission =
   | 'org:manage'
   | 'billing:manage'
@@ -16,7 +16,7 @@ export type Permission =
   | 'projects:manage'
   | 'apikeys:manage';
 
-/** Spec §5.3 project key scopes. */
+/** docs/api.md §5.3 project key scopes. */
 export const SCOPES = [
   'messages:send',
   'messages:read',
@@ -31,16 +31,16 @@ export interface RouteSpec {
   /** Path in the spec's form, parameters as {name}. */
   path: string;
   summary: string;
-  /** 'public' routes are unsigned (spec §5); otherwise the credential kinds accepted. */
+  /** 'public' routes are unsigned (docs/api.md §5); otherwise the credential kinds accepted. */
   auth: 'public' | readonly CredentialKind[];
-  /** Role permission a member needs (spec §5.5); reads declare none and need membership only. */
+  /** Role permission a member needs (docs/api.md §5.5); reads declare none and need membership only. */
   permission?: Permission;
   /**
    * The role a member needs, on top of any permission: `owner` where the spec says a route is the
-   * owner's (spec §4.13: template writes). Tokens, staff and the platform key act as for `permission`.
+   * owner's (docs/api.md §4.13: template writes). Tokens, staff and the platform key act as for `permission`.
    */
   role?: 'owner';
-  /** Scope a project key needs (spec §5.3). */
+  /** Scope a project key needs (docs/api.md §5.3). */
   scope?: Scope;
   /**
    * The organization or project the route acts on, and where its id is in the request. The app
@@ -83,10 +83,10 @@ export const Timestamp = Type.String({ format: 'date-time' });
 export const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]);
 export const Ok = Type.Object({ ok: Type.Literal(true) });
 export const Email = Type.String({ format: 'email', maxLength: 254 });
-/** gaps-filled.md #12: at least 10 characters. */
+/** docs/decisions.md #12: at least 10 characters. */
 export const NewPassword = Type.String({ minLength: 10, maxLength: 1024 });
 
-/** gaps-filled.md #6: `limit` defaults to 50; values above 200 are clamped (the handler clamps). */
+/** docs/decisions.md #6: `limit` defaults to 50; values above 200 are clamped (the handler clamps). */
 export const LIMIT_DEFAULT = 50;
 export const LIMIT_MAX = 200;
 export const Limit = Type.Integer({ minimum: 1 });

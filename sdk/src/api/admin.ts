@@ -1,11 +1,11 @@
-// Spec §4.14 admin: platform and staff operations (users and their account tokens). Every route
+// docs/api.md §4.14 admin: platform and staff operations (users and their account tokens). Every route
 // takes the platform key or a staff account token (a customer's account token gets 403).
 import { Type } from '@sinclair/typebox';
 import { Email, Limit, NewPassword, Nullable, Obj, Ok, Timestamp, routes, type CredentialKind } from './types.js';
 import { User } from './auth.js';
 import { Project } from './projects.js';
 
-/** Spec §4.14: the platform key or a staff account token. */
+/** docs/api.md §4.14: the platform key or a staff account token. */
 export const ADMIN_AUTH: readonly CredentialKind[] = ['platform_admin', 'staff'];
 
 const UserId = Type.Object({ id: Type.String({ maxLength: 64 }) });
@@ -30,7 +30,7 @@ export const adminRoutes = routes({
     method: 'POST',
     path: '/admin/v1/users',
     auth: ADMIN_AUTH,
-    summary: 'Create a staff or customer user (gaps-filled.md #8); 409 when the email is taken.',
+    summary: 'Create a staff or customer user (docs/decisions.md #8); 409 when the email is taken.',
     body: Obj({
       email: Email,
       password: NewPassword,

@@ -1,7 +1,7 @@
-// Spec §4.9: a project's suppression list in the console. The same rows as the data layer's
+// docs/api.md §4.9: a project's suppression list in the console. The same rows as the data layer's
 // `suppressions` table (/v1/suppressions/*): addresses are stored, filtered and deleted normalized
 // (the local part as given, the domain in lower case). A project key needs suppressions:read or
-// suppressions:write (spec §5.3); a member needs projects:manage to write (spec §5.5).
+// suppressions:write (docs/api.md §5.3); a member needs projects:manage to write (docs/api.md §5.5).
 import { Type } from '@sinclair/typebox';
 import { Limit, Nullable, Obj, Ok, routes, type RouteSpec } from './types.js';
 import { PROJECT_AUTH } from './projects.js';

@@ -1,4 +1,4 @@
-// Spec §4.13: the templates module, /modules/templates/v1/templates/*. Reads need membership of
+// docs/api.md §4.13: the templates module, /modules/templates/v1/templates/*. Reads need membership of
 // `organizationId`; writes need its owner (a member of another role gets 403). The organization
 // token, staff and the platform key act on the organization fully. Rendering rules:
 // control/templates/render.ts.
@@ -10,7 +10,7 @@ export const TEMPLATE_AUTH: readonly CredentialKind[] = ['account_token', 'organ
 /** A placeholder's name, `{{name}}`: an identifier of at most 64 characters. */
 export const TEMPLATE_VARIABLE_NAME = '[A-Za-z_][A-Za-z0-9_]{0,63}';
 
-/** Spec §2.2: `variables` is a list of `{ name, default? }`. */
+/** docs/api.md §2.2: `variables` is a list of `{ name, default? }`. */
 export const TemplateVariable = Obj({
   name: Type.String({ pattern: `^${TEMPLATE_VARIABLE_NAME}$` }),
   default: Type.Optional(Type.String({ maxLength: 10_000 })),
@@ -23,7 +23,7 @@ export const TemplateValues = Type.Record(
   Type.Union([Type.String(), Type.Number(), Type.Boolean(), Type.Null()]),
 );
 
-/** Spec §2.2 template, plus its owner, version and times. */
+/** docs/api.md §2.2 template, plus its owner, version and times. */
 export const Template = Type.Object({
   id: Type.String(),
   organization_id: Type.String(),
@@ -44,7 +44,7 @@ const OrgId = Type.String({ maxLength: 64 });
 // A template id that is no UUID names no template: 404, as an unknown one.
 const TemplateId = Type.String({ minLength: 1, maxLength: 64 });
 const Name = Type.String({ minLength: 1, maxLength: 200 });
-// As sendEmail's subject (spec §4.11); CR, LF and NUL are refused by the handler, with the field named.
+// As sendEmail's subject (docs/api.md §4.11); CR, LF and NUL are refused by the handler, with the field named.
 const Subject = Type.String({ minLength: 1, maxLength: 998 });
 // Empty is refused: a part is given or absent (null clears it on update).
 const Content = Type.String({ minLength: 1 });
@@ -61,7 +61,8 @@ export const templateRoutes = routes({
     target: inBody,
     role: 'owner',
     summary:
-      'Create a template (version 1): at least one of html or text; isPublic (default false) shows it to every organization.',
+      'Create a template (version 1): at least one of html or text; isPublic (default false) shows it to every ' +
+      'organization.',
     body: Obj({
       organizationId: OrgId,
       name: Name,
@@ -97,7 +98,8 @@ export const templateRoutes = routes({
     auth: TEMPLATE_AUTH,
     target: inQuery,
     summary:
-      "A template of the organization, or a public one of any organization; 404 for another organization's private template.",
+      "A template of the organization, or a public one of any organization; 404 for another organization's private " +
+      'template.',
     query: Obj({ organizationId: OrgId, id: TemplateId }),
     response: Type.Object({ template: Template }),
   },
@@ -129,7 +131,8 @@ export const templateRoutes = routes({
     target: inBody,
     role: 'owner',
     summary:
-      "Delete an own template with its versions (messages keep the id and version they used). 403 for another organization's " +
+      'Delete an own template with its versions (messages keep the id and version they used). 403 for another ' +
+      "organization's " +
       'public template, 404 for its private one.',
     body: Obj({ organizationId: OrgId, id: TemplateId }),
     response: Ok,
@@ -142,8 +145,10 @@ export const templateRoutes = routes({
     // A preview changes nothing.
     audit: false,
     summary:
-      'Render a template by id (own or public) or inline ({ subject?, html?, text?, variables }) with values over the defaults: ' +
-      'HTML-escaped in html, verbatim in subject and text. 422 unprocessable lists missing variables or says the output passed 1 MB.',
+      'Render a template by id (own or public) or inline ({ subject?, html?, text?, variables }) with values over ' +
+      'the defaults: ' +
+      'HTML-escaped in html, verbatim in subject and text. 422 unprocessable lists missing variables or says the ' +
+      'output passed 1 MB.',
     body: Obj({
       organizationId: OrgId,
       id: Type.Optional(TemplateId),

@@ -1,9 +1,9 @@
-// Spec §4.3 organizations: members, tokens, invitations, join codes, plan.
+// docs/api.md §4.3 organizations: members, tokens, invitations, join codes, plan.
 import { Type } from '@sinclair/typebox';
 import { Email, Nullable, Obj, Ok, Timestamp, routes, type CredentialKind, type RouteSpec } from './types.js';
 import { ROLES } from './permissions.js';
 
-/** "Org auth" (spec §4): a member's account token, the organization's token, staff or the platform key. */
+/** "Org auth" (docs/api.md §4): a member's account token, the organization's token, staff or the platform key. */
 export const ORG_AUTH: readonly CredentialKind[] = ['account_token', 'organization_token', 'platform_admin'];
 
 export const Role = Type.Union(ROLES.map((r) => Type.Literal(r)));
@@ -43,7 +43,7 @@ const JoinCode = Type.Object({
   usedAt: Nullable(Timestamp),
 });
 
-/** Spec §2.2 organization usage; dailyLimit and remaining are null on `payg` (no cap). */
+/** docs/api.md §2.2 organization usage; dailyLimit and remaining are null on `payg` (no cap). */
 export const Usage = Type.Object({
   tier: Type.String(),
   dailyLimit: Nullable(Type.Integer()),
@@ -69,7 +69,7 @@ export const organizationRoutes = routes({
     method: 'GET',
     path: '/console/v1/organizations/roles',
     auth: 'public',
-    summary: 'The fixed roles, the permissions each grants, and every permission key (spec §5.5).',
+    summary: 'The fixed roles, the permissions each grants, and every permission key (docs/api.md §5.5).',
     response: Type.Object({
       roles: Type.Array(Type.Object({ role: Type.String(), permissions: Type.Array(Type.String()) })),
       permissions: Type.Array(Type.String()),
@@ -80,7 +80,8 @@ export const organizationRoutes = routes({
     path: '/console/v1/organizations',
     auth: ['account_token'],
     summary:
-      'Create an organization; the caller becomes its sole owner. 409 already_in_organization if the caller belongs to one.',
+      'Create an organization; the caller becomes its sole owner. 409 already_in_organization if the caller belongs ' +
+      'to one.',
     body: Obj({ name: Name }),
     response: Type.Object({ organization: Organization, organizationToken: MintedOrgToken }),
   },

@@ -1,9 +1,12 @@
-// Spec §4.6 projects and §4.7 project API keys.
+// docs/api.md §4.6 projects and §4.7 project API keys.
 import { Type } from '@sinclair/typebox';
 import { Nullable, Obj, Ok, SCOPES, Timestamp, routes, type CredentialKind, type RouteSpec } from './types.js';
 import { Message, Suppression, Webhook } from './mail-records.js';
 
-/** Project routes: a member's account token, the org token, staff, the platform key, or a key of the project with project:admin. */
+/**
+ * Project routes: a member's account token, the org token, staff, the platform key, or a key of the project with
+ * project:admin.
+ */
 export const PROJECT_AUTH: readonly CredentialKind[] = [
   'account_token',
   'organization_token',
@@ -23,16 +26,16 @@ export const Project = Type.Object({
   updated_at: Timestamp,
 });
 
-export const Scope = Type.Union(SCOPES.map((s) => Type.Literal(s)));
+export const ScopeSchema = Type.Union(SCOPES.map((s) => Type.Literal(s)));
 
 export const ApiKey = Type.Object({
   id: Type.String(),
   keyId: Type.String(),
   label: Nullable(Type.String()),
-  scopes: Type.Array(Scope),
+  scopes: Type.Array(ScopeSchema),
   managed: Type.Union([Type.Literal('platform'), Type.Literal('local')]),
   allowedCidrs: Type.Array(Type.String()),
-  /** Spec §2.2: list rows carry the snake_case name for platform keys. */
+  /** docs/api.md §2.2: list rows carry the snake_case name for platform keys. */
   allowed_cidrs: Type.Array(Type.String()),
   rotatedFrom: Nullable(Type.String()),
   createdAt: Timestamp,
@@ -77,7 +80,8 @@ export const projectRoutes = routes({
     target: byId,
     scope: 'project:admin',
     summary:
-      `The project with its keys, sender domains, webhooks, and its ${PROJECT_DETAIL_RECENT} newest suppressions and messages ` +
+      'The project with its keys, sender domains, webhooks, ' +
+      `and its ${PROJECT_DETAIL_RECENT} newest suppressions and messages ` +
       '(the whole lists: /v1/suppressions/list, /console/v1/projects/{id}/messages).',
     params: Type.Object({ id: Id }),
     response: Type.Object({
@@ -123,7 +127,7 @@ export const projectRoutes = routes({
     params: Type.Object({ id: Id }),
     body: Obj({
       label: Type.Optional(Type.String({ maxLength: 200 })),
-      scopes: Type.Optional(Type.Array(Scope, { minItems: 1, uniqueItems: true })),
+      scopes: Type.Optional(Type.Array(ScopeSchema, { minItems: 1, uniqueItems: true })),
       allowedCidrs: Type.Optional(Type.Array(Type.String({ format: 'cidr', maxLength: 64 }), { maxItems: 100 })),
     }),
     response: MintedKey,

@@ -1,11 +1,11 @@
-// Schemas of the records sending leaves behind: messages, their events (spec §2.2, gaps-filled.md #4),
-// suppressions (spec §2.2, §6 rule 4) and webhook endpoints (§6 rule 2). A leaf module (it imports
+// Schemas of the records sending leaves behind: messages, their events (docs/api.md §2.2, docs/decisions.md #4),
+// suppressions (docs/api.md §2.2, §6 rule 4) and webhook endpoints (§6 rule 2). A leaf module (it imports
 // only ./types.js), so that the message routes, the project detail and the data-layer registry can
 // all use these shapes without importing each other.
 import { Type } from '@sinclair/typebox';
 import { Nullable, Timestamp } from './types.js';
 
-/** Spec §2.2 MessageStatus. */
+/** docs/api.md §2.2 MessageStatus. */
 export const MESSAGE_STATUSES = [
   'queued',
   'sending',
@@ -18,13 +18,13 @@ export const MESSAGE_STATUSES = [
 export type MessageStatus = (typeof MESSAGE_STATUSES)[number];
 export const MessageStatusSchema = Type.Union(MESSAGE_STATUSES.map((s) => Type.Literal(s)));
 
-/** gaps-filled.md #4: event types are the statuses plus `complained`. */
+/** docs/decisions.md #4: event types are the statuses plus `complained`. */
 export const MESSAGE_EVENT_TYPES = [...MESSAGE_STATUSES, 'complained'] as const;
 export type MessageEventType = (typeof MESSAGE_EVENT_TYPES)[number];
 export const MessageEventTypeSchema = Type.Union(MESSAGE_EVENT_TYPES.map((s) => Type.Literal(s)));
 
 /**
- * gaps-filled.md #4: the row of GET /v1/messages/get. The same row is what /v1/messages/list, the
+ * docs/decisions.md #4: the row of GET /v1/messages/get. The same row is what /v1/messages/list, the
  * project's message views and the admin message list carry.
  */
 export const Message = Type.Object({
@@ -51,13 +51,13 @@ export const MessageEvent = Type.Object({
   detail: Type.Unknown(),
 });
 
-/** Spec §2.2 SuppressionReason (§6 rule 4). */
+/** docs/api.md §2.2 SuppressionReason (§6 rule 4). */
 export const SUPPRESSION_REASONS = ['hard_bounce', 'soft_bounce_max', 'complaint', 'manual'] as const;
 export type SuppressionReason = (typeof SUPPRESSION_REASONS)[number];
 export const SuppressionReasonSchema = Type.Union(SUPPRESSION_REASONS.map((s) => Type.Literal(s)));
 
 /**
- * A suppression as the console shows it (spec §2.2: address, reason, detail). `address` is stored
+ * A suppression as the console shows it (docs/api.md §2.2: address, reason, detail). `address` is stored
  * normalized: the local part as given, the domain in lower case.
  */
 export const Suppression = Type.Object({
@@ -68,14 +68,14 @@ export const Suppression = Type.Object({
   createdAt: Timestamp,
 });
 
-/** Spec §2.2 WebhookEvent: the message event kinds a webhook subscribes to (§6 rule 2). */
+/** docs/api.md §2.2 WebhookEvent: the message event kinds a webhook subscribes to (§6 rule 2). */
 export const WEBHOOK_EVENTS = ['delivered', 'deferred', 'bounced', 'failed', 'suppressed', 'complained'] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 export const WebhookEventSchema = Type.Union(WEBHOOK_EVENTS.map((s) => Type.Literal(s)));
 
 /**
- * A webhook endpoint (spec §2.2: id, url, events; the secret only in the answer to its creation).
- * `events` is as registered: empty means every kind (gaps-filled.md #5).
+ * A webhook endpoint (docs/api.md §2.2: id, url, events; the secret only in the answer to its creation).
+ * `events` is as registered: empty means every kind (docs/decisions.md #5).
  */
 export const Webhook = Type.Object({
   id: Type.String(),

@@ -1,5 +1,5 @@
-// Spec §4.8 webhooks (§6 rules 2-3, gaps-filled.md #5): a project's endpoints. Managing them is
-// projects:manage for members (spec §5.5) and project:admin for keys (spec §5.3); reading needs
+// docs/api.md §4.8 webhooks (§6 rules 2-3, docs/decisions.md #5): a project's endpoints. Managing them is
+// projects:manage for members (docs/api.md §5.5) and project:admin for keys (docs/api.md §5.3); reading needs
 // membership, as every read.
 import { Type } from '@sinclair/typebox';
 import { Obj, Ok, routes, type RouteSpec } from './types.js';
@@ -27,7 +27,8 @@ export const webhookRoutes = routes({
     permission: 'projects:manage',
     summary:
       'Register an endpoint for message events (empty or absent events: every kind). The signing secret (whsec_…) is ' +
-      `returned once. http or https only, and public addresses only unless the operator allows private ones; at most ${MAX_WEBHOOKS_PER_PROJECT} per project.`,
+      'returned once. http or https only, and public addresses only unless the operator allows private ones; ' +
+      `at most ${MAX_WEBHOOKS_PER_PROJECT} per project.`,
     params: Type.Object({ id: Id }),
     body: Obj({ url: WebhookUrl, events: Type.Optional(WebhookEvents) }),
     response: Minted,

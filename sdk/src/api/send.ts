@@ -1,4 +1,4 @@
-// Spec §4.11 sendEmail, and the test messages of §4.10 and §4.14 that go through the same pipeline.
+// docs/api.md §4.11 sendEmail, and the test messages of §4.10 and §4.14 that go through the same pipeline.
 import { Type } from '@sinclair/typebox';
 import { MB, Obj, routes } from './types.js';
 import { PROJECT_AUTH } from './projects.js';
@@ -8,12 +8,12 @@ import { TemplateValues } from './templates.js';
 const fields = {
   to: Type.String({ minLength: 3, maxLength: 320 }),
   from: Type.String({ minLength: 3, maxLength: 500 }),
-  // Required, also with a template (spec §4.11).
+  // Required, also with a template (docs/api.md §4.11).
   subject: Type.String({ minLength: 1, maxLength: 998 }),
   text: Type.Optional(Type.String()),
   html: Type.Optional(Type.String()),
   idempotencyKey: Type.Optional(Type.String({ minLength: 8, maxLength: 128 })),
-  // Spec §4.11: the template's html and text replace the message's own (modules/templates, §4.13).
+  // docs/api.md §4.11: the template's html and text replace the message's own (modules/templates, §4.13).
   templateId: Type.Optional(Type.String({ maxLength: 64 })),
   // Values of the {{name}} placeholders: strings, numbers, booleans, or null for "not given".
   variables: Type.Optional(TemplateValues),

@@ -1,9 +1,9 @@
-// Reads of sent messages: the message reads of spec §4.11 (scope messages:read), the project view of
-// §4.10 and the admin views of §4.14. Shapes per gaps-filled.md #4; `limit` per #6.
+// Reads of sent messages: the message reads of docs/api.md §4.11 (scope messages:read), the project view of
+// §4.10 and the admin views of §4.14. Shapes per docs/decisions.md #4; `limit` per #6.
 //
 // /v1/messages/get and /v1/messages/events have the shape of the data layer (/v1/<table>/<verb>).
 // The data-layer registry (api/data-layer.ts) holds the `messages` table with `list` only: its `get`
-// is the route below (gaps-filled.md #4), whose row is the table's row, so no second route is
+// is the route below (docs/decisions.md #4), whose row is the table's row, so no second route is
 // generated at that path. `events` is no data-layer verb; the table `message_events` has its own
 // list and get.
 import { Type, type TInteger } from '@sinclair/typebox';
@@ -81,7 +81,8 @@ export const messageRoutes = routes({
     path: '/admin/v1/stats',
     auth: ADMIN_AUTH,
     summary:
-      'Platform counters: live projects, suppressions, messages by status, and messages created in the last 24 h by status.',
+      'Platform counters: live projects, suppressions, messages by status, and messages created in the last 24 h by ' +
+      'status.',
     response: Type.Object({
       projects: Type.Integer({ minimum: 0 }),
       suppressions: Type.Integer({ minimum: 0 }),

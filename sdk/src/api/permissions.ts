@@ -1,4 +1,4 @@
-// Spec §5.5: the fixed roles and what each grants, as one table. Every write route names the
+// docs/api.md §5.5: the fixed roles and what each grants, as one table. Every write route names the
 // permission it needs; reads need only membership (§5.4 rule 2).
 import type { Permission } from './types.js';
 

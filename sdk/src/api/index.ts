@@ -1,6 +1,6 @@
 // THE route table: every HTTP route of the service, keyed by its SDK method name
-// (spec §1 rule 5: client.<product>.<resource>.<action>() ↔ /<product>/v1/<resource>/<action>).
-// Adding a route is one entry here plus its handler under control/handlers/.
+// (docs/api.md §1 rule 5: client.<product>.<resource>.<action>() ↔ /<product>/v1/<resource>/<action>).
+// Adding a route is one entry here plus its handler under control/handlers/ (docs/architecture.md).
 import { authRoutes } from './auth.js';
 import { serviceRoutes } from './services.js';
 import { organizationRoutes } from './organizations.js';
@@ -37,3 +37,18 @@ export type RouteTable = typeof routeTable;
 export type RouteName = keyof RouteTable;
 export * from './types.js';
 export * from './permissions.js';
+export * from './admin.js';
+export * from './audit.js';
+export * from './auth.js';
+export * from './custom-domains.js';
+export * from './data-layer.js';
+export * from './domains.js';
+export * from './mail-records.js';
+export * from './messages.js';
+export * from './organizations.js';
+export * from './projects.js';
+export * from './send.js';
+export * from './services.js';
+export * from './suppressions.js';
+export * from './templates.js';
+export * from './webhooks.js';

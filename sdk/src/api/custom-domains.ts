@@ -1,4 +1,4 @@
-// Spec §4.4 custom webmail domains and the §4.12 allow check.
+// docs/api.md §4.4 custom webmail domains and the §4.12 allow check.
 import { Type } from '@sinclair/typebox';
 import { Nullable, Obj, Ok, Timestamp, routes, type RouteSpec } from './types.js';
 import { ORG_AUTH } from './organizations.js';
@@ -10,7 +10,7 @@ const byId = { kind: 'organization', in: 'params', field: 'id' } as const satisf
 // verdict), not a schema error.
 const DomainInput = Type.String({ minLength: 1, maxLength: 1024 });
 
-/** Spec §2.2 custom webmail domain. `disabled` is reserved (spec §3 names no moves into it yet). */
+/** docs/api.md §2.2 custom webmail domain. `disabled` is reserved (docs/api.md §3 names no moves into it yet). */
 export const CustomDomain = Type.Object({
   id: Type.String(),
   domain: Type.String(),
@@ -20,7 +20,7 @@ export const CustomDomain = Type.Object({
   created_at: Timestamp,
 });
 
-/** Spec §2.2 custom domain DNS record: the CNAME to publish at the domain. */
+/** docs/api.md §2.2 custom domain DNS record: the CNAME to publish at the domain. */
 export const CustomDomainDnsRecord = Type.Object({
   host: Type.String(),
   type: Type.Literal('CNAME'),
@@ -36,7 +36,8 @@ export const customDomainRoutes = routes({
     target: byId,
     permission: 'domains:manage',
     summary:
-      'Register a custom webmail domain (normalized: lower case, no trailing dot, IDN as punycode) and get the CNAME to publish. ' +
+      'Register a custom webmail domain (normalized: lower case, no trailing dot, IDN as punycode) and get the ' +
+      'CNAME to publish. ' +
       '400 invalid_domain if it is not a valid host name; 409 custom_domain_taken if any organization registered it.',
     params: Type.Object({ id: OrgId }),
     body: Obj({ domain: DomainInput }),
@@ -60,7 +61,8 @@ export const customDomainRoutes = routes({
     target: byId,
     permission: 'domains:manage',
     summary:
-      'Check DNS now: passes when the CNAME of the domain is the webmail host, or when it has no CNAME and all its A/AAAA records ' +
+      'Check DNS now: passes when the CNAME of the domain is the webmail host, or when it has no CNAME and all its ' +
+      'A/AAAA records ' +
       '(at least one) are webmail addresses. Sets last_verify_attempt on every call and verified_at on success; ' +
       '400 cname_not_found otherwise, with what was found (or that DNS did not answer) in message and details.',
     params: Type.Object({ id: OrgId, domainId: DomainId }),

@@ -1,4 +1,4 @@
-// Spec §1 rule 4 (health) and §4.12 (identity).
+// docs/api.md §1 rule 4 (health) and §4.12 (identity).
 import { Type } from '@sinclair/typebox';
 import { Timestamp, routes } from './types.js';
 

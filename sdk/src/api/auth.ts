@@ -1,4 +1,4 @@
-// Spec §4.2 (auth) and the account-token routes of §4.10.
+// docs/api.md §4.2 (auth) and the account-token routes of §4.10.
 import { Type } from '@sinclair/typebox';
 import { Email, NewPassword, Nullable, Obj, Ok, Timestamp, routes } from './types.js';
 

@@ -1,4 +1,4 @@
-// Reads of the audit log: the platform-wide view (spec §4.14) and one project's view (spec §4.10).
+// Reads of the audit log: the platform-wide view (docs/api.md §4.14) and one project's view (docs/api.md §4.10).
 // Rows are written by the app for every successful non-GET request (control/app.ts).
 import { Type } from '@sinclair/typebox';
 import { Nullable, Obj, Timestamp, routes } from './types.js';
