@@ -63,6 +63,8 @@ export interface Classification {
   class: BounceClass;
   /** Our short summary for the event; the remote reply itself is kept beside it by the caller. */
   message: string;
+  /** The line of the rules file that decided, when a rule did (operators reading a class can find why). */
+  rule?: number;
 }
 
 /**
@@ -191,12 +193,6 @@ export const defaultRules: readonly BounceRule[] = Object.freeze(
   loadRules(readFileSync(RULES_URL, 'utf8'), 'config/bounce-rules.txt'),
 );
 
-/** The first rule that matches the reply, if any (exported so tests can check which rule decided). */
-export function matchRule(reply: SmtpReply, rules: readonly BounceRule[] = defaultRules): BounceRule | undefined {
-  const { subject } = subjectOf(reply);
-  return rules.find((r) => r.regex.test(subject));
-}
-
 // RFC 3463 §3.1–§3.8 (and the IANA registry for the later additions): subject.detail → class. The
 // action is not here: it comes from the class digit (4 defer, 5 fail), as RFC 3463 §2 defines it.
 const DETAIL: Record<string, { class: BounceClass; message: string; temporary?: BounceClass; alwaysDefer?: true }> = {
@@ -296,7 +292,7 @@ export function classify(reply: ReplyOrConnectionError, rules: readonly BounceRu
 
   const { subject, enhanced } = subjectOf(reply);
   const rule = rules.find((r) => r.regex.test(subject));
-  if (rule) return { action: rule.action, class: rule.class, message: rule.message };
+  if (rule) return { action: rule.action, class: rule.class, message: rule.message, rule: rule.line };
 
   const byEnhanced = byEnhancedCode(code, enhanced);
   if (byEnhanced) return byEnhanced;

@@ -160,7 +160,6 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     .finally(() => loop.schedule(0));
 
   return {
-    inFlight: () => inFlight.size,
     pools,
     /** SIGTERM: take no more work, let deliveries in progress finish (up to drainMs), then close. */
     async stop(): Promise<void> {

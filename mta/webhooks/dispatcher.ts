@@ -45,7 +45,7 @@ export interface WebhookDispatcherOptions {
 }
 
 /** The body of gaps-filled.md #5. */
-export function webhookBody(d: ClaimedDelivery): string {
+function webhookBody(d: ClaimedDelivery): string {
   return JSON.stringify({
     type: d.eventType,
     createdAt: new Date(d.eventAt).toISOString(),
@@ -170,9 +170,6 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
   loop.schedule(0);
 
   return {
-    /** Looks for due attempts now. */
-    kick: () => loop.schedule(0),
-    inFlight: () => inFlight.size,
     /** SIGTERM: take no more work; requests in progress get drainMs, then are aborted and given back. */
     async stop(): Promise<void> {
       loop.stop();

@@ -9,7 +9,6 @@ import {
   classify,
   defaultRules,
   loadRules,
-  matchRule,
   RULES_URL,
   type BounceClass,
 } from '../../mta/outbound/bounce-classify.js';
@@ -91,7 +90,7 @@ for (const [cls, rules] of byClass) {
           t.fail(`${label}: not a reply`);
           continue;
         }
-        t.equal(matchRule(raw)?.line, rule.line, `${label}: decided by its own rule`);
+        t.equal(classify(raw).rule, rule.line, `${label}: decided by its own rule`);
         t.match(classify(raw), { action: rule.action, class: rule.class }, `${label}: raw form`);
         t.match(classify(splitForm(quoted)), { action: rule.action, class: rule.class }, `${label}: split form`);
         // The same reply on one line per ~60 characters, as a multi-line reply arrives from nodemailer
@@ -317,6 +316,7 @@ t.test('loadRules', async (t) => {
     action: 'fail',
     class: 'unknown_user',
     message: 'Gone',
+    rule: 2,
   });
   t.same(
     classify(r({ code: 550, text: 'Something else' }), rules),
