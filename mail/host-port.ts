@@ -7,7 +7,7 @@ export interface HostPort {
   port: number;
 }
 
-/** RFC 1123 §2.1 host names: labels of letters, digits and hyphens, 253 characters at most, one trailing dot allowed. */
+/** RFC 1123 §2.1 host names: labels of letters, digits and hyphens, at most 253 characters, a trailing dot allowed. */
 export const HOSTNAME_PATTERN =
   '^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\\.?$';
 const HOSTNAME = new RegExp(HOSTNAME_PATTERN);

@@ -95,7 +95,7 @@ export const MESSAGE_TOO_BIG = new SmtpReply(552, '5.3.4', 'Message too big');
  */
 export const LOCAL_ERROR = new SmtpReply(451, '4.3.0', 'Temporary failure, try again later');
 
-/** An error in smtp-server's shape: it writes `${responseCode} ${message}`, so the message starts with the enhanced code. */
+/** An error in smtp-server's shape: it writes `${responseCode} ${message}`, the message led by the enhanced code. */
 export function toSmtpServerError(reply: SmtpReply): Error & { responseCode: number } {
   const message = reply.text.replace(/\s*\r?\n\s*/g, ' ');
   return Object.assign(new Error(reply.enhanced ? `${reply.enhanced} ${message}` : message), {

@@ -30,7 +30,7 @@ function quotedReply(text: string): SmtpReply | null {
   return new SmtpReply(Number(m[1]), m[2] ?? null, m[3]!.trim());
 }
 
-/** What a failed DSN reports: the reply quoted in its Diagnostic-Code, else one made of its Status (RFC 3464 §2.3.4). */
+/** What a failed DSN reports: the reply its Diagnostic-Code quotes, else one made of its Status (RFC 3464 §2.3.4). */
 function reportedReply(diagnostic: string, status: string | null): SmtpReply {
   const quoted = quotedReply(diagnostic);
   if (quoted) return status && !quoted.enhanced ? new SmtpReply(quoted.code, status, quoted.text) : quoted;
