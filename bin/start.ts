@@ -10,12 +10,20 @@ import { listenHttp } from '../control/server.js';
 import type { Deps } from '../control/deps.js';
 import { LOG_N } from '../control/passwords.js';
 import { createResolver } from '../mail/dns.js';
-import { startDeliveryWorker, type WorkerOptions } from '../mta/outbound/worker.js';
+import { startDeliveryWorker, type DeliveryWorker, type WorkerOptions } from '../mta/outbound/worker.js';
 import { startNotificationSender } from '../mta/outbound/notifications.js';
 import { listenMx } from '../mta/inbound/listener.js';
-import { startWebhookDispatcher, type WebhookDispatcherOptions } from '../mta/webhooks/dispatcher.js';
+import {
+  startWebhookDispatcher,
+  type WebhookDispatcher,
+  type WebhookDispatcherOptions,
+} from '../mta/webhooks/dispatcher.js';
 
 export type Role = 'all' | 'control' | 'mta' | 'imap';
+
+/** Said by `svc start --role imap` (exit 2) and thrown by startService until the IMAP server lands. */
+export const IMAP_NOT_YET =
+  '--role imap is not available yet: the IMAP server has not landed (use --role all, control or mta)';
 
 export interface StartOptions {
   role?: Role;
@@ -38,6 +46,8 @@ export interface RunningService {
   storage: Storage;
   /** Bound ports of the listeners this process runs. */
   ports: { http?: number; smtp?: number };
+  /** The MTA's pollers, when this process runs the MTA (tests wait on their polledAt()). */
+  mta?: { worker: DeliveryWorker; webhooks: WebhookDispatcher };
   publicUrl: string;
   stop(): Promise<void>;
 }
@@ -47,6 +57,8 @@ const IDLE_BUCKET_MS = 60 * 60_000;
 
 export async function startService(config: Readonly<Config>, opts: StartOptions = {}): Promise<RunningService> {
   const role = opts.role ?? 'all';
+  // It would start nothing and look healthy: refused instead, until imap/ exists.
+  if (role === 'imap') throw new Error(IMAP_NOT_YET);
   if (role !== 'all' && !config.databaseUrl) {
     throw new Error(`--role ${role} needs SVC_DATABASE_URL: the embedded database lives inside one process`);
   }
@@ -60,6 +72,7 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
   const storage = await openStorage(config, ctx.log);
   const stops: (() => Promise<void>)[] = [];
   const ports: RunningService['ports'] = {};
+  let pollers: RunningService['mta'];
   let publicUrl = config.publicUrl ?? '';
 
   try {
@@ -68,6 +81,7 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
       const worker = startDeliveryWorker(ctx, storage, typeof mta === 'object' ? mta : {});
       const notifications = startNotificationSender(ctx, storage, worker.pools);
       const webhooks = startWebhookDispatcher(ctx, storage, opts.webhooks);
+      pollers = { worker, webhooks };
       // Pushed first so that it stops last (stops run in reverse): no new sends, then the drain.
       stops.push(async () => {
         await notifications.stop();
@@ -114,6 +128,7 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
     ctx,
     storage,
     ports,
+    mta: pollers,
     get publicUrl() {
       return publicUrl;
     },

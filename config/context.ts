@@ -3,13 +3,10 @@
 import pino, { type Logger } from 'pino';
 import type { Config } from './schema.js';
 import type { Resolver } from '../mail/resolver.js';
+import type { Clock } from '../mail/clock.js';
 
-export interface Clock {
-  /** Milliseconds since the Unix epoch. */
-  now(): number;
-}
-
-export const systemClock: Clock = { now: () => Date.now() };
+// The clock lives on the ground floor (mail/ uses it); re-exported here for the code that builds a Context.
+export { systemClock, type Clock } from '../mail/clock.js';
 
 export interface Context {
   config: Readonly<Config>;

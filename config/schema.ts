@@ -5,11 +5,10 @@
 import os from 'node:os';
 import { isIP } from 'node:net';
 import { parseDuration, parseDurationList } from './durations.js';
+import { HOSTNAME_PATTERN, parseHostPort, type HostPort } from '../mail/host-port.js';
 
-export interface HostPort {
-  host: string;
-  port: number;
-}
+// Moved to mail/ (the DNS client parses SVC_DNS_SERVERS entries too); kept importable from here.
+export { parseHostPort, type HostPort };
 
 export interface Config {
   dataDir: string;
@@ -59,27 +58,7 @@ export interface Field<K extends keyof Config = keyof Config> {
 
 const port: JsonSchema = { type: 'integer', minimum: 0, maximum: 65535 };
 const portExpect = 'must be a TCP port, an integer from 0 to 65535';
-const hostname =
-  '^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\\.?$';
-
-export function parseHostPort(item: string, defaultPort: number): HostPort | null {
-  const s = item.trim();
-  // [v6]:port, v6 alone, v4:port, v4 alone, name:port
-  const bracketed = /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(s);
-  if (bracketed) {
-    const host = bracketed[1] ?? '';
-    const p = bracketed[2] === undefined ? defaultPort : Number(bracketed[2]);
-    return isIP(host) === 6 && p > 0 && p < 65536 ? { host, port: p } : null;
-  }
-  if (isIP(s) === 6) return { host: s, port: defaultPort };
-  const m = /^([^:\s]+)(?::(\d{1,5}))?$/.exec(s);
-  if (!m) return null;
-  const host = m[1] ?? '';
-  const p = m[2] === undefined ? defaultPort : Number(m[2]);
-  if (!(p > 0 && p < 65536)) return null;
-  if (isIP(host) === 4 || new RegExp(hostname).test(host)) return { host, port: p };
-  return null;
-}
+const hostname = HOSTNAME_PATTERN;
 
 const list = (raw: string) =>
   raw

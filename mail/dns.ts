@@ -9,8 +9,8 @@ import { randomInt } from 'node:crypto';
 import { domainToASCII } from 'node:url';
 import type DNS from 'dns2';
 import { Packet, UDPClient } from 'dns2';
-import type { Clock } from '../config/context.js';
-import { parseHostPort, type HostPort } from '../config/schema.js';
+import type { Clock } from './clock.js';
+import { parseHostPort, type HostPort } from './host-port.js';
 import { DnsError, type MxRecord, type Resolver } from './resolver.js';
 
 export interface ResolverOptions {

@@ -1,5 +1,7 @@
 // The loop the delivery worker and the webhook dispatcher share: one poll at a time, again at once
-// when the poll says more work is waiting, else after `pollMs`; `kick()` polls now, `stop()` ends it.
+// when the poll says more work is waiting, else after `pollMs`; `schedule(0)` polls now, `stop()` ends it.
+import type { Clock } from '../mail/clock.js';
+
 export interface PollLoop {
   /** Polls after `ms` (replacing a poll already scheduled). */
   schedule(ms: number): void;
@@ -7,13 +9,19 @@ export interface PollLoop {
   polling(): boolean;
   /** No more polls; one running now finishes. */
   stop(): void;
+  /**
+   * The clock's time when the last finished poll began, or null before the first: a poll that began at
+   * or after T saw everything due at T. Tests wait on it instead of sleeping.
+   */
+  polledAt(): number | null;
 }
 
 /** `poll` resolves true when more work is due right away; it handles its own errors. */
-export function pollLoop(poll: () => Promise<boolean>, pollMs: number): PollLoop {
+export function pollLoop(poll: () => Promise<boolean>, pollMs: number, clock: Clock): PollLoop {
   let timer: NodeJS.Timeout | null = null;
   let running = false;
   let stopped = false;
+  let polledAt: number | null = null;
 
   function schedule(ms: number) {
     if (stopped) return;
@@ -26,8 +34,10 @@ export function pollLoop(poll: () => Promise<boolean>, pollMs: number): PollLoop
     if (running || stopped) return;
     running = true;
     let more = false;
+    const began = clock.now();
     try {
       more = await poll();
+      polledAt = began;
     } finally {
       running = false;
       schedule(more ? 0 : pollMs);
@@ -37,6 +47,7 @@ export function pollLoop(poll: () => Promise<boolean>, pollMs: number): PollLoop
   return {
     schedule,
     polling: () => running,
+    polledAt: () => polledAt,
     stop() {
       stopped = true;
       if (timer) clearTimeout(timer);

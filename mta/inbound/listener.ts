@@ -2,17 +2,16 @@
 // sent messages only (gaps-filled.md #10): DSNs and ARF reports, whose effect is recorded before the
 // 250 (gaps-filled.md #15). Receiving into inboxes joins it here with its issue; every other
 // recipient is refused at RCPT time, so nothing is accepted that would then be lost.
-import { SMTPServer, type SMTPServerAddress, type SMTPServerSession } from 'smtp-server';
+import { SMTPServer } from 'smtp-server';
 import type { Readable } from 'node:stream';
 import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';
 import { recordReport, reportedMessage, type ReportedMessage } from '../../storage/pg/reports.js';
 import { decodeReturnPath } from '../../mail/verp.js';
+import { MAILBOX_UNKNOWN, MESSAGE_TOO_BIG, smtpHooks } from '../../mail/smtp-reply.js';
 import { readReport } from './reports.js';
 
 const MAX_REPORT_BYTES = 10 * 1024 * 1024;
-
-const smtpError = (code: number, message: string) => Object.assign(new Error(message), { responseCode: code });
 
 async function lookup(storage: Storage, address: string): Promise<ReportedMessage | null> {
   const verp = decodeReturnPath(address);
@@ -39,57 +38,54 @@ export async function listenMx(ctx: Context, storage: Storage): Promise<{ port: 
     // Reverse lookups of every client would cost a DNS round trip per connection and decide nothing here.
     disableReverseLookup: true,
     logger: false,
-    async onRcptTo(address: SMTPServerAddress, _session: SMTPServerSession, cb: (err?: Error | null) => void) {
-      try {
-        if (await lookup(storage, address.address)) return cb();
-        cb(smtpError(550, '5.1.1 No such mailbox here'));
-      } catch (err) {
-        log.error({ err }, 'MX recipient check failed');
-        cb(smtpError(451, '4.3.0 Temporary failure, try again later'));
-      }
-    },
-    async onData(stream: Readable, session: SMTPServerSession, cb: (err?: Error | null) => void) {
-      try {
-        const raw = await readAll(stream);
-        if (!raw) return cb(smtpError(552, `5.3.4 Message too big (at most ${MAX_REPORT_BYTES} bytes)`));
-        for (const rcpt of session.envelope.rcptTo) {
-          const m = await lookup(storage, rcpt.address);
-          if (!m) continue;
-          const outcome = await readReport(raw, m.to);
-          if (outcome.kind === 'ignored') {
-            log.info({ messageId: m.id, why: outcome.why }, 'report received and ignored');
-            continue;
+    // Every refusal below is an SmtpReply; anything else thrown answers 451 4.3.0 (docs/conventions.md #3).
+    ...smtpHooks(
+      {
+        async onRcptTo(address) {
+          if (!(await lookup(storage, address.address))) throw MAILBOX_UNKNOWN;
+        },
+        async onData(stream, session) {
+          const raw = await readAll(stream);
+          if (!raw) throw MESSAGE_TOO_BIG.with(`Message too big (at most ${MAX_REPORT_BYTES} bytes)`);
+          for (const rcpt of session.envelope.rcptTo) {
+            const m = await lookup(storage, rcpt.address);
+            if (!m) continue;
+            const outcome = await readReport(raw, m.to);
+            if (outcome.kind === 'ignored') {
+              log.info({ messageId: m.id, why: outcome.why }, 'report received and ignored');
+              continue;
+            }
+            const reason =
+              outcome.kind === 'complained'
+                ? 'complaint'
+                : outcome.kind === 'bounced' && outcome.suppress
+                  ? 'hard_bounce'
+                  : null;
+            await recordReport(storage.db, {
+              messageId: m.id,
+              projectId: m.projectId,
+              type: outcome.kind,
+              detail: outcome.detail,
+              at: new Date(clock.now()),
+              suppress: reason
+                ? {
+                    address: m.to,
+                    reason,
+                    detail: String(
+                      outcome.detail.diagnostic ??
+                        outcome.detail.message ??
+                        outcome.detail.feedbackType ??
+                        outcome.kind,
+                    ),
+                  }
+                : undefined,
+            });
+            log.info({ messageId: m.id, type: outcome.kind }, 'asynchronous report recorded');
           }
-          const reason =
-            outcome.kind === 'complained'
-              ? 'complaint'
-              : outcome.kind === 'bounced' && outcome.suppress
-                ? 'hard_bounce'
-                : null;
-          await recordReport(storage.db, {
-            messageId: m.id,
-            projectId: m.projectId,
-            type: outcome.kind,
-            detail: outcome.detail,
-            at: new Date(clock.now()),
-            suppress: reason
-              ? {
-                  address: m.to,
-                  reason,
-                  detail: String(
-                    outcome.detail.diagnostic ?? outcome.detail.message ?? outcome.detail.feedbackType ?? outcome.kind,
-                  ),
-                }
-              : undefined,
-          });
-          log.info({ messageId: m.id, type: outcome.kind }, 'asynchronous report recorded');
-        }
-        cb();
-      } catch (err) {
-        log.error({ err }, 'processing a received report failed');
-        cb(smtpError(451, '4.3.0 Temporary failure, try again later'));
-      }
-    },
+        },
+      },
+      log,
+    ),
   });
   server.on('error', (err: Error) => log.warn({ err }, 'MX listener connection error'));
   await new Promise<void>((resolve, reject) => {

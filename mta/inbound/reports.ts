@@ -2,7 +2,8 @@
 // a DSN (RFC 3464) that failed bounces it, one that is delayed records a deferral; an ARF report
 // (RFC 5965) records a complaint; a plain-text bounce without a DSN part is read for the common
 // patterns (an SMTP reply quoted in the text, or the usual phrases). Pure but for MIME parsing.
-import { classify, type SmtpReplyInput } from '../outbound/bounce-classify.js';
+import { SmtpReply } from '../../mail/smtp-reply.js';
+import { classify } from '../outbound/bounce-classify.js';
 import { SUPPRESSING } from '../outbound/outcomes.js';
 import { fieldGroups, mimeParts, type Part } from './mime.js';
 
@@ -23,10 +24,20 @@ const addressOf = (v: string | undefined) =>
 const REPLY = /\b([245]\d\d)(?:[ -]+([245]\.\d{1,3}\.\d{1,3}))?[ -]+([^\r\n]*)/;
 
 /** An SMTP reply quoted somewhere in `text` (a Diagnostic-Code, or the body of a plain bounce). */
-function quotedReply(text: string): SmtpReplyInput | null {
+function quotedReply(text: string): SmtpReply | null {
   const m = REPLY.exec(text);
   if (!m || m[1]![0] === '2') return null;
-  return { code: Number(m[1]), enhanced: m[2] ?? null, text: m[0].trim() };
+  return new SmtpReply(Number(m[1]), m[2] ?? null, m[3]!.trim());
+}
+
+/** What a failed DSN reports: the reply its Diagnostic-Code quotes, else one made of its Status (RFC 3464 §2.3.4). */
+function reportedReply(diagnostic: string, status: string | null): SmtpReply {
+  const quoted = quotedReply(diagnostic);
+  if (quoted) return status && !quoted.enhanced ? new SmtpReply(quoted.code, status, quoted.text) : quoted;
+  const code = status?.startsWith('4') ? 450 : 550;
+  return diagnostic
+    ? new SmtpReply(code, status, diagnostic)
+    : new SmtpReply(code, status ?? '5.0.0', 'delivery failed');
 }
 
 function fromDsn(part: Part, recipient: string): ReportOutcome {
@@ -51,13 +62,7 @@ function fromDsn(part: Part, recipient: string): ReportOutcome {
   };
   if (action === 'delayed') return { kind: 'deferred', detail };
   if (action !== 'failed') return { kind: 'ignored', why: `DSN action ${action || '(none)'}` };
-  const quoted = quotedReply(diagnostic);
-  const reply: SmtpReplyInput = quoted ?? {
-    code: status?.startsWith('4') ? 450 : 550,
-    enhanced: status,
-    text: diagnostic || `${status ?? '5.0.0'} delivery failed`,
-  };
-  if (status && !quoted?.enhanced) reply.enhanced = status;
+  const reply = reportedReply(diagnostic, status);
   const c = classify(reply);
   // The remote gave up: bounced whatever the class; the address is suppressed only when it is bad.
   return {
@@ -83,18 +88,18 @@ function fromArf(part: Part): ReportOutcome {
   return { kind: 'ignored', why: `feedback type ${type || '(none)'}` };
 }
 
-const PLAIN_PATTERNS: { re: RegExp; reply: SmtpReplyInput }[] = [
+const PLAIN_PATTERNS: { re: RegExp; reply: SmtpReply }[] = [
   {
     re: /\b(no such (user|mailbox|recipient)|no mailbox here|(user|mailbox|recipient|address)( name)? (is )?(unknown|not found|does not exist|doesn't exist|invalid|disabled|unavailable))\b/i,
-    reply: { code: 550, enhanced: '5.1.1', text: 'mailbox unknown (plain-text bounce)' },
+    reply: new SmtpReply(550, '5.1.1', 'mailbox unknown (plain-text bounce)'),
   },
   {
     re: /\b(mailbox (is )?full|over (the )?quota|quota exceeded)\b/i,
-    reply: { code: 552, enhanced: '5.2.2', text: 'mailbox full (plain-text bounce)' },
+    reply: new SmtpReply(552, '5.2.2', 'mailbox full (plain-text bounce)'),
   },
   {
     re: /\b(host or domain name not found|domain (does not exist|not found))\b/i,
-    reply: { code: 550, enhanced: '5.1.2', text: 'domain not found (plain-text bounce)' },
+    reply: new SmtpReply(550, '5.1.2', 'domain not found (plain-text bounce)'),
   },
 ];
 const PLAIN_DELAY =
@@ -113,10 +118,10 @@ function fromPlain(parts: Part[]): ReportOutcome {
   const c = classify(reply);
   if (c.action === 'deliver') return { kind: 'ignored', why: 'a 2xx reply' };
   if (reply.code < 500)
-    return { kind: 'deferred', detail: { source: 'text', class: c.class, message: c.message, reply: reply.text } };
+    return { kind: 'deferred', detail: { source: 'text', class: c.class, message: c.message, reply: reply.message } };
   return {
     kind: 'bounced',
-    detail: { source: 'text', class: c.class, message: c.message, reply: reply.text },
+    detail: { source: 'text', class: c.class, message: c.message, reply: reply.message },
     suppress: SUPPRESSING.has(c.class),
   };
 }

@@ -12,6 +12,7 @@
 // reports one with 5.1.10, which RFC 7505 registered for null MX) and put the only useful fact in the text
 // (a DNSBL listing behind a plain 554). Rules that must respect the code pin it in the regex (`^5\d\d `).
 import { readFileSync } from 'node:fs';
+import { parseReply, type SmtpReply } from '../../mail/smtp-reply.js';
 
 /**
  * What happened, closed so that every consumer can switch on it exhaustively; `other` is the escape
@@ -62,17 +63,16 @@ export interface Classification {
   class: BounceClass;
   /** Our short summary for the event; the remote reply itself is kept beside it by the caller. */
   message: string;
+  /** The line of the rules file that decided, when a rule did (operators reading a class can find why). */
+  rule?: number;
 }
 
-export interface SmtpReplyInput {
-  code: number;
-  /** "5.1.1"; when absent, one at the start of the text is used (RFC 2034 §4 puts it there). */
-  enhanced?: string | null;
-  /** The reply text, with or without its code prefixes; multi-line replies joined by newlines. */
-  text: string;
-}
-
-export type ReplyOrConnectionError = SmtpReplyInput | { connectionError: string };
+/**
+ * A reply, or the failure that left us without one. A reply without an enhanced code may still carry
+ * one at the start of its text (RFC 2034 §4 puts it there), and its text may keep code prefixes: both
+ * are read through.
+ */
+export type ReplyOrConnectionError = SmtpReply | { connectionError: string };
 
 export interface BounceRule {
   /** 1-based line in the rules text, for error messages and tests. */
@@ -102,19 +102,12 @@ const CODE_PREFIX = /^(\d{3})(?:[ -]|$)/;
 const MAX_SUBJECT = 2048;
 const REPLY_QUOTE = /^#\s*reply:\s*(.*)$/i;
 
-/** Splits a raw reply ("550-5.1.1 The email account...\n550 5.1.1 ...") into code, enhanced code and text. */
-export function parseReply(raw: string): SmtpReplyInput | null {
-  const m = CODE_PREFIX.exec(raw.trimStart());
-  if (!m) return null;
-  return { code: Number(m[1]), enhanced: null, text: raw.trimStart() };
-}
-
 /**
  * The string rules are matched against: "<code> <enhanced> <text>", one line, whitespace collapsed,
  * with the code and enhanced-code prefixes of every reply line removed from the text. A rule can thus
  * pin the code (`^5\d\d `) without caring how the remote split its reply into lines.
  */
-function subjectOf(reply: SmtpReplyInput): { subject: string; enhanced: string | null } {
+function subjectOf(reply: SmtpReply): { subject: string; enhanced: string | null } {
   let enhanced = validEnhanced(reply.enhanced);
   const parts: string[] = [];
   for (const raw of reply.text.split(/\r?\n/)) {
@@ -183,7 +176,7 @@ export function loadRules(text: string, source = 'bounce rules'): BounceRule[] {
     // style.md #5: every rule stands under the real reply it was written for, and matches it.
     if (replies.length === 0) fail('a rule must be preceded by at least one "# reply: <the real SMTP reply>" comment');
     for (const quoted of replies) {
-      const reply = parseReply(quoted) as SmtpReplyInput;
+      const reply = parseReply(quoted) as SmtpReply;
       if (!regex.test(subjectOf(reply).subject))
         fail(`the regex does not match its quoted reply ${JSON.stringify(quoted)}`);
     }
@@ -199,12 +192,6 @@ export const RULES_URL = new URL('../../config/bounce-rules.txt', import.meta.ur
 export const defaultRules: readonly BounceRule[] = Object.freeze(
   loadRules(readFileSync(RULES_URL, 'utf8'), 'config/bounce-rules.txt'),
 );
-
-/** The first rule that matches the reply, if any (exported so tests can check which rule decided). */
-export function matchRule(reply: SmtpReplyInput, rules: readonly BounceRule[] = defaultRules): BounceRule | undefined {
-  const { subject } = subjectOf(reply);
-  return rules.find((r) => r.regex.test(subject));
-}
 
 // RFC 3463 §3.1–§3.8 (and the IANA registry for the later additions): subject.detail → class. The
 // action is not here: it comes from the class digit (4 defer, 5 fail), as RFC 3463 §2 defines it.
@@ -305,7 +292,7 @@ export function classify(reply: ReplyOrConnectionError, rules: readonly BounceRu
 
   const { subject, enhanced } = subjectOf(reply);
   const rule = rules.find((r) => r.regex.test(subject));
-  if (rule) return { action: rule.action, class: rule.class, message: rule.message };
+  if (rule) return { action: rule.action, class: rule.class, message: rule.message, rule: rule.line };
 
   const byEnhanced = byEnhancedCode(code, enhanced);
   if (byEnhanced) return byEnhanced;

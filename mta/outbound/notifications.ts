@@ -67,7 +67,7 @@ export function startNotificationSender(ctx: Context, storage: Storage, pools: P
     );
     if (result.kind === 'accepted') return notificationSent(db, n.id, new Date(clock.now()));
     const c = classify(result.kind === 'reply' ? result.reply : { connectionError: result.error });
-    const why = result.kind === 'reply' ? result.reply.text : result.error;
+    const why = result.kind === 'reply' ? result.reply.message : result.error;
     const next =
       c.action === 'fail'
         ? null

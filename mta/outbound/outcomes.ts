@@ -47,7 +47,7 @@ export function decide(
     class: c.class,
     message: c.message,
     // The remote reply, verbatim (issue 5): what a customer's support needs to see.
-    ...(result.kind === 'reply' ? { reply: result.reply.text } : { error: result.error }),
+    ...(result.kind === 'reply' ? { reply: result.reply.message } : { error: result.error }),
   };
   if (c.action === 'fail') {
     return {
@@ -57,7 +57,7 @@ export function decide(
         ? {
             address: to,
             reason: 'hard_bounce',
-            detail: (result.kind === 'reply' ? result.reply.text : c.message).slice(0, 500),
+            detail: (result.kind === 'reply' ? result.reply.message : c.message).slice(0, 500),
           }
         : undefined,
     };

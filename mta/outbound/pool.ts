@@ -6,7 +6,7 @@ import { isIP } from 'node:net';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Logger } from 'pino';
 import type { Resolver } from '../../mail/resolver.js';
-import type { SmtpReplyInput } from './bounce-classify.js';
+import { MESSAGE_TOO_BIG, parseReply, SmtpReply } from '../../mail/smtp-reply.js';
 import { resolveRoute } from './route.js';
 
 export interface PoolOptions {
@@ -32,7 +32,7 @@ export interface Destination {
 export type SendResult =
   | { kind: 'accepted'; host: string; reply: string; tls: boolean }
   /** The receiver (or our routing, for null MX and NXDOMAIN) answered with a refusal. */
-  | { kind: 'reply'; host: string | null; reply: SmtpReplyInput }
+  | { kind: 'reply'; host: string | null; reply: SmtpReply }
   /** No answer at all: DNS, TCP, TLS or a dropped session. */
   | { kind: 'connection'; host: string | null; error: string };
 
@@ -61,11 +61,14 @@ interface Pool {
 
 type Opened = { conn: Conn } | { failure: Exclude<SendResult, { kind: 'accepted' }> };
 
-const replyOf = (err: SmtpError): SmtpReplyInput | null => {
+/** The remote reply inside a nodemailer error (the first refused recipient's, for EENVELOPE), if it has one. */
+const replyOf = (err: SmtpError): SmtpReply | null => {
   const e = err.rejectedErrors?.[0] ?? err;
   const text = e.response ?? err.response;
   const code = e.responseCode ?? err.responseCode;
-  return code && text ? { code, text } : null;
+  if (!code || !text) return null;
+  const parsed = parseReply(text);
+  return parsed?.code === code ? parsed : new SmtpReply(code, null, text);
 };
 
 export function createPools(opts: PoolOptions) {
@@ -255,7 +258,7 @@ export function createPools(opts: PoolOptions) {
         return {
           kind: 'reply',
           host: c.host,
-          reply: { code: 552, enhanced: '5.3.4', text: `552 5.3.4 ${err.message} (the receiver's SIZE limit)` },
+          reply: MESSAGE_TOO_BIG.with(`${err.message} (the receiver's SIZE limit)`),
         };
       }
       const reply = replyOf(err);
@@ -288,15 +291,7 @@ export function createPools(opts: PoolOptions) {
     }
   }
 
-  const stats = () =>
-    [...pools.values()].map((p) => ({
-      domain: p.dest.domain,
-      source: p.dest.source,
-      open: p.open,
-      idle: p.idle.length,
-    }));
-
-  return { send, close, stats };
+  return { send, close };
 }
 
 export type Pools = ReturnType<typeof createPools>;

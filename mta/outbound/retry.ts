@@ -7,8 +7,6 @@
 // so the time returned here is exactly when the entry becomes due, and tests assert exact times.
 // Jitter spreads a thundering herd; ours is already spread by each message's own first attempt time,
 // and per-domain pools and their concurrency limits keep a burst from hitting one receiver at once.
-import type { Classification } from './bounce-classify.js';
-
 export interface NextAttemptInput {
   /** Attempts made so far, this failed one included: 1 after the first try. */
   attempts: number;
@@ -39,9 +37,4 @@ export function nextAttempt(opts: NextAttemptInput): NextAttempt {
   if (!Number.isFinite(delay) || delay < 0)
     throw new RangeError(`retry: delaysMs[${attempts - 1}] is not a duration: ${delay}`);
   return { action: 'retry', atMs: nowMs + delay };
-}
-
-/** True when the classification bounces the message now, without consulting the retry schedule. */
-export function shouldBounceNow(classification: Pick<Classification, 'action'>): boolean {
-  return classification.action === 'fail';
 }

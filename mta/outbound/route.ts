@@ -3,7 +3,7 @@
 // goes through the Context's resolver (cached, aimed at SVC_DNS_SERVERS).
 import { isIP } from 'node:net';
 import { DnsError, type MxRecord, type Resolver } from '../../mail/resolver.js';
-import type { SmtpReplyInput } from './bounce-classify.js';
+import { DOMAIN_UNKNOWN, NULL_MX, type SmtpReply } from '../../mail/smtp-reply.js';
 
 export interface MxHost {
   /** The host name (for TLS SNI and logs). */
@@ -15,7 +15,7 @@ export interface MxHost {
 export type Route =
   | { kind: 'hosts'; hosts: MxHost[] }
   /** No delivery possible now; the reply-shaped reason goes through bounce classification like a remote one. */
-  | { kind: 'unroutable'; reply: SmtpReplyInput }
+  | { kind: 'unroutable'; reply: SmtpReply }
   /** DNS did not answer: try again later. */
   | { kind: 'dns_error'; message: string };
 
@@ -53,20 +53,14 @@ export async function resolveRoute(resolver: Resolver, domain: string, family: 4
   } catch (err) {
     if (!(err instanceof DnsError)) throw err;
     if (err.failure === 'NXDOMAIN') {
-      return {
-        kind: 'unroutable',
-        reply: { code: 550, enhanced: '5.1.2', text: `550 5.1.2 Domain ${domain} does not exist (NXDOMAIN)` },
-      };
+      return { kind: 'unroutable', reply: DOMAIN_UNKNOWN.with(`Domain ${domain} does not exist (NXDOMAIN)`) };
     }
     if (err.failure !== 'NODATA') return { kind: 'dns_error', message: err.message };
     mx = [];
   }
   // RFC 7505: a single MX of "." with preference 0 says the domain takes no mail.
   if (mx.length === 1 && mx[0]!.exchange === '') {
-    return {
-      kind: 'unroutable',
-      reply: { code: 556, enhanced: '5.1.10', text: `556 5.1.10 ${domain} does not accept mail (null MX, RFC 7505)` },
-    };
+    return { kind: 'unroutable', reply: NULL_MX.with(`${domain} does not accept mail (null MX, RFC 7505)`) };
   }
   // RFC 5321 §5.1: no MX records: the domain itself is the host (the implicit MX).
   const names = mx.length ? byPreference(mx.filter((r) => r.exchange !== '')).map((r) => r.exchange) : [domain];
@@ -83,10 +77,7 @@ export async function resolveRoute(resolver: Resolver, domain: string, family: 4
   }
   if (hosts.length) return { kind: 'hosts', hosts };
   if (mx.length === 0 && allAbsent) {
-    return {
-      kind: 'unroutable',
-      reply: { code: 550, enhanced: '5.1.2', text: `550 5.1.2 ${domain} has no MX and no address records` },
-    };
+    return { kind: 'unroutable', reply: DOMAIN_UNKNOWN.with(`${domain} has no MX and no address records`) };
   }
   // MX hosts without addresses are a misconfiguration the receiver may fix soon: keep trying.
   return { kind: 'dns_error', message: `no address for the MX hosts of ${domain}: ${names.join(', ')}` };

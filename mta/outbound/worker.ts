@@ -51,22 +51,26 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   // Leased again while their attempt was finishing (rescheduled to a time already past): the lease
   // moved them away, so they are put back once that attempt is done.
   const relapsed = new Set<string>();
-  const loop = pollLoop(async () => {
-    try {
-      const now = clock.now();
-      const room = maxInFlight - inFlight.size;
-      // A read first: leasing is a durable write, and an idle MTA should not fsync ten times a second.
-      if (room > 0 && spool.due(now, 1).length) {
-        const leased = await spool.lease(now, room, now + leaseMs);
-        for (const e of leased) if (inFlight.has(e.id)) relapsed.add(e.id);
-        const fresh = leased.filter((e) => !inFlight.has(e.id));
-        if (fresh.length) void start(fresh);
+  const loop = pollLoop(
+    async () => {
+      try {
+        const now = clock.now();
+        const room = maxInFlight - inFlight.size;
+        // A read first: leasing is a durable write, and an idle MTA should not fsync ten times a second.
+        if (room > 0 && spool.due(now, 1).length) {
+          const leased = await spool.lease(now, room, now + leaseMs);
+          for (const e of leased) if (inFlight.has(e.id)) relapsed.add(e.id);
+          const fresh = leased.filter((e) => !inFlight.has(e.id));
+          if (fresh.length) void start(fresh);
+        }
+      } catch (err) {
+        log.error({ err }, 'delivery poll failed');
       }
-    } catch (err) {
-      log.error({ err }, 'delivery poll failed');
-    }
-    return inFlight.size < maxInFlight && spool.due(clock.now(), 1).length > 0;
-  }, pollMs);
+      return inFlight.size < maxInFlight && spool.due(clock.now(), 1).length > 0;
+    },
+    pollMs,
+    clock,
+  );
 
   async function start(entries: SpoolEntry[]) {
     for (const e of entries) inFlight.add(e.id);
@@ -160,8 +164,9 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     .finally(() => loop.schedule(0));
 
   return {
-    inFlight: () => inFlight.size,
     pools,
+    /** When the last finished poll of the spool began (PollLoop.polledAt). */
+    polledAt: loop.polledAt,
     /** SIGTERM: take no more work, let deliveries in progress finish (up to drainMs), then close. */
     async stop(): Promise<void> {
       loop.stop();

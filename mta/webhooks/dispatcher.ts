@@ -45,7 +45,7 @@ export interface WebhookDispatcherOptions {
 }
 
 /** The body of gaps-filled.md #5. */
-export function webhookBody(d: ClaimedDelivery): string {
+function webhookBody(d: ClaimedDelivery): string {
   return JSON.stringify({
     type: d.eventType,
     createdAt: new Date(d.eventAt).toISOString(),
@@ -75,29 +75,33 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
   const inFlight = new Map<string, string>();
   const busy = new Map<string, number>();
   const aborter = new AbortController();
-  const loop = pollLoop(async () => {
-    let claimed = 0;
-    try {
-      const room = maxInFlight - inFlight.size;
-      if (room > 0) {
-        const now = clock.now();
-        const batch = await claimWebhookDeliveries(db, {
-          now: new Date(now),
-          limit: room,
-          perEndpoint,
-          busy,
-          inFlight: [...inFlight.keys()],
-          leaseUntil: new Date(now + leaseMs),
-        });
-        claimed = batch.length;
-        for (const d of batch) start(d);
+  const loop = pollLoop(
+    async () => {
+      let claimed = 0;
+      try {
+        const room = maxInFlight - inFlight.size;
+        if (room > 0) {
+          const now = clock.now();
+          const batch = await claimWebhookDeliveries(db, {
+            now: new Date(now),
+            limit: room,
+            perEndpoint,
+            busy,
+            inFlight: [...inFlight.keys()],
+            leaseUntil: new Date(now + leaseMs),
+          });
+          claimed = batch.length;
+          for (const d of batch) start(d);
+        }
+      } catch (err) {
+        log.error({ err }, 'claiming webhook deliveries failed');
       }
-    } catch (err) {
-      log.error({ err }, 'claiming webhook deliveries failed');
-    }
-    // Found some: more may be due. Found none: wait.
-    return claimed > 0 && inFlight.size < maxInFlight;
-  }, pollMs);
+      // Found some: more may be due. Found none: wait.
+      return claimed > 0 && inFlight.size < maxInFlight;
+    },
+    pollMs,
+    clock,
+  );
 
   function start(d: ClaimedDelivery) {
     inFlight.set(d.id, d.endpointId);
@@ -170,9 +174,8 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
   loop.schedule(0);
 
   return {
-    /** Looks for due attempts now. */
-    kick: () => loop.schedule(0),
-    inFlight: () => inFlight.size,
+    /** When the last finished look for due attempts began (PollLoop.polledAt). */
+    polledAt: loop.polledAt,
     /** SIGTERM: take no more work; requests in progress get drainMs, then are aborted and given back. */
     async stop(): Promise<void> {
       loop.stop();

@@ -100,6 +100,17 @@ t.test(
   },
 );
 
+t.test('start --role imap refuses with one line and exit 2 until the IMAP server lands', async (t) => {
+  const dataDir = await tempDir(t);
+  const s = svc(t, ['start', '--role', 'imap'], listenEnv(dataDir));
+  const exit = await s.exited;
+  t.equal(exit.code, 2, 'exit code 2: bad usage');
+  const lines = stderrLines(s);
+  t.equal(lines.length, 1, `exactly one stderr line: ${JSON.stringify(s.stderr())}`);
+  t.match(lines[0], /--role imap is not available yet/, 'says why');
+  t.notMatch(s.stdout(), /listening|delivering|accepting/, 'nothing started');
+});
+
 t.test('start with an unknown role is bad usage', async (t) => {
   const dataDir = await tempDir(t);
   const s = svc(t, ['start', '--role', 'everything'], listenEnv(dataDir));

@@ -9,12 +9,10 @@ import {
   classify,
   defaultRules,
   loadRules,
-  matchRule,
-  parseReply,
   RULES_URL,
   type BounceClass,
-  type SmtpReplyInput,
 } from '../../mta/outbound/bounce-classify.js';
+import { parseReply, SmtpReply } from '../../mail/smtp-reply.js';
 
 interface FileRule {
   line: number;
@@ -58,11 +56,15 @@ function wrap(text: string, width: number): string[] {
 }
 
 /** A quoted reply as a caller could pass it: code and enhanced code split off, the text alone. */
-function splitForm(quoted: string): SmtpReplyInput {
+function splitForm(quoted: string): SmtpReply {
   const m = /^(\d{3})[ -](?:([245]\.\d{1,3}\.\d{1,3}) )?(.*)$/.exec(quoted);
   if (!m) throw new Error(`unparseable quote ${quoted}`);
-  return { code: Number(m[1]), enhanced: m[2] ?? null, text: m[3]! };
+  return new SmtpReply(Number(m[1]), m[2] ?? null, m[3]!);
 }
+
+/** A reply from its fields, as the tests below write them. */
+const r = (f: { code: number; enhanced?: string | null; text: string }) =>
+  new SmtpReply(f.code, f.enhanced ?? null, f.text);
 
 t.test('the rules file loads, and this test sees the same rules as the module', async (t) => {
   t.ok(fileRules.length >= 20, `${fileRules.length} rules`);
@@ -88,7 +90,7 @@ for (const [cls, rules] of byClass) {
           t.fail(`${label}: not a reply`);
           continue;
         }
-        t.equal(matchRule(raw)?.line, rule.line, `${label}: decided by its own rule`);
+        t.equal(classify(raw).rule, rule.line, `${label}: decided by its own rule`);
         t.match(classify(raw), { action: rule.action, class: rule.class }, `${label}: raw form`);
         t.match(classify(splitForm(quoted)), { action: rule.action, class: rule.class }, `${label}: split form`);
         // The same reply on one line per ~60 characters, as a multi-line reply arrives from nodemailer
@@ -102,7 +104,7 @@ for (const [cls, rules] of byClass) {
           )
           .join('\n');
         t.match(
-          classify({ code: split.code, text: multiline }),
+          classify(r({ code: split.code, text: multiline })),
           { action: rule.action, class: rule.class },
           `${label}: multi-line form`,
         );
@@ -138,49 +140,49 @@ t.test('no rule turns a 4yz into a bounce', async (t) => {
     for (const quoted of rule.replies) {
       t.equal(quoted[0], '5', `line ${rule.line}: a fail rule quotes a 5yz`);
       const split = splitForm(quoted);
-      const four = { code: split.code - 100, enhanced: split.enhanced?.replace(/^5/, '4') ?? null, text: split.text };
+      const four = new SmtpReply(split.code - 100, split.enhanced?.replace(/^5/, '4') ?? null, split.text);
       t.equal(classify(four).action, 'defer', `line ${rule.line} as ${four.code} ${four.enhanced ?? ''}`);
     }
   }
 });
 
 t.test('2xx delivers, whatever the text', async (t) => {
-  t.same(classify({ code: 250, enhanced: '2.0.0', text: 'OK id=1rAbCd-000123-45' }), {
+  t.same(classify(r({ code: 250, enhanced: '2.0.0', text: 'OK id=1rAbCd-000123-45' })), {
     action: 'deliver',
     class: 'delivered',
     message: 'Accepted by the receiving server',
   });
   t.equal(
-    classify({ code: 250, text: '2.6.0 Message accepted, but Greylisted and spam and User unknown' }).action,
+    classify(r({ code: 250, text: '2.6.0 Message accepted, but Greylisted and spam and User unknown' })).action,
     'deliver',
   );
-  t.equal(classify({ code: 251, text: 'User not local; will forward to <jane@example.net>' }).action, 'deliver');
+  t.equal(classify(r({ code: 251, text: 'User not local; will forward to <jane@example.net>' })).action, 'deliver');
 });
 
 t.test('no rule matches: the enhanced status code decides (RFC 3463)', async (t) => {
-  const cases: Array<[SmtpReplyInput, string, BounceClass]> = [
-    [{ code: 550, enhanced: '5.1.1', text: 'Nope' }, 'fail', 'unknown_user'],
-    [{ code: 450, enhanced: '4.1.1', text: 'Nope' }, 'defer', 'unknown_user'],
-    [{ code: 550, enhanced: '5.1.2', text: 'Nope' }, 'fail', 'bad_domain'],
+  const cases: Array<[SmtpReply, string, BounceClass]> = [
+    [r({ code: 550, enhanced: '5.1.1', text: 'Nope' }), 'fail', 'unknown_user'],
+    [r({ code: 450, enhanced: '4.1.1', text: 'Nope' }), 'defer', 'unknown_user'],
+    [r({ code: 550, enhanced: '5.1.2', text: 'Nope' }), 'fail', 'bad_domain'],
     // RFC 7505 §4.1: what a client reports for a null MX domain.
-    [{ code: 556, enhanced: '5.1.10', text: 'Recipient address has null MX' }, 'fail', 'bad_domain'],
-    [{ code: 550, enhanced: '5.2.1', text: 'Nope' }, 'fail', 'unknown_user'],
-    [{ code: 450, enhanced: '4.2.1', text: 'Nope' }, 'defer', 'temporary'],
+    [r({ code: 556, enhanced: '5.1.10', text: 'Recipient address has null MX' }), 'fail', 'bad_domain'],
+    [r({ code: 550, enhanced: '5.2.1', text: 'Nope' }), 'fail', 'unknown_user'],
+    [r({ code: 450, enhanced: '4.2.1', text: 'Nope' }), 'defer', 'temporary'],
     // 5.2.2 is treated as permanent (see config/bounce-rules.txt), 4.2.2 as temporary.
-    [{ code: 552, enhanced: '5.2.2', text: 'Nope' }, 'fail', 'mailbox_full'],
-    [{ code: 452, enhanced: '4.2.2', text: 'Nope' }, 'defer', 'mailbox_full'],
-    [{ code: 552, enhanced: '5.3.4', text: 'Nope' }, 'fail', 'too_large'],
-    [{ code: 554, enhanced: '5.4.4', text: 'Nope' }, 'fail', 'bad_domain'],
-    [{ code: 554, enhanced: '5.4.6', text: 'Routing loop detected' }, 'fail', 'other'],
-    [{ code: 451, enhanced: '4.4.1', text: 'Nope' }, 'defer', 'connection'],
+    [r({ code: 552, enhanced: '5.2.2', text: 'Nope' }), 'fail', 'mailbox_full'],
+    [r({ code: 452, enhanced: '4.2.2', text: 'Nope' }), 'defer', 'mailbox_full'],
+    [r({ code: 552, enhanced: '5.3.4', text: 'Nope' }), 'fail', 'too_large'],
+    [r({ code: 554, enhanced: '5.4.4', text: 'Nope' }), 'fail', 'bad_domain'],
+    [r({ code: 554, enhanced: '5.4.6', text: 'Routing loop detected' }), 'fail', 'other'],
+    [r({ code: 451, enhanced: '4.4.1', text: 'Nope' }), 'defer', 'connection'],
     // RFC 5321 §4.5.3.1.10: too many recipients is temporary even as 552.
-    [{ code: 552, enhanced: '5.5.3', text: 'Nope' }, 'defer', 'rate_limited'],
-    [{ code: 550, enhanced: '5.7.1', text: 'Nope' }, 'fail', 'policy'],
-    [{ code: 451, enhanced: '4.7.1', text: 'Nope' }, 'defer', 'policy'],
-    [{ code: 550, enhanced: '5.7.99', text: 'Nope' }, 'fail', 'policy'],
-    [{ code: 550, enhanced: '5.7.26', text: 'Nope' }, 'fail', 'auth_failure'],
-    [{ code: 550, enhanced: '5.2.9', text: 'Nope' }, 'fail', 'other'],
-    [{ code: 451, enhanced: '4.3.9', text: 'Nope' }, 'defer', 'temporary'],
+    [r({ code: 552, enhanced: '5.5.3', text: 'Nope' }), 'defer', 'rate_limited'],
+    [r({ code: 550, enhanced: '5.7.1', text: 'Nope' }), 'fail', 'policy'],
+    [r({ code: 451, enhanced: '4.7.1', text: 'Nope' }), 'defer', 'policy'],
+    [r({ code: 550, enhanced: '5.7.99', text: 'Nope' }), 'fail', 'policy'],
+    [r({ code: 550, enhanced: '5.7.26', text: 'Nope' }), 'fail', 'auth_failure'],
+    [r({ code: 550, enhanced: '5.2.9', text: 'Nope' }), 'fail', 'other'],
+    [r({ code: 451, enhanced: '4.3.9', text: 'Nope' }), 'defer', 'temporary'],
   ];
   for (const [reply, action, cls] of cases) {
     t.match(classify(reply), { action, class: cls }, `${reply.code} ${reply.enhanced}`);
@@ -195,29 +197,29 @@ t.test('no rule matches: the enhanced status code decides (RFC 3463)', async (t)
     { action: 'fail', class: 'auth_failure', message: /Reverse DNS/ },
   );
   t.match(
-    classify({ code: 550, text: '5.1.1 Nope' }),
+    classify(r({ code: 550, text: '5.1.1 Nope' })),
     { class: 'unknown_user' },
     'the enhanced code is read from the text when not given',
   );
   t.match(
-    classify({ code: 550, text: '550-5.1.1 Nope\n550 5.1.1 Still nope' }),
+    classify(r({ code: 550, text: '550-5.1.1 Nope\n550 5.1.1 Still nope' })),
     { class: 'unknown_user' },
     'and from a multi-line reply',
   );
   t.match(
-    classify({ code: 550, enhanced: 'x.1.1', text: 'Nope' }),
+    classify(r({ code: 550, enhanced: 'x.1.1', text: 'Nope' })),
     { class: 'other' },
     'a malformed enhanced code is ignored',
   );
 });
 
 t.test('an enhanced code that disagrees with the reply code is ignored (RFC 2034 §4)', async (t) => {
-  t.same(classify({ code: 451, enhanced: '5.1.1', text: 'Nope' }), {
+  t.same(classify(r({ code: 451, enhanced: '5.1.1', text: 'Nope' })), {
     action: 'defer',
     class: 'temporary',
     message: 'Temporary failure (451)',
   });
-  t.same(classify({ code: 550, enhanced: '4.2.2', text: 'Nope' }), {
+  t.same(classify(r({ code: 550, enhanced: '4.2.2', text: 'Nope' })), {
     action: 'fail',
     class: 'other',
     message: 'Permanent failure (550)',
@@ -225,23 +227,23 @@ t.test('an enhanced code that disagrees with the reply code is ignored (RFC 2034
 });
 
 t.test('neither rule nor enhanced code: the basic reply code decides (RFC 5321 §4.2.1)', async (t) => {
-  t.match(classify({ code: 421, text: 'mx.example.org Service not available, closing transmission channel' }), {
+  t.match(classify(r({ code: 421, text: 'mx.example.org Service not available, closing transmission channel' })), {
     action: 'defer',
     class: 'temporary',
   });
-  t.match(classify({ code: 450, text: 'Requested mail action not taken: mailbox unavailable' }), {
+  t.match(classify(r({ code: 450, text: 'Requested mail action not taken: mailbox unavailable' })), {
     action: 'defer',
     class: 'temporary',
   });
-  t.match(classify({ code: 554, text: 'Transaction failed' }), { action: 'fail', class: 'other' });
-  t.match(classify({ code: 550, text: '' }), { action: 'fail', class: 'other' });
+  t.match(classify(r({ code: 554, text: 'Transaction failed' })), { action: 'fail', class: 'other' });
+  t.match(classify(r({ code: 550, text: '' })), { action: 'fail', class: 'other' });
   t.match(
-    classify({ code: 354, text: 'Start mail input; end with <CRLF>.<CRLF>' }),
+    classify(r({ code: 354, text: 'Start mail input; end with <CRLF>.<CRLF>' })),
     { action: 'defer', class: 'other' },
     '3yz is no final answer',
   );
-  t.match(classify({ code: Number.NaN, text: 'garbage' }), { action: 'defer', class: 'other' });
-  t.match(classify({ code: 999, text: 'garbage' }), { action: 'defer', class: 'other' });
+  t.match(classify(r({ code: Number.NaN, text: 'garbage' })), { action: 'defer', class: 'other' });
+  t.match(classify(r({ code: 999, text: 'garbage' })), { action: 'defer', class: 'other' });
 });
 
 t.test('a connection error defers with class connection', async (t) => {
@@ -267,14 +269,16 @@ t.test('rules match case-insensitively', async (t) => {
     class: 'unknown_user',
     message: 'The mailbox does not exist',
   });
-  t.match(classify({ code: 451, text: 'gReYlIsTeD, please retry' }), { action: 'defer', class: 'greylisted' });
+  t.match(classify(r({ code: 451, text: 'gReYlIsTeD, please retry' })), { action: 'defer', class: 'greylisted' });
   // Without the rule, 5.7.1 would say policy: the text is what made it blocklisted.
   t.match(
-    classify({
-      code: 554,
-      enhanced: '5.7.1',
-      text: 'SERVICE UNAVAILABLE; CLIENT HOST [203.0.113.5] BLOCKED USING ZEN.SPAMHAUS.ORG',
-    }),
+    classify(
+      r({
+        code: 554,
+        enhanced: '5.7.1',
+        text: 'SERVICE UNAVAILABLE; CLIENT HOST [203.0.113.5] BLOCKED USING ZEN.SPAMHAUS.ORG',
+      }),
+    ),
     { action: 'defer', class: 'blocklisted' },
   );
 });
@@ -282,14 +286,16 @@ t.test('rules match case-insensitively', async (t) => {
 t.test('rules come before the enhanced code', async (t) => {
   // Exchange's 5.1.10 is "recipient not found", not RFC 7505's null MX: the rule knows.
   t.match(
-    classify({
-      code: 550,
-      enhanced: '5.1.10',
-      text: 'RESOLVER.ADR.RecipientNotFound; Recipient not found by SMTP address lookup',
-    }),
+    classify(
+      r({
+        code: 550,
+        enhanced: '5.1.10',
+        text: 'RESOLVER.ADR.RecipientNotFound; Recipient not found by SMTP address lookup',
+      }),
+    ),
     { action: 'fail', class: 'unknown_user' },
   );
-  t.match(classify({ code: 550, enhanced: '5.1.10', text: 'Recipient address has null MX' }), {
+  t.match(classify(r({ code: 550, enhanced: '5.1.10', text: 'Recipient address has null MX' })), {
     action: 'fail',
     class: 'bad_domain',
   });
@@ -306,13 +312,14 @@ t.test('loadRules', async (t) => {
     message: 'Gone',
     replies: ['550 5.1.1 No such user here'],
   });
-  t.same(classify({ code: 550, text: 'No such user here' }, rules), {
+  t.same(classify(r({ code: 550, text: 'No such user here' }), rules), {
     action: 'fail',
     class: 'unknown_user',
     message: 'Gone',
+    rule: 2,
   });
   t.same(
-    classify({ code: 550, text: 'Something else' }, rules),
+    classify(r({ code: 550, text: 'Something else' }), rules),
     { action: 'fail', class: 'other', message: 'Permanent failure (550)' },
     'a rules set is honoured as given',
   );
@@ -325,7 +332,7 @@ t.test('loadRules', async (t) => {
 
   // A multi-line reply is matched as one line, code prefixes removed.
   const joined = loadRules('# reply: 550 5.1.1 foo bar\n^550 5\\.1\\.1 foo bar$\tfail\tunknown_user\tx');
-  t.equal(classify({ code: 550, text: '550-5.1.1 foo\r\n550 5.1.1 bar' }, joined).message, 'x');
+  t.equal(classify(r({ code: 550, text: '550-5.1.1 foo\r\n550 5.1.1 bar' }), joined).message, 'x');
 
   const bad: Array<[string, number, RegExp]> = [
     ['# reply: 550 x\nx\tfail\tunknown_user', 2, /expected 4 TAB-separated fields/],

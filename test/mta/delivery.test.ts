@@ -54,6 +54,9 @@ const statusOf = async (w: World, id: string) =>
     ?.status;
 const eventsOf = async (w: World, id: string) =>
   (await w.s.key.v1.messages.events({ id })).events as { type: string; detail: Record<string, unknown> | null }[];
+/** Until the worker has finished a poll of the spool that began at `at` or later (on the service's clock). */
+const polledSince = (w: World, at: number) =>
+  waitFor(() => (w.svc.running.mta?.worker.polledAt() ?? -Infinity) >= at, { what: `a spool poll at ${at}` });
 const waitStatus = (w: World, id: string, status: string) =>
   waitFor(async () => (await statusOf(w, id)) === status, { timeoutMs: 20_000, what: `message ${id} ${status}` });
 
@@ -265,7 +268,8 @@ t.test(
     t.ok(wait > 50_000 && wait <= 60_000, `due again after the first delay, 1m (in ${wait} ms)`);
     mood = 'ok';
     w.svc.clock.advance(59_000);
-    await new Promise((res) => setTimeout(res, 200));
+    await polledSince(w, w.svc.clock.now());
+    t.equal(w.svc.running.storage.spool.get(r.providerMessageId)?.nextAttemptMs, entry.nextAttemptMs, 'not leased');
     t.equal(w.sink.messages.length, 0, 'not before its time');
     w.svc.clock.advance(1_000);
     await waitStatus(w, r.providerMessageId, 'delivered');

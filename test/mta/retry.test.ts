@@ -3,8 +3,7 @@
 // custom list.
 import t from 'tap';
 import { loadConfig } from '../../config/load.js';
-import { nextAttempt, shouldBounceNow } from '../../mta/outbound/retry.js';
-import { classify } from '../../mta/outbound/bounce-classify.js';
+import { nextAttempt } from '../../mta/outbound/retry.js';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -132,11 +131,4 @@ t.test('programming errors throw', async (t) => {
   }
   t.throws(() => nextAttempt({ attempts: 1, firstAttemptMs: T0, nowMs: Number.NaN, delaysMs }), RangeError);
   t.throws(() => nextAttempt({ attempts: 1, firstAttemptMs: T0, nowMs: T0, delaysMs: [-1] }), RangeError);
-});
-
-t.test('shouldBounceNow: only a fail bounces without the schedule', async (t) => {
-  t.equal(shouldBounceNow(classify({ code: 550, enhanced: '5.1.1', text: 'User unknown' })), true);
-  t.equal(shouldBounceNow(classify({ code: 452, enhanced: '4.2.2', text: 'Mailbox full' })), false);
-  t.equal(shouldBounceNow(classify({ connectionError: 'connect ECONNREFUSED 192.0.2.1:25' })), false);
-  t.equal(shouldBounceNow(classify({ code: 250, text: 'OK' })), false);
 });

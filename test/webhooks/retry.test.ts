@@ -91,8 +91,16 @@ t.test('500, then 200 once the clock makes the retry due: two rows, one webhook-
   const wait = new Date(rows[1]!.next_attempt_at!).getTime() - new Date(rows[0]!.attempted_at!).getTime();
   t.ok(wait >= 1_000 && wait <= 5_000, `the second attempt is due within the first backoff, 5 s (in ${wait} ms)`);
 
-  // Not before its time.
-  await new Promise((r) => setTimeout(r, 300));
+  // Not before its time: a look for due attempts made after this point leaves the second one alone.
+  const at = svc.clock.now();
+  await waitFor(() => (svc.running.mta?.webhooks.polledAt() ?? -Infinity) >= at, { what: 'a dispatcher poll' });
+  const still = await attemptsOf(svc, endpointId);
+  t.equal(still[1]?.status, 'pending');
+  t.equal(
+    new Date(still[1]!.next_attempt_at!).getTime(),
+    new Date(rows[1]!.next_attempt_at!).getTime(),
+    'not claimed (a claim moves next_attempt_at to its lease)',
+  );
   t.equal(hook.hooks.length, 1, 'no retry while the clock stands before it');
   svc.clock.advance(5_000);
   await hook.waitFor(2);
