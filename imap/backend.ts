@@ -1,0 +1,187 @@
+// The one door between the IMAP protocol layer and the mail store (docs/conventions.md #1): every
+// operation an IMAP server needs, declared here, implemented next to storage/ and adapted to this shape.
+// The protocol code calls only this; it never sees SQL, LMDB or a blob id.
+//
+// Names are Unicode (modified UTF-7 is decoded at the parser), hierarchy delimiter "/", "INBOX" spelled
+// so. UIDs and counts are 32-bit (RFC 3501 §9 `number`); MODSEQs are bigint (RFC 7162 §7, up to 2^63-1).
+
+import type { SearchKey } from './command-types.js';
+
+/** Who logged in: what the backend needs to find their mailboxes again. */
+export interface Principal {
+  readonly id: string;
+  readonly username: string;
+}
+
+/** RFC 6154 §2 special-use attributes. */
+export type SpecialUse = '\\All' | '\\Archive' | '\\Drafts' | '\\Flagged' | '\\Junk' | '\\Sent' | '\\Trash';
+
+export interface MailboxInfo {
+  name: string;
+  specialUse: SpecialUse | null;
+  subscribed: boolean;
+  /** RFC 3501 §7.2.2 \Noselect: a name that exists only as a parent of others. */
+  selectable: boolean;
+  hasChildren: boolean;
+}
+
+/** RFC 3501 §6.3.10 STATUS, with RFC 7162 §3.1.6 HIGHESTMODSEQ. */
+export interface MailboxStatus {
+  messages: number;
+  recent: number;
+  unseen: number;
+  uidNext: number;
+  uidValidity: number;
+  highestModseq: bigint;
+  /** Octets of all messages, for QUOTA and STATUS=SIZE. */
+  size: number;
+}
+
+/** What SELECT / EXAMINE need (RFC 3501 §6.3.1, RFC 7162 §3.1.2): the state plus the UID map. */
+export interface MailboxSnapshot extends MailboxStatus {
+  /** Opaque handle for the operations below; stable while the mailbox exists. */
+  mailboxId: string;
+  /** The UIDs in the mailbox, ascending: index + 1 is the message sequence number. */
+  uids: number[];
+  /** Keywords in use, for FLAGS and PERMANENTFLAGS (RFC 3501 §7.2.6). */
+  keywords: string[];
+  readOnly: boolean;
+}
+
+/** A MIME part as octet offsets into the raw message, so that BODY[1.2.HEADER] is a range read. */
+export interface MessagePart {
+  /** First octet of the part's header (its MIME header for a sub-part). */
+  headerStart: number;
+  /** First octet after the blank line that ends the header. */
+  bodyStart: number;
+  /** One past the last octet of the part's body. */
+  end: number;
+  /** Lower-case type/subtype, e.g. "text/plain"; message/rfc822 parts carry `message`. */
+  contentType: string;
+  children: MessagePart[];
+  /** The encapsulated message of a message/rfc822 part (RFC 3501 §6.4.5: its parts number on). */
+  message: MessagePart | null;
+}
+
+/** Per-message facts FETCH and SEARCH read without the body. */
+export interface MessageMeta {
+  uid: number;
+  modseq: bigint;
+  flags: string[];
+  internalDate: Date;
+  size: number;
+  /** RFC 3501 §7.4.2 ENVELOPE and BODYSTRUCTURE, computed once at insert by the store. */
+  envelope: unknown;
+  bodyStructure: unknown;
+  structure: MessagePart;
+}
+
+export interface StoreRequest {
+  op: 'replace' | 'add' | 'remove';
+  flags: string[];
+  /** RFC 7162 §3.1.3: only messages whose MODSEQ is at most this are changed. */
+  unchangedSince: bigint | null;
+}
+
+export interface StoreResult {
+  /** Messages changed, with their new flags and MODSEQ, for the untagged FETCH responses. */
+  changed: Array<{ uid: number; flags: string[]; modseq: bigint }>;
+  /** RFC 7162 §3.1.3: UIDs that failed UNCHANGEDSINCE, for `[MODIFIED ...]`. */
+  modified: number[];
+}
+
+/** RFC 4315 §3 COPYUID: source and destination UIDs, pairwise. */
+export interface CopyResult {
+  uidValidity: number;
+  source: number[];
+  dest: number[];
+}
+
+/** What happened in a mailbox since a MODSEQ, for NOOP, IDLE and CONDSTORE (RFC 7162 §3.1.4). */
+export type MailboxChange =
+  | { kind: 'added'; uid: number; modseq: bigint }
+  | { kind: 'flags'; uid: number; flags: string[]; modseq: bigint }
+  | { kind: 'expunged'; uid: number; modseq: bigint };
+
+/** RFC 9208 §4.2: one resource of a quota root; STORAGE is in units of 1024 octets. */
+export interface QuotaRoot {
+  name: string;
+  resources: Array<{ name: 'STORAGE' | 'MESSAGE'; usage: number; limit: number }>;
+}
+
+/**
+ * Why an operation failed, mapped to one response code in one table (imap/commands.ts). Anything else
+ * thrown is an internal error: `NO [SERVERBUG]`, never a crash.
+ */
+export type BackendErrorCode =
+  | 'nonexistent' // NO [NONEXISTENT], or [TRYCREATE] for a missing APPEND/COPY/MOVE target (RFC 3501 §6.3.11)
+  | 'already-exists' // NO [ALREADYEXISTS] (RFC 5530 §3)
+  | 'over-quota' // NO [OVERQUOTA] (RFC 9208 §4.3)
+  | 'too-big' // NO [TOOBIG] (RFC 7889 §2)
+  | 'no-permission' // NO [NOPERM]
+  | 'in-use' // NO [INUSE]
+  | 'has-children' // NO [HASCHILDREN] (RFC 5530 §3), a DELETE of an inferior's parent
+  | 'cannot' // NO [CANNOT]: e.g. RENAME of INBOX into its own child
+  | 'unavailable'; // NO [UNAVAILABLE]: the store is down; try again
+
+export class BackendError extends Error {
+  constructor(
+    readonly code: BackendErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface MailboxBackend {
+  /** Password check for LOGIN and AUTHENTICATE PLAIN; null for wrong credentials (not an exception). */
+  authenticate(username: string, password: string, meta: { remoteAddress: string }): Promise<Principal | null>;
+
+  listMailboxes(user: Principal): Promise<MailboxInfo[]>;
+  createMailbox(user: Principal, name: string, specialUse?: SpecialUse): Promise<void>;
+  deleteMailbox(user: Principal, name: string): Promise<void>;
+  /** RFC 3501 §6.3.5: inferiors move along; renaming INBOX moves its messages into a new mailbox. */
+  renameMailbox(user: Principal, from: string, to: string): Promise<void>;
+  setSubscribed(user: Principal, name: string, subscribed: boolean): Promise<void>;
+  status(user: Principal, name: string): Promise<MailboxStatus>;
+
+  /** SELECT / EXAMINE: the snapshot; `readOnly` for EXAMINE, which also leaves \Recent alone. */
+  select(user: Principal, name: string, opts: { readOnly: boolean }): Promise<MailboxSnapshot>;
+  /** Metadata of the given UIDs (ascending), optionally only those changed after `changedSince`. */
+  fetchMeta(
+    user: Principal,
+    mailboxId: string,
+    uids: readonly number[],
+    opts: { changedSince: bigint | null },
+  ): AsyncIterable<MessageMeta>;
+  /** Octets [start, end) of a message's raw form (the receipt prefix included). */
+  readBody(user: Principal, mailboxId: string, uid: number, start: number, end: number): Promise<Buffer>;
+  /** RFC 3501 §6.4.5: a non-PEEK BODY[] sets \Seen; the change must be seen by other sessions. */
+  markSeen(user: Principal, mailboxId: string, uids: readonly number[]): Promise<StoreResult>;
+  /**
+   * UIDs (ascending) matching a SEARCH (RFC 3501 §6.4.4). The protocol first rewrites `SEQ` keys into
+   * `UID` keys against the session's sequence-number map, so the store never sees sequence numbers.
+   */
+  search(user: Principal, mailboxId: string, criteria: SearchKey): Promise<number[]>;
+
+  append(
+    user: Principal,
+    name: string,
+    message: { bytes: Buffer; flags: string[]; internalDate: Date | null },
+  ): Promise<{ uidValidity: number; uid: number }>;
+  store(user: Principal, mailboxId: string, uids: readonly number[], req: StoreRequest): Promise<StoreResult>;
+  copy(user: Principal, mailboxId: string, uids: readonly number[], target: string): Promise<CopyResult>;
+  /** RFC 6851 §3.3: atomic copy-and-expunge; the expunged UIDs are the `source` of the result. */
+  move(user: Principal, mailboxId: string, uids: readonly number[], target: string): Promise<CopyResult>;
+  /** Expunges messages flagged \Deleted, only among `uids` when given (RFC 4315 §2.1 UID EXPUNGE). */
+  expunge(user: Principal, mailboxId: string, uids: readonly number[] | null): Promise<number[]>;
+
+  /** RFC 9208 §4.2, §4.3: the roots a mailbox belongs to, and one root's usage and limits. */
+  quotaRoots(user: Principal, mailbox: string): Promise<QuotaRoot[]>;
+  quota(user: Principal, root: string): Promise<QuotaRoot>;
+
+  /** The changes after `since`, oldest first (RFC 7162 §3.1.4), for NOOP, IDLE and FETCH CHANGEDSINCE. */
+  changesSince(user: Principal, mailboxId: string, since: bigint): Promise<MailboxChange[]>;
+  /** Resolves when the mailbox may have changed, or when `signal` aborts (IDLE, RFC 2177). */
+  waitForChange(user: Principal, mailboxId: string, signal: AbortSignal): Promise<void>;
+}

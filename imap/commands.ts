@@ -1,0 +1,245 @@
+// The command table (docs/conventions.md #2): every command as data — the states it is valid in
+// (RFC 3501 §3, §6), the capability that must be advertised for it, and its handler over a Session and
+// the MailboxBackend. One dispatcher parses, checks state and capability, runs the handler and writes the
+// one tagged response; a parse error is a tagged BAD and the session goes on (RFC 3501 §7.1.3).
+//
+// Handlers that need no storage are written here; the others answer `NO [UNAVAILABLE]` until the store's
+// backend is adapted to imap/backend.ts. The table is exhaustive over the Command union, so a command the
+// parser knows cannot be missing from it.
+import { BackendError, type BackendErrorCode, type MailboxBackend } from './backend.js';
+import { CommandError, parseCommand } from './parser.js';
+import { atom, statusResponse, untagged, type ImapValue, type ResponseCode } from './response.js';
+import type { CommandName, CommandOf } from './command-types.js';
+import type { RawCommand, ReaderEvent } from './reader.js';
+import type { Session, SessionState } from './session.js';
+
+export interface Outcome {
+  status: 'OK' | 'NO' | 'BAD';
+  text: string;
+  code?: ResponseCode;
+  /** The connection closes after the tagged response (LOGOUT, RFC 3501 §6.1.3). */
+  close?: boolean;
+}
+
+export type Handler<N extends CommandName> = (
+  session: Session,
+  command: CommandOf<N>,
+  backend: MailboxBackend,
+) => Promise<Outcome>;
+
+export interface CommandSpec<N extends CommandName> {
+  states: readonly SessionState[];
+  /** Advertised capability the command belongs to; null for IMAP4rev1's own. */
+  capability: string | null;
+  handler: Handler<N>;
+}
+
+const ANY: readonly SessionState[] = ['not-authenticated', 'authenticated', 'selected'];
+const NOT_AUTH: readonly SessionState[] = ['not-authenticated'];
+const AUTH: readonly SessionState[] = ['authenticated', 'selected'];
+const SELECTED: readonly SessionState[] = ['selected'];
+
+/** RFC 5530 §3 UNAVAILABLE: "temporary failure because a subsystem is down" — here, not yet wired. */
+const unavailable = async (): Promise<Outcome> => ({
+  status: 'NO',
+  code: { code: 'UNAVAILABLE' },
+  text: 'not available on this server yet',
+});
+
+/** Capabilities that are not commands: advertised once authenticated (RFC 3501 §7.2.1 lets the list change). */
+function extensionCapabilities(session: Session): string[] {
+  return [
+    'UIDPLUS', // RFC 4315
+    'QUOTA', // RFC 9208 §3.1
+    'QUOTA=RES-STORAGE', // RFC 9208 §5.1
+    'SPECIAL-USE', // RFC 6154 §5
+    'CONDSTORE', // RFC 7162 §3
+    `APPENDLIMIT=${session.config.appendLimit}`, // RFC 7889 §2
+  ];
+}
+
+/**
+ * RFC 3501 §7.2.1: IMAP4rev1 first. Before login: STARTTLS while TLS is offered and not yet in force,
+ * and LOGINDISABLED instead of AUTH=PLAIN where a password would travel in the clear (§6.2.3).
+ */
+export function capabilities(session: Session): string[] {
+  const caps = ['IMAP4rev1', 'LITERAL+', 'ID', 'ENABLE', 'IDLE', 'NAMESPACE', 'UNSELECT', 'MOVE'];
+  if (session.state === 'not-authenticated') {
+    if (session.config.tlsAvailable && !session.secure) caps.push('STARTTLS');
+    if (session.secure || session.config.allowPlaintextAuth) caps.push('AUTH=PLAIN', 'SASL-IR');
+    else caps.push('LOGINDISABLED');
+    return caps;
+  }
+  return [...caps, ...extensionCapabilities(session)];
+}
+
+/** RFC 5161 §3.1: the extensions a client may ENABLE. QRESYNC and UTF8=ACCEPT are not offered. */
+const ENABLEABLE = ['CONDSTORE'];
+
+const capability: Handler<'CAPABILITY'> = async (session) => {
+  session.send(untagged([atom('CAPABILITY'), ...capabilities(session).map(atom)]));
+  return { status: 'OK', text: 'CAPABILITY completed' };
+};
+
+const noop: Handler<'NOOP'> = async () => ({ status: 'OK', text: 'NOOP completed' });
+
+const logout: Handler<'LOGOUT'> = async (session) => {
+  // RFC 3501 §6.1.3: an untagged BYE before the tagged OK.
+  session.send(statusResponse(null, 'BYE', 'logging out'));
+  session.state = 'logout';
+  return { status: 'OK', text: 'LOGOUT completed', close: true };
+};
+
+const id: Handler<'ID'> = async (session, command) => {
+  session.clientId = command.params;
+  // RFC 2971 §3.2: the server answers with its own parameters (or NIL).
+  const ours: ImapValue[] = ['name', session.config.serverName, 'version', session.config.serverVersion];
+  session.send(untagged([atom('ID'), ours]));
+  return { status: 'OK', text: 'ID completed' };
+};
+
+const enable: Handler<'ENABLE'> = async (session, command) => {
+  // RFC 5161 §3.1: unknown or non-enableable names are ignored; ENABLED lists what this command newly
+  // enabled, and may be empty.
+  const now = command.capabilities.filter((c) => ENABLEABLE.includes(c) && !session.enabled.has(c));
+  for (const c of now) session.enabled.add(c);
+  session.send(untagged([atom('ENABLED'), ...now.map(atom)]));
+  return { status: 'OK', text: 'ENABLE completed' };
+};
+
+const namespace: Handler<'NAMESPACE'> = async (session) => {
+  // RFC 2342 §5: one personal namespace with prefix "" and delimiter "/"; no other users', no shared.
+  session.send(untagged([atom('NAMESPACE'), [['', '/']], null, null]));
+  return { status: 'OK', text: 'NAMESPACE completed' };
+};
+
+export const COMMANDS: { readonly [N in CommandName]: CommandSpec<N> } = {
+  // RFC 3501 §6.1: any state.
+  CAPABILITY: { states: ANY, capability: null, handler: capability },
+  NOOP: { states: ANY, capability: null, handler: noop },
+  LOGOUT: { states: ANY, capability: null, handler: logout },
+  ID: { states: ANY, capability: 'ID', handler: id }, // RFC 2971 §3.1
+  // RFC 3501 §6.2: not authenticated.
+  STARTTLS: { states: NOT_AUTH, capability: 'STARTTLS', handler: unavailable },
+  AUTHENTICATE: { states: NOT_AUTH, capability: null, handler: unavailable },
+  LOGIN: { states: NOT_AUTH, capability: null, handler: unavailable },
+  // RFC 3501 §6.3: authenticated (and so selected).
+  SELECT: { states: AUTH, capability: null, handler: unavailable },
+  EXAMINE: { states: AUTH, capability: null, handler: unavailable },
+  CREATE: { states: AUTH, capability: null, handler: unavailable },
+  DELETE: { states: AUTH, capability: null, handler: unavailable },
+  RENAME: { states: AUTH, capability: null, handler: unavailable },
+  SUBSCRIBE: { states: AUTH, capability: null, handler: unavailable },
+  UNSUBSCRIBE: { states: AUTH, capability: null, handler: unavailable },
+  LIST: { states: AUTH, capability: null, handler: unavailable },
+  LSUB: { states: AUTH, capability: null, handler: unavailable },
+  STATUS: { states: AUTH, capability: null, handler: unavailable },
+  APPEND: { states: AUTH, capability: null, handler: unavailable },
+  NAMESPACE: { states: AUTH, capability: 'NAMESPACE', handler: namespace }, // RFC 2342 §5
+  IDLE: { states: AUTH, capability: 'IDLE', handler: unavailable }, // RFC 2177 §3
+  GETQUOTA: { states: AUTH, capability: 'QUOTA', handler: unavailable }, // RFC 9208 §4.2
+  GETQUOTAROOT: { states: AUTH, capability: 'QUOTA', handler: unavailable }, // RFC 9208 §4.3
+  // RFC 5161 §3.1: "only valid in the authenticated state, before any mailbox is selected".
+  ENABLE: { states: ['authenticated'], capability: 'ENABLE', handler: enable },
+  // RFC 3501 §6.4: selected.
+  CHECK: { states: SELECTED, capability: null, handler: unavailable },
+  CLOSE: { states: SELECTED, capability: null, handler: unavailable },
+  UNSELECT: { states: SELECTED, capability: 'UNSELECT', handler: unavailable }, // RFC 3691 §2
+  EXPUNGE: { states: SELECTED, capability: null, handler: unavailable },
+  SEARCH: { states: SELECTED, capability: null, handler: unavailable },
+  FETCH: { states: SELECTED, capability: null, handler: unavailable },
+  STORE: { states: SELECTED, capability: null, handler: unavailable },
+  COPY: { states: SELECTED, capability: null, handler: unavailable },
+  MOVE: { states: SELECTED, capability: 'MOVE', handler: unavailable }, // RFC 6851 §3
+  'UID SEARCH': { states: SELECTED, capability: null, handler: unavailable },
+  'UID FETCH': { states: SELECTED, capability: null, handler: unavailable },
+  'UID STORE': { states: SELECTED, capability: null, handler: unavailable },
+  'UID COPY': { states: SELECTED, capability: null, handler: unavailable },
+  'UID MOVE': { states: SELECTED, capability: 'MOVE', handler: unavailable },
+  'UID EXPUNGE': { states: SELECTED, capability: 'UIDPLUS', handler: unavailable }, // RFC 4315 §2.1
+};
+
+/** One backend error code, one response code (RFC 5530 §3, RFC 9208 §4.3, RFC 7889 §2). */
+const BACKEND_CODES: Record<BackendErrorCode, ResponseCode> = {
+  nonexistent: { code: 'NONEXISTENT' },
+  'already-exists': { code: 'ALREADYEXISTS' },
+  'over-quota': { code: 'OVERQUOTA' },
+  'too-big': { code: 'TOOBIG' },
+  'no-permission': { code: 'NOPERM' },
+  'in-use': { code: 'INUSE' },
+  'has-children': { code: 'HASCHILDREN' },
+  cannot: { code: 'CANNOT' },
+  unavailable: { code: 'UNAVAILABLE' },
+};
+
+/** RFC 3501 §6.3.11, §6.4.7: a missing target of APPEND or COPY is [TRYCREATE], so the client may create it. */
+const TRYCREATE: readonly CommandName[] = ['APPEND', 'COPY', 'UID COPY', 'MOVE', 'UID MOVE'];
+
+export function backendOutcome(name: CommandName, err: BackendError): Outcome {
+  const code = err.code === 'nonexistent' && TRYCREATE.includes(name) ? { code: 'TRYCREATE' as const } : undefined;
+  return { status: 'NO', code: code ?? BACKEND_CODES[err.code], text: err.message };
+}
+
+export interface DispatchResult {
+  close: boolean;
+}
+
+/**
+ * Runs one command: parse, state and capability checks, handler, and the tagged response. Nothing a
+ * handler throws escapes: a BackendError becomes its NO, anything else `NO [SERVERBUG]` (RFC 5530 §3),
+ * reported through `onError` for the log, and the session goes on.
+ */
+export async function dispatch(
+  session: Session,
+  backend: MailboxBackend,
+  raw: RawCommand,
+  onError: (err: unknown) => void = () => {},
+): Promise<DispatchResult> {
+  let parsed;
+  try {
+    parsed = parseCommand(raw);
+  } catch (err) {
+    if (!(err instanceof CommandError)) throw err;
+    const { status, code, message } = err.error;
+    session.send(statusResponse(err.tag, status, message, code));
+    return { close: false };
+  }
+  const { tag, command } = parsed;
+  const spec = COMMANDS[command.name] as CommandSpec<CommandName>;
+  let outcome: Outcome;
+  if (!spec.states.includes(session.state)) {
+    outcome = { status: 'BAD', text: `${command.name} is not valid in the ${session.state} state` };
+  } else if (spec.capability && !capabilities(session).includes(spec.capability)) {
+    outcome = { status: 'BAD', text: `${command.name} needs ${spec.capability}, which is not offered now` };
+  } else {
+    try {
+      outcome = await spec.handler(session, command as never, backend);
+    } catch (err) {
+      if (err instanceof BackendError) outcome = backendOutcome(command.name, err);
+      else {
+        onError(err);
+        outcome = { status: 'NO', code: { code: 'SERVERBUG' }, text: 'internal error' };
+      }
+    }
+  }
+  session.send(statusResponse(tag, outcome.status, outcome.text, outcome.code));
+  return { close: outcome.close === true };
+}
+
+/**
+ * The answer to a command the reader refused unread. APPEND over the APPENDLIMIT is `NO [TOOBIG]`
+ * (RFC 7889 §2, the code from RFC 4469 §5); any other over-limit literal or line is `BAD`, with
+ * [TOOBIG] on literals as RFC 7888 §4 suggests. A refused line with no readable tag is answered `* BAD`.
+ */
+export function refusalResponse(event: Extract<ReaderEvent, { kind: 'refused' }>): Buffer {
+  if (event.reason === 'line-too-long') {
+    return statusResponse(event.tag, 'BAD', `command line longer than ${event.limit} octets`);
+  }
+  if (event.reason === 'too-many-literals') {
+    return statusResponse(event.tag, 'BAD', `more than ${event.limit} literals in one command`, { code: 'LIMIT' });
+  }
+  const append = event.name === 'APPEND';
+  return statusResponse(event.tag, append ? 'NO' : 'BAD', `literal larger than ${event.limit} octets`, {
+    code: 'TOOBIG',
+  });
+}

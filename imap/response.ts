@@ -1,0 +1,191 @@
+// Writing responses (RFC 3501 §7): untagged data, status responses with their codes, continuation
+// requests, and the values inside them. A string goes quoted when RFC 3501 §4.3 allows it and as a
+// literal otherwise; "written in one place" so that no handler hand-builds a wire line.
+import { formatSequenceSet } from './sequence-set.js';
+
+/** Written as is: flags, keywords, FETCH item names, response words. Must be an atom the caller vouches for. */
+export interface Atom {
+  readonly kind: 'atom';
+  readonly text: string;
+}
+/** Always written as a literal: message bodies and parts. */
+export interface Literal {
+  readonly kind: 'literal';
+  readonly bytes: Uint8Array;
+}
+/** null is NIL; a string is quoted or a literal; an array is a parenthesised list. */
+export type ImapValue = null | number | bigint | string | Atom | Literal | readonly ImapValue[];
+
+export const atom = (text: string): Atom => ({ kind: 'atom', text });
+export const literal = (bytes: Uint8Array | string): Literal => ({
+  kind: 'literal',
+  bytes: typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes,
+});
+
+const CRLF = '\r\n';
+/**
+ * RFC 3501 §4.3 / §9 `quoted`: TEXT-CHARs (7-bit, no CR, LF or NUL) with `"` and `\` escaped. Anything
+ * else — 8-bit, CR, LF, NUL — must be a literal. Very long strings go as literals too, to keep lines short.
+ */
+const QUOTABLE = /^[\x01-\x09\x0b\x0c\x0e-\x7f]*$/;
+const MAX_QUOTED = 1024;
+
+function encodeString(s: string): Buffer {
+  if (QUOTABLE.test(s) && s.length <= MAX_QUOTED) return Buffer.from(`"${s.replace(/(["\\])/g, '\\$1')}"`, 'ascii');
+  return encodeLiteral(Buffer.from(s, 'utf8'));
+}
+
+function encodeLiteral(bytes: Uint8Array): Buffer {
+  return Buffer.concat([Buffer.from(`{${bytes.length}}${CRLF}`, 'ascii'), bytes]);
+}
+
+export function encodeValue(v: ImapValue): Buffer {
+  if (v === null) return Buffer.from('NIL');
+  if (typeof v === 'number' || typeof v === 'bigint') return Buffer.from(String(v));
+  if (typeof v === 'string') return encodeString(v);
+  if (Array.isArray(v)) return Buffer.concat([Buffer.from('('), joinValues(v), Buffer.from(')')]);
+  const tagged = v as Atom | Literal;
+  return tagged.kind === 'atom' ? Buffer.from(tagged.text, 'utf8') : encodeLiteral(tagged.bytes);
+}
+
+function joinValues(values: readonly ImapValue[]): Buffer {
+  const parts: Buffer[] = [];
+  values.forEach((v, i) => {
+    if (i > 0) parts.push(Buffer.from(' '));
+    parts.push(encodeValue(v));
+  });
+  return Buffer.concat(parts);
+}
+
+/** `* <values>` CRLF: untagged data such as `* 12 FETCH (...)`, `* LIST (...) "/" INBOX`. */
+export function untagged(values: readonly ImapValue[]): Buffer {
+  return Buffer.concat([Buffer.from('* '), joinValues(values), Buffer.from(CRLF)]);
+}
+
+/** RFC 3501 §7.5 `continue-req` = "+" SP (resp-text / base64) CRLF. */
+export function continuation(text = 'Ready'): Buffer {
+  return Buffer.from(`+ ${cleanText(text)}${CRLF}`, 'utf8');
+}
+
+/** RFC 5530 §3 codes and those of the extensions we speak; the ones with arguments below. */
+export type PlainCode =
+  | 'ALERT'
+  | 'PARSE'
+  | 'READ-ONLY'
+  | 'READ-WRITE'
+  | 'TRYCREATE'
+  | 'UIDNOTSTICKY'
+  | 'OVERQUOTA'
+  | 'TOOBIG'
+  | 'NOMODSEQ'
+  | 'CLOSED'
+  | 'UNAVAILABLE'
+  | 'AUTHENTICATIONFAILED'
+  | 'AUTHORIZATIONFAILED'
+  | 'EXPIRED'
+  | 'PRIVACYREQUIRED'
+  | 'CONTACTADMIN'
+  | 'NOPERM'
+  | 'INUSE'
+  | 'EXPUNGEISSUED'
+  | 'CORRUPTION'
+  | 'SERVERBUG'
+  | 'CLIENTBUG'
+  | 'CANNOT'
+  | 'LIMIT'
+  | 'NONEXISTENT'
+  | 'ALREADYEXISTS'
+  | 'HASCHILDREN'
+  | 'USEATTR';
+
+export type ResponseCode =
+  | { code: PlainCode }
+  | { code: 'UIDNEXT' | 'UIDVALIDITY' | 'UNSEEN'; value: number }
+  | { code: 'HIGHESTMODSEQ'; value: bigint }
+  | { code: 'PERMANENTFLAGS'; flags: readonly string[] }
+  | { code: 'CAPABILITY'; capabilities: readonly string[] }
+  | { code: 'BADCHARSET'; charsets: readonly string[] }
+  /** RFC 4315 §3: the UIDs of the appended messages, in order. */
+  | { code: 'APPENDUID'; uidValidity: number; uids: readonly number[] }
+  /** RFC 4315 §3: source and destination UIDs pair up element by element. */
+  | { code: 'COPYUID'; uidValidity: number; source: readonly number[]; dest: readonly number[] }
+  /** RFC 7162 §3.1.3: the messages STORE ... UNCHANGEDSINCE did not change. */
+  | { code: 'MODIFIED'; set: readonly number[] };
+
+export function formatCode(c: ResponseCode): string {
+  switch (c.code) {
+    case 'UIDNEXT':
+    case 'UIDVALIDITY':
+    case 'UNSEEN':
+    case 'HIGHESTMODSEQ':
+      return `${c.code} ${c.value}`;
+    case 'PERMANENTFLAGS':
+      return `PERMANENTFLAGS (${c.flags.join(' ')})`;
+    case 'CAPABILITY':
+      return `CAPABILITY ${c.capabilities.join(' ')}`;
+    case 'BADCHARSET':
+      return `BADCHARSET (${c.charsets.join(' ')})`;
+    case 'APPENDUID':
+      return `APPENDUID ${c.uidValidity} ${formatSequenceSet(c.uids)}`;
+    case 'COPYUID':
+      return `COPYUID ${c.uidValidity} ${formatSequenceSet(c.source)} ${formatSequenceSet(c.dest)}`;
+    case 'MODIFIED':
+      return `MODIFIED ${formatSequenceSet(c.set)}`;
+    default:
+      return c.code;
+  }
+}
+
+export type Status = 'OK' | 'NO' | 'BAD' | 'PREAUTH' | 'BYE';
+
+/** RFC 3501 §9 `text` = 1*TEXT-CHAR: no CR or LF may reach the wire inside a human-readable text. */
+function cleanText(text: string): string {
+  const t = text.replace(/[\r\n\0]+/g, ' ');
+  return t === '' ? 'done' : t;
+}
+
+/** A status response: `<tag> OK [code] text` for a tag, `* OK [code] text` for null (untagged). */
+export function statusResponse(tag: string | null, status: Status, text: string, code?: ResponseCode): Buffer {
+  const c = code ? `[${formatCode(code)}] ` : '';
+  return Buffer.from(`${tag ?? '*'} ${status} ${c}${cleanText(text)}${CRLF}`, 'utf8');
+}
+
+const MONTHS = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/**
+ * RFC 3501 §9 `date-time`, e.g. "17-Jul-1996 02:44:25 -0700": `date` shown in the zone `offsetMinutes`
+ * east of UTC (INTERNALDATE keeps the instant; the zone is presentation).
+ */
+export function formatDateTime(date: Date, offsetMinutes = 0): string {
+  const local = new Date(date.getTime() + offsetMinutes * 60_000);
+  const pad = (n: number, w = 2): string => String(n).padStart(w, '0');
+  const sign = offsetMinutes < 0 ? '-' : '+';
+  const abs = Math.abs(offsetMinutes);
+  const day = local.getUTCDate();
+  return (
+    `${day < 10 ? ' ' : ''}${day}-${MONTHS[local.getUTCMonth()]}-${local.getUTCFullYear()} ` +
+    `${pad(local.getUTCHours())}:${pad(local.getUTCMinutes())}:${pad(local.getUTCSeconds())} ` +
+    `${sign}${pad(Math.floor(abs / 60))}${pad(abs % 60)}`
+  );
+}
+
+/**
+ * The name a FETCH response gives a BODY[...] item (RFC 3501 §7.4.2): the section as asked, BODY.PEEK
+ * shown as BODY, and of a partial only its origin — "BODY[1.2.HEADER.FIELDS (SUBJECT FROM)]<0>".
+ */
+export function sectionLabel(
+  section: { part: readonly number[]; text: string | null; fields: readonly string[] | null },
+  partial: { offset: number } | null,
+): string {
+  const spec = [...section.part.map(String), ...(section.text ? [section.text] : [])].join('.');
+  const fields = section.fields
+    ? ` (${section.fields.map((f) => encodeValue(headerName(f)).toString()).join(' ')})`
+    : '';
+  return `BODY[${spec}${fields}]${partial ? `<${partial.offset}>` : ''}`;
+}
+
+/** A header field name as an atom when it can be one (they nearly always can), else a quoted string. */
+function headerName(name: string): ImapValue {
+  // RFC 3501 §9 ATOM-CHAR: not atom-specials, 7-bit.
+  return /^[^\x00-\x20(){%*"\\\]\x7f-\uffff]+$/.test(name) ? atom(name) : name;
+}
