@@ -7,6 +7,7 @@ import { migrate } from './pg/migrate.js';
 import { openLmdb, type LmdbEnv } from './lmdb/env.js';
 import { createSealer, loadMasterKey, type Sealer } from './secrets.js';
 import { openSpool, type Spool } from './lmdb/spool.js';
+import { createCaches, type Caches } from './caches.js';
 
 export interface Storage {
   db: Db;
@@ -14,6 +15,8 @@ export interface Storage {
   /** The outbound spool (queue and bodies) on LMDB. */
   spool: Spool;
   sealer: Sealer;
+  /** In-process caches and statement batchers of this handle (storage/caches.ts). */
+  caches: Caches;
   close(): Promise<void>;
 }
 
@@ -39,6 +42,7 @@ export async function openStorage(config: Readonly<Config>, log: Logger): Promis
       lmdb,
       sealer,
       spool: openSpool(lmdb),
+      caches: createCaches(db),
       async close() {
         await lmdb.close();
         await db.close();

@@ -8,7 +8,7 @@ import { account } from './auth.js';
 import { queueNotification } from '../notify.js';
 import { randomId, newCredentialSecret, SECRET_WARNING } from '../tokens.js';
 import type { Access } from '../authorize.js';
-import { orgUsage, inboxUsage } from '../usage.js';
+import { orgUsage, inboxUsage } from '../../core/usage.js';
 import type { Queryable } from '../../storage/pg/client.js';
 import type { Sealer } from '../../storage/secrets.js';
 import {

@@ -2,7 +2,8 @@
 // writes and member reads, public templates, the cross-tenant 404s, rendering (escaping, missing
 // variables, prototype names, the output bound), versions, and sendEmail rendering into the spool.
 import t from 'tap';
-import { renderTemplate, escapeHtml, MAX_RENDERED_BYTES } from '../../control/templates/render.js';
+import { renderTemplate, escapeHtml, MAX_RENDERED_BYTES, VARIABLE_NAME } from '../../core/template-render.js';
+import { TEMPLATE_VARIABLE_NAME } from '../../control/api/templates.js';
 import { startTestService, type SignedUp, type TestService } from '../helpers/service.js';
 import { sender } from '../helpers/sender.js';
 import { errorOf } from '../helpers/errors.js';
@@ -45,6 +46,10 @@ function mimeParts(raw: Buffer): { text: string | null; html: string | null; sub
   }
   return out;
 }
+
+t.test('the renderer and the route schema agree on what a variable name is', async (t) => {
+  t.equal(VARIABLE_NAME, TEMPLATE_VARIABLE_NAME);
+});
 
 t.test('render, as a pure function', async (t) => {
   const r = renderTemplate(
@@ -645,26 +650,22 @@ t.test(
     t.match(await recorded(pubSent.providerMessageId), { template_id: foreignPublic.id, template_version: 1 });
 
     // The platform key sends on behalf of the project owning the from domain: that organization's templates.
-    const onBehalf = await svc
-      .admin()
-      .v1.services.sendEmail({
-        from: `app@${s.domain}`,
-        to: 'r@example.com',
-        subject: 's',
-        templateId: template.id,
-        variables: { name: 'P' },
-      });
+    const onBehalf = await svc.admin().v1.services.sendEmail({
+      from: `app@${s.domain}`,
+      to: 'r@example.com',
+      subject: 's',
+      templateId: template.id,
+      variables: { name: 'P' },
+    });
     t.equal(mimeParts(spool.body(onBehalf.providerMessageId)!).text, 'v2 P');
     t.match(
       await errorOf(
-        svc
-          .admin()
-          .v1.services.sendEmail({
-            from: `app@${s.domain}`,
-            to: 'r@example.com',
-            subject: 's',
-            templateId: foreignPrivate.id,
-          }),
+        svc.admin().v1.services.sendEmail({
+          from: `app@${s.domain}`,
+          to: 'r@example.com',
+          subject: 's',
+          templateId: foreignPrivate.id,
+        }),
       ),
       { status: 404 },
       "on behalf: another organization's private template is 404 too",

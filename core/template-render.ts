@@ -1,16 +1,21 @@
-// Template rendering (spec §4.13, §4.11 `variables`): `{{name}}` placeholders replaced by values.
+// Template rendering (docs/api.md §4.13, §4.11 `variables`): `{{name}}` placeholders replaced by values.
 // A pure function of its input: no I/O, no clock.
 //
 // It is substitution and nothing else. There are no expressions, helpers, partials, loops or paths
 // (`{{a.b}}` is no placeholder), so a template cannot run code. Values are looked up in a Map built
 // from the caller's own keys, never on an object: `{{constructor}}`, `{{__proto__}}` or
 // `{{toString}}` are names like any other, missing unless the caller gives them a value.
-import { TEMPLATE_VARIABLE_NAME } from '../api/templates.js';
-import type { TemplateVariable } from '../../storage/pg/templates.js';
+import type { TemplateVariable } from '../storage/pg/templates.js';
+
+/**
+ * A placeholder's name, `{{name}}`: an identifier of at most 64 characters. The API's schema of a variable
+ * name says the same (TEMPLATE_VARIABLE_NAME of the route table; test/modules/templates.test.ts holds them equal).
+ */
+export const VARIABLE_NAME = '[A-Za-z_][A-Za-z0-9_]{0,63}';
 
 // `{{name}}`, with optional blanks inside the braces (`{{ name }}`). Anything else between braces
 // (a line break, a dot, `#if`) is no placeholder and stays as written.
-const PLACEHOLDER = new RegExp(`\\{\\{[ \\t]*(${TEMPLATE_VARIABLE_NAME})[ \\t]*\\}\\}`, 'g');
+const PLACEHOLDER = new RegExp(`\\{\\{[ \\t]*(${VARIABLE_NAME})[ \\t]*\\}\\}`, 'g');
 
 /** The most a rendering may produce: subject, html and text together, in UTF-8 octets. */
 export const MAX_RENDERED_BYTES = 1024 * 1024;
