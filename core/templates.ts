@@ -29,7 +29,10 @@ export async function usableTemplate(q: Queryable, id: string, organizationId: s
   return t;
 }
 
-/** Only the owning organization changes a template: 403 for a public one of another (it is visible), 404 for a private one. */
+/**
+ * Only the owning organization changes a template: 403 for a public one of another (it is visible), 404 for a
+ * private one.
+ */
 async function ownTemplate(q: Queryable, id: string, organizationId: string): Promise<TemplateRecord> {
   const t = await usableTemplate(q, id, organizationId);
   if (t.organizationId !== organizationId)
