@@ -4,7 +4,7 @@ import type { authRoutes } from '../api/auth.js';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
 import { hashPassword, verifyPassword, unusableHash } from '../passwords.js';
-import { mintAccountToken, SECRET_WARNING } from '../tokens.js';
+import { mintAccountToken, SECRET_WARNING } from '../../core/tokens.js';
 import { queueNotification } from '../notify.js';
 import type { PrincipalOf } from '../principal.js';
 import {
@@ -14,7 +14,7 @@ import {
   setPasswordHash,
   type User,
 } from '../../storage/pg/users.js';
-import { listAccountTokens, revokeAccountToken, revokeAllAccountTokens } from '../../storage/pg/account-tokens.js';
+import { listTokens, revokeAllTokens, revokeToken } from '../../storage/pg/tokens.js';
 import { consumePasswordReset, insertPasswordReset, retirePasswordResets } from '../../storage/pg/password-resets.js';
 
 /** Spec §8: a reset link is valid for one hour. */
@@ -70,7 +70,7 @@ export const authHandlers: Handlers<typeof authRoutes> = {
 
   async 'auth.logout'(_in, rc) {
     const me = account(rc);
-    await revokeAccountToken(rc.deps.storage.db, me.userId, me.keyId, rc.now);
+    await revokeToken(rc.deps.storage.db, 'account', me.userId, me.keyId, rc.now);
     return { ok: true as const };
   },
 
@@ -111,7 +111,7 @@ export const authHandlers: Handlers<typeof authRoutes> = {
       await setPasswordHash(q, userId, passwordHash, now);
       await retirePasswordResets(q, userId, now);
       // gaps-filled.md #14: the user's sessions are its account tokens.
-      await revokeAllAccountTokens(q, userId, now);
+      await revokeAllTokens(q, 'account', userId, now);
     });
     return { ok: true as const };
   },
@@ -146,7 +146,7 @@ export const authHandlers: Handlers<typeof authRoutes> = {
 
   async 'console.accountTokens.list'(_in, rc) {
     const me = account(rc);
-    const rows = await listAccountTokens(rc.deps.storage.db, me.userId);
+    const rows = await listTokens(rc.deps.storage.db, 'account', me.userId);
     return {
       tokens: rows.map((t) => ({ id: t.id, tokenId: t.tokenId, label: t.label, createdAt: t.createdAt.toISOString() })),
     };
@@ -154,7 +154,7 @@ export const authHandlers: Handlers<typeof authRoutes> = {
 
   async 'console.accountTokens.delete'({ params }, rc) {
     const me = account(rc);
-    if (!(await revokeAccountToken(rc.deps.storage.db, me.userId, params.id, rc.now))) {
+    if (!(await revokeToken(rc.deps.storage.db, 'account', me.userId, params.id, rc.now))) {
       throw fail('not_found', 'No such account token.');
     }
     return { ok: true as const };

@@ -6,7 +6,7 @@ import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
 import { account } from './auth.js';
 import { queueNotification } from '../notify.js';
-import { randomId, newCredentialSecret, SECRET_WARNING } from '../tokens.js';
+import { mintToken, SECRET_WARNING } from '../../core/tokens.js';
 import type { Access } from '../authorize.js';
 import { orgUsage, inboxUsage } from '../../core/usage.js';
 import type { Queryable } from '../../storage/pg/client.js';
@@ -24,12 +24,7 @@ import {
   type Organization,
   type Member,
 } from '../../storage/pg/organizations.js';
-import {
-  insertOrgToken,
-  listOrgTokens,
-  revokeOrgToken,
-  type OrgTokenInfo,
-} from '../../storage/pg/organization-tokens.js';
+import { listTokens, revokeToken, type TokenInfo } from '../../storage/pg/tokens.js';
 import {
   findPendingInvitationForUpdate,
   insertInvitation,
@@ -72,7 +67,7 @@ export const orgJson = (o: Organization) => ({
   created_at: iso(o.created_at),
   updated_at: iso(o.updated_at),
 });
-const tokenJson = (t: OrgTokenInfo) => ({ id: t.id, tokenId: t.tokenId, label: t.label, createdAt: iso(t.createdAt) });
+const tokenJson = (t: TokenInfo) => ({ id: t.id, tokenId: t.tokenId, label: t.label, createdAt: iso(t.createdAt) });
 const memberJson = (m: Member) => ({ userId: m.userId, email: m.email, role: m.role, joinedAt: iso(m.joinedAt) });
 const invitationJson = (i: Invitation) => ({
   id: i.id,
@@ -98,9 +93,7 @@ function granted(rc: RequestCtx): Access {
 }
 
 async function mintOrgToken(q: Queryable, sealer: Sealer, organizationId: string, label: string | null, now: Date) {
-  const tokenId = randomId('svco_');
-  const { secret, sealed } = newCredentialSecret(sealer, 'organization_token', tokenId);
-  const info = await insertOrgToken(q, { id: randomUUID(), tokenId, organizationId, secretSealed: sealed, label, now });
+  const { secret, ...info } = await mintToken(q, sealer, 'organization', { ownerId: organizationId, label, now });
   return { ...tokenJson(info), secret, warning: SECRET_WARNING };
 }
 
@@ -157,7 +150,7 @@ export const organizationHandlers: Handlers<typeof organizationRoutes> = {
       loadOrg(db, organizationId),
       listMembers(db, organizationId),
       listProjects(db, [organizationId]),
-      listOrgTokens(db, organizationId),
+      listTokens(db, 'organization', organizationId),
       listPendingInvitations(db, organizationId, rc.now),
     ]);
     return {
@@ -191,11 +184,13 @@ export const organizationHandlers: Handlers<typeof organizationRoutes> = {
   },
 
   async 'console.organizations.tokens.list'(_in, rc) {
-    return { tokens: (await listOrgTokens(rc.deps.storage.db, granted(rc).organizationId)).map(tokenJson) };
+    return {
+      tokens: (await listTokens(rc.deps.storage.db, 'organization', granted(rc).organizationId)).map(tokenJson),
+    };
   },
 
   async 'console.organizations.tokens.delete'({ params }, rc) {
-    if (!(await revokeOrgToken(rc.deps.storage.db, granted(rc).organizationId, params.tokenId, rc.now))) {
+    if (!(await revokeToken(rc.deps.storage.db, 'organization', granted(rc).organizationId, params.tokenId, rc.now))) {
       throw fail('not_found', 'No such organization token.');
     }
     return { ok: true as const };

@@ -6,7 +6,7 @@ import type { SuppressionReason } from '../api/mail-records.js';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
 import { authorizeOrganization, type Access } from '../authorize.js';
-import { newCredentialSecret, randomId, SECRET_WARNING } from '../tokens.js';
+import { newCredentialSecret, randomId, SECRET_WARNING } from '../../core/tokens.js';
 import type { Queryable } from '../../storage/pg/client.js';
 import type { Sealer } from '../../storage/secrets.js';
 import {

@@ -16,7 +16,7 @@ import {
 } from '../api/signing.js';
 import type { Principal } from '../principal.js';
 import type { Deps } from '../deps.js';
-import { credentialAad } from '../tokens.js';
+import { credentialAad } from '../../core/tokens.js';
 import { credentialLookup, findCredential, type StoredCredential } from '../../storage/pg/credentials.js';
 import type { BoundedCache } from '../../storage/bounded-cache.js';
 import { guardRequest, type Bucket, type GuardResult } from '../../storage/pg/request-guard.js';

@@ -110,7 +110,7 @@ t.test('the route table holds exactly the registered tables and their enabled ve
     message_events: ['list', 'get'],
     idempotency_keys: ['list', 'get'],
     suppressions: ['list', 'get', 'create', 'delete'],
-    webhook_endpoints: ['list', 'get', 'create', 'delete'],
+    webhook_endpoints: ['list', 'get', 'create', 'update', 'upsert', 'delete'],
     webhook_deliveries: ['list', 'get'],
   });
   t.equal(

@@ -68,7 +68,7 @@ t.test('five roles × every route that declares a permission', async (t) => {
       // A URL to register, and for a webhook's own routes one registered (spec §4.8).
       if (name.includes('.webhooks.') || name.startsWith('v1.webhook_endpoints.')) {
         v.url = `https://hooks-${randomUUID().slice(0, 8)}.example.com/h`;
-        if (needs('webhookId') || name === 'v1.webhook_endpoints.delete') {
+        if (needs('webhookId') || name === 'v1.webhook_endpoints.delete' || name === 'v1.webhook_endpoints.update') {
           tick();
           v.webhookId = (
             await owner.client.console.projects.webhooks.create({ id: p.project.id, url: v.url as string })
