@@ -48,7 +48,7 @@ export interface ClaimView {
   inbound: Inbound[];
 }
 
-export async function claimViews(q: Queryable, claims: Claim[]): Promise<ClaimView[]> {
+async function claimViews(q: Queryable, claims: Claim[]): Promise<ClaimView[]> {
   const ids = claims.map((c) => c.id);
   const [outs, ins] = ids.length ? await Promise.all([listOutbound(q, ids), listInbound(q, ids)]) : [[], []];
   return claims.map((claim) => ({

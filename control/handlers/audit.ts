@@ -4,7 +4,7 @@ import { clampLimit } from '../api/types.js';
 import type { Handlers } from '../deps.js';
 import { listAudit, type AuditEntry } from '../../storage/pg/audit.js';
 
-export const auditJson = (e: AuditEntry) => ({
+const auditJson = (e: AuditEntry) => ({
   id: e.id,
   createdAt: e.createdAt.toISOString(),
   actorKind: e.actorKind,

@@ -10,7 +10,6 @@ import type { Config } from '../../config/schema.js';
 import { DnsError, type Resolver } from '../../mail/resolver.js';
 import {
   deleteCustomDomain,
-  getCustomDomain,
   insertCustomDomain,
   isVerifiedCustomDomain,
   listCustomDomains,
@@ -32,7 +31,7 @@ const customDomainJson = (d: CustomDomain) => ({
 });
 
 /** Spec §2.2 custom domain DNS record: what the customer publishes at the domain. */
-export function dnsRecordFor(domain: string, c: WebmailConfig) {
+function dnsRecordFor(domain: string, c: WebmailConfig) {
   const apex = c.webmailAddresses.length
     ? ` An apex domain, which cannot hold a CNAME, may instead have A/AAAA records that all point at ${c.webmailAddresses.join(', ')}.`
     : '';
@@ -52,7 +51,7 @@ function reservedBy(domain: string, c: WebmailConfig): string | null {
   return null;
 }
 
-export type WebmailDnsVerdict =
+type WebmailDnsVerdict =
   { ok: true; via: 'cname' | 'addresses' } | { ok: false; message: string; details: Record<string, unknown> };
 
 const absent = (err: unknown) => err instanceof DnsError && err.absent;
@@ -64,7 +63,7 @@ const hostOf = (name: string) => name.toLowerCase().replace(/\.$/, '');
  * which there is at least one, is a webmail address. Lookups skip the cache; a resolver that does
  * not answer (timeout, SERVFAIL) gives a verdict that says so, never a hang or a 500.
  */
-export async function checkWebmailDns(
+async function checkWebmailDns(
   resolver: Resolver,
   domain: string,
   c: WebmailConfig,

@@ -23,7 +23,7 @@ import {
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-export function outboundJson(o: Outbound, deps: Deps) {
+function outboundJson(o: Outbound, deps: Deps) {
   const { returnPathDomain, dnsRecords } = outboundRecords(o, deps.ctx.config);
   return {
     id: o.id,
@@ -39,7 +39,7 @@ export function outboundJson(o: Outbound, deps: Deps) {
   };
 }
 
-export function inboundJson(i: Inbound, deps: Deps) {
+function inboundJson(i: Inbound, deps: Deps) {
   return {
     id: i.id,
     domain: i.domain,

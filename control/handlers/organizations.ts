@@ -52,7 +52,7 @@ export const JOIN_CODE_TTL_MS = 7 * 24 * 3_600_000;
 // symbol uniform when drawn from one random byte.
 const CODE_ALPHABET = '23456789ABCDEFGHJKLMNPQRSTUVWXYZ';
 
-export function newJoinCode(): string {
+function newJoinCode(): string {
   const s = [...randomBytes(8)].map((b) => CODE_ALPHABET[b & 31]).join('');
   return `SVC-${s.slice(0, 4)}-${s.slice(4)}`;
 }
@@ -60,7 +60,7 @@ const normalizeCode = (code: string) => code.trim().toUpperCase();
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
 const iso = (d: Date) => d.toISOString();
-export const orgJson = (o: Organization) => ({
+const orgJson = (o: Organization) => ({
   id: o.id,
   name: o.name,
   plan: o.plan,

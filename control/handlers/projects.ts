@@ -49,7 +49,7 @@ export const projectJson = (p: Project) => ({
   created_at: iso(p.created_at),
   updated_at: iso(p.updated_at),
 });
-export const keyJson = (k: ApiKey) => ({
+const keyJson = (k: ApiKey) => ({
   id: k.id,
   keyId: k.keyId,
   label: k.label,

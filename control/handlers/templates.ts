@@ -14,7 +14,7 @@ import {
   usableTemplate,
 } from '../../core/templates.js';
 
-export const templateJson = (t: TemplateRecord) => ({
+const templateJson = (t: TemplateRecord) => ({
   id: t.id,
   organization_id: t.organizationId,
   name: t.name,
