@@ -63,11 +63,7 @@ const hostOf = (name: string) => name.toLowerCase().replace(/\.$/, '');
  * which there is at least one, is a webmail address. Lookups skip the cache; a resolver that does
  * not answer (timeout, SERVFAIL) gives a verdict that says so, never a hang or a 500.
  */
-async function checkWebmailDns(
-  resolver: Resolver,
-  domain: string,
-  c: WebmailConfig,
-): Promise<WebmailDnsVerdict> {
+async function checkWebmailDns(resolver: Resolver, domain: string, c: WebmailConfig): Promise<WebmailDnsVerdict> {
   const fresh = { fresh: true };
   const expected = { host: domain, type: 'CNAME', value: c.webmailHost };
   const useAddresses = c.webmailAddresses.length > 0;
