@@ -4,7 +4,7 @@ import type { adminRoutes } from '../api/admin.js';
 import { clampLimit } from '../api/types.js';
 import type { Handlers } from '../deps.js';
 import { fail } from '../errors.js';
-import { hashPassword } from '../passwords.js';
+import { hashPassword } from '../../core/passwords.js';
 import { mintAccountToken, SECRET_WARNING } from '../../core/tokens.js';
 import { userJson } from './auth.js';
 import { projectJson } from './projects.js';

@@ -5,7 +5,7 @@ import { PERMISSIONS, ROLES, ROLE_PERMISSIONS, type OrgRole } from '../api/permi
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
 import { account } from './auth.js';
-import { queueNotification } from '../notify.js';
+import { queueNotification } from '../../core/notify.js';
 import { mintToken, SECRET_WARNING } from '../../core/tokens.js';
 import type { Access } from '../authorize.js';
 import { orgUsage, inboxUsage } from '../../core/usage.js';
