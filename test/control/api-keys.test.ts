@@ -4,7 +4,7 @@
 import t from 'tap';
 import net from 'node:net';
 import { SvcError, createClient, type Client } from '../../sdk/src/index.js';
-import { DEFAULT_SCOPES, ROTATION_GRACE_MS, mintProjectKey } from '../../control/handlers/projects.js';
+import { DEFAULT_SCOPES, ROTATION_GRACE_MS, mintProjectKey } from '../../core/projects.js';
 import type { Scope } from '../../control/api/types.js';
 import { startTestService, uniqueEmail } from '../helpers/service.js';
 import { errorOf } from '../helpers/errors.js';

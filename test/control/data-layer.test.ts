@@ -4,7 +4,7 @@
 // and that no response ever carries a secret column.
 import t from 'tap';
 import { routeTable } from '../../control/api/index.js';
-import { mintProjectKey } from '../../control/handlers/projects.js';
+import { mintProjectKey } from '../../core/projects.js';
 import { createClient, SvcError, type Client, type Credential } from '../../sdk/src/index.js';
 import { startTestService, uniqueEmail } from '../helpers/service.js';
 

@@ -6,7 +6,7 @@
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
 import { routeTable, ROLES, can, type OrgRole, type RouteSpec, type Permission } from '../../control/api/index.js';
-import { mintProjectKey } from '../../control/handlers/projects.js';
+import { mintProjectKey } from '../../core/projects.js';
 import { startTestService, uniqueEmail, type SignedUp } from '../helpers/service.js';
 import { sample } from '../helpers/sample.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
