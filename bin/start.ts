@@ -8,7 +8,7 @@ import { sweepExpired } from '../storage/pg/request-guard.js';
 import { createApp } from '../control/app.js';
 import { listenHttp } from '../control/server.js';
 import type { Deps } from '../control/deps.js';
-import { LOG_N } from '../control/passwords.js';
+import { LOG_N } from '../core/passwords.js';
 import { createResolver } from '../mail/dns.js';
 import { startDeliveryWorker, type DeliveryWorker, type WorkerOptions } from '../mta/outbound/worker.js';
 import { startNotificationSender } from '../mta/outbound/notifications.js';

@@ -1,13 +1,10 @@
 // What a request handler may use: the context, storage and the derived public URL.
-import type { Context } from '../config/context.js';
-import type { Storage } from '../storage/index.js';
+import type { CoreDeps } from '../core/deps.js';
 import type { Principal } from './principal.js';
 import type { Access } from './authorize.js';
 import type { RouteInput, RouteOutput, RouteSpec } from '@svc-mail/sdk';
 
-export interface Deps {
-  ctx: Context;
-  storage: Storage;
+export interface Deps extends CoreDeps {
   /** SVC_PUBLIC_URL, or http://<bind>:<bound port> when unset. */
   publicUrl(): string;
   /** scrypt cost (log2 N) for new password hashes; LOG_N in production, lower in tests. */

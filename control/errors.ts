@@ -1,52 +1,10 @@
-// The closed registry of HTTP error codes (gaps-filled.md #1 plus the spec's §7 codes), the one
-// error type handlers throw, and the one middleware that writes every error envelope.
+// The one middleware that writes every error envelope. The closed registry of codes and the error value
+// live in core/errors.ts (the operations throw it too) and are re-exported here.
 import type { Context as KoaContext, Next } from 'koa';
 import type { Logger } from 'pino';
+import { ApiError, errorStatus, fail, type ErrorCode } from '../core/errors.js';
 
-export const errorStatus = {
-  // gaps-filled.md #1: the defaults where the spec lists no code.
-  invalid_request: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  not_found: 404,
-  conflict: 409,
-  payload_too_large: 413,
-  unprocessable: 422,
-  rate_limited: 429,
-  internal: 500,
-  // Spec §7 and gaps-filled.md #2 and #3.
-  invalid_domain: 400,
-  cname_not_found: 400,
-  invalid_storage_limit: 400,
-  mx_record_mismatch: 400,
-  already_in_organization: 409,
-  custom_domain_taken: 409,
-  domain_claim_conflict: 409,
-  outbound_already_exists: 409,
-  inbound_already_exists: 409,
-  idempotency_key_reused: 409,
-  apex_not_claimed: 422,
-  apex_not_verified: 422,
-  sender_domain_not_verified: 422,
-  quota_exceeded: 429,
-} as const;
-
-export type ErrorCode = keyof typeof errorStatus;
-
-export class ApiError extends Error {
-  readonly status: number;
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    readonly details?: unknown,
-    readonly headers?: Record<string, string>,
-  ) {
-    super(message);
-    this.status = errorStatus[code];
-  }
-}
-
-export const fail = (code: ErrorCode, message: string, details?: unknown) => new ApiError(code, message, details);
+export { ApiError, errorStatus, fail, type ErrorCode } from '../core/errors.js';
 
 // Errors raised below our code (Koa, the router, the body reader) carry only an HTTP status.
 const codeForStatus = (status: number): ErrorCode =>

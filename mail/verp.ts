@@ -6,9 +6,9 @@
 // No signature in the local part: the id is a random UUID that only the recipient of the message
 // sees, and what a forged report can do with it is mark that one message of theirs.
 import { normalizeDomain } from './domain-names.js';
+import { isUuid } from './uuid.js';
 
 const PREFIX = 'b-';
-const UUID = /^([0-9a-f]{8})-([0-9a-f]{4})-([0-9a-f]{4})-([0-9a-f]{4})-([0-9a-f]{12})$/i;
 // The local part we write, matched case-insensitively: RFC 5321 §2.4 lets a local part be
 // case-sensitive, but some MTAs and forwarders change its case anyway, and ours never differs by case.
 const LOCAL = /^b-([0-9a-f]{32})$/i;
@@ -25,11 +25,10 @@ function asciiDomain(raw: string): string | null {
 
 /** `b-<uuid without dashes>@<returnPathDomain>`; throws on a message id that is not a UUID or a bad domain. */
 export function encodeReturnPath(messageId: string, returnPathDomain: string): string {
-  const m = UUID.exec(messageId);
-  if (!m) throw new Error(`verp: message id ${JSON.stringify(messageId)} is not a UUID`);
+  if (!isUuid(messageId)) throw new Error(`verp: message id ${JSON.stringify(messageId)} is not a UUID`);
   const domain = asciiDomain(returnPathDomain);
   if (!domain) throw new Error(`verp: ${JSON.stringify(returnPathDomain)} is not a return-path domain`);
-  const address = `${PREFIX}${m.slice(1).join('').toLowerCase()}@${domain}`;
+  const address = `${PREFIX}${messageId.replace(/-/g, '').toLowerCase()}@${domain}`;
   if (address.length > MAX_ADDRESS_LENGTH)
     throw new Error('verp: return path longer than 254 octets (RFC 5321 §4.5.3.1.3)');
   return address;

@@ -8,6 +8,7 @@ import { openLmdb, type LmdbEnv } from './lmdb/env.js';
 import { createSealer, loadMasterKey, type Sealer } from './secrets.js';
 import { openSpool, type Spool } from './lmdb/spool.js';
 import { openMailParts, type MailParts } from './mail.js';
+import { createCaches, type Caches } from './caches.js';
 
 export interface Storage {
   db: Db;
@@ -17,6 +18,8 @@ export interface Storage {
   sealer: Sealer;
   /** Inbox mail: `blobs` (bodies, per SVC_BLOB_STORE), `mail` (the mailbox backend), `changes` (the feed). */
   mail: MailParts;
+  /** In-process caches and statement batchers of this handle (storage/caches.ts). */
+  caches: Caches;
   close(): Promise<void>;
 }
 
@@ -44,6 +47,7 @@ export async function openStorage(config: Readonly<Config>, log: Logger): Promis
       sealer,
       spool: openSpool(lmdb),
       mail,
+      caches: createCaches(db),
       async close() {
         await mail.close();
         await lmdb.close();

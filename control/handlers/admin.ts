@@ -3,13 +3,13 @@ import { randomUUID } from 'node:crypto';
 import { type adminRoutes, clampLimit } from '@svc-mail/sdk';
 import type { Handlers } from '../deps.js';
 import { fail } from '../errors.js';
-import { hashPassword } from '../passwords.js';
-import { mintAccountToken, SECRET_WARNING } from '../tokens.js';
+import { hashPassword } from '../../core/passwords.js';
+import { mintAccountToken, SECRET_WARNING } from '../../core/tokens.js';
 import { userJson } from './auth.js';
 import { projectJson } from './projects.js';
 import type { Queryable } from '../../storage/pg/client.js';
 import { getUser, insertUser, listUsers, type User } from '../../storage/pg/users.js';
-import { listAccountTokens, revokeAnyAccountToken } from '../../storage/pg/account-tokens.js';
+import { listTokens, revokeToken } from '../../storage/pg/tokens.js';
 import { listProjectsOfUser } from '../../storage/pg/projects.js';
 
 async function loadUser(q: Queryable, id: string): Promise<User> {
@@ -65,14 +65,14 @@ export const adminHandlers: Handlers<typeof adminRoutes> = {
   async 'admin.users.accountTokens.list'({ params }, rc) {
     const { db } = rc.deps.storage;
     const user = await loadUser(db, params.id);
-    const rows = await listAccountTokens(db, user.id);
+    const rows = await listTokens(db, 'account', user.id);
     return {
       tokens: rows.map((t) => ({ id: t.id, tokenId: t.tokenId, label: t.label, createdAt: t.createdAt.toISOString() })),
     };
   },
 
   async 'admin.accountTokens.delete'({ params }, rc) {
-    if (!(await revokeAnyAccountToken(rc.deps.storage.db, params.id, rc.now)))
+    if (!(await revokeToken(rc.deps.storage.db, 'account', null, params.id, rc.now)))
       throw fail('not_found', 'No such account token.');
     return { ok: true as const };
   },

@@ -3,7 +3,7 @@ import { type auditRoutes, clampLimit } from '@svc-mail/sdk';
 import type { Handlers } from '../deps.js';
 import { listAudit, type AuditEntry } from '../../storage/pg/audit.js';
 
-export const auditJson = (e: AuditEntry) => ({
+const auditJson = (e: AuditEntry) => ({
   id: e.id,
   createdAt: e.createdAt.toISOString(),
   actorKind: e.actorKind,

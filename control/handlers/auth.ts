@@ -1,24 +1,19 @@
-// Spec §4.2 and the account-token routes of §4.10.
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+// docs/api.md §4.2 and the account-token routes of §4.10: HTTP shapes around core/accounts.ts.
 import type { authRoutes } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
-import { hashPassword, verifyPassword, unusableHash } from '../passwords.js';
-import { mintAccountToken, SECRET_WARNING } from '../tokens.js';
-import { queueNotification } from '../notify.js';
+import { mintAccountToken, SECRET_WARNING } from '../../core/tokens.js';
 import type { PrincipalOf } from '../principal.js';
+import type { User } from '../../storage/pg/users.js';
+import { listTokens, revokeToken } from '../../storage/pg/tokens.js';
 import {
-  findUserWithHash,
-  findUserWithHashByEmail,
-  insertUser,
-  setPasswordHash,
-  type User,
-} from '../../storage/pg/users.js';
-import { listAccountTokens, revokeAccountToken, revokeAllAccountTokens } from '../../storage/pg/account-tokens.js';
-import { consumePasswordReset, insertPasswordReset, retirePasswordResets } from '../../storage/pg/password-resets.js';
-
-/** Spec §8: a reset link is valid for one hour. */
-export const RESET_TTL_MS = 60 * 60_000;
+  changePassword,
+  logIn,
+  requestPasswordReset,
+  resetPassword,
+  signUp,
+  type Session,
+} from '../../core/accounts.js';
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
 
@@ -36,94 +31,45 @@ export function account(rc: RequestCtx): PrincipalOf<'account_token'> {
   return rc.principal;
 }
 
-const hashToken = (token: string) => createHash('sha256').update(token).digest('hex');
-const badLogin = () => fail('unauthorized', 'Email or password is wrong.');
+const sessionJson = (s: Session) => ({ user: userJson(s.user), accountToken: s.token });
 
 export const authHandlers: Handlers<typeof authRoutes> = {
   async 'auth.signup'({ body }, { deps, now }) {
-    const passwordHash = await hashPassword(body.password, deps.passwordLogN);
-    const { db, sealer } = deps.storage;
-    return db.tx(async (q) => {
-      const user = await insertUser(q, {
-        id: randomUUID(),
-        email: body.email.trim(),
-        passwordHash,
-        role: 'customer',
-        now,
-      });
-      if (!user) throw fail('conflict', 'An account with this email already exists.');
-      const token = await mintAccountToken(q, sealer, { userId: user.id, label: 'signup', now });
-      return { user: userJson(user), accountToken: { tokenId: token.tokenId, secret: token.secret } };
-    });
+    const { email, password } = body;
+    return sessionJson(await signUp(deps, { email, password, passwordLogN: deps.passwordLogN, now }));
   },
 
   async 'auth.login'({ body }, { deps, now }) {
-    const { db, sealer } = deps.storage;
-    const found = await findUserWithHashByEmail(db, body.email.trim());
-    // Verify against a dummy hash when there is no such user, so timing does not tell.
-    const ok = await verifyPassword(body.password, found?.password_hash ?? unusableHash(deps.passwordLogN));
-    if (!found || !ok) throw badLogin();
-    const { password_hash: _, ...user } = found;
-    const token = await mintAccountToken(db, sealer, { userId: user.id, label: 'login', now });
-    return { user: userJson(user), accountToken: { tokenId: token.tokenId, secret: token.secret } };
+    const { email, password } = body;
+    return sessionJson(await logIn(deps, { email, password, passwordLogN: deps.passwordLogN, now }));
   },
 
   async 'auth.logout'(_in, rc) {
     const me = account(rc);
-    await revokeAccountToken(rc.deps.storage.db, me.userId, me.keyId, rc.now);
+    await revokeToken(rc.deps.storage.db, 'account', me.userId, me.keyId, rc.now);
     return { ok: true as const };
   },
 
   async 'auth.password.forgot'({ body }, { deps, now }) {
-    const { db } = deps.storage;
-    const user = await findUserWithHashByEmail(db, body.email.trim());
-    if (user) {
-      const token = randomBytes(32).toString('base64url');
-      const link = `${deps.publicUrl()}/reset-password?token=${token}`;
-      await db.tx(async (q) => {
-        await insertPasswordReset(q, {
-          id: randomUUID(),
-          userId: user.id,
-          tokenHash: hashToken(token),
-          now,
-          expiresAt: new Date(now.getTime() + RESET_TTL_MS),
-        });
-        await queueNotification(q, deps, {
-          kind: 'password_reset',
-          to: user.email,
-          now,
-          subject: 'Reset your password',
-          text:
-            `Someone asked to reset the password of the account ${user.email}.\n\n` +
-            `To choose a new password, open this link within one hour (it works once):\n\n${link}\n\n` +
-            `If it was not you, ignore this message: your password stays as it is.\n`,
-        });
-      });
-    }
+    const linkOf = (token: string) => `${deps.publicUrl()}/reset-password?token=${token}`;
+    await requestPasswordReset(deps, { email: body.email, linkOf, now });
     return { ok: true as const };
   },
 
   async 'auth.password.reset'({ body }, { deps, now }) {
-    const passwordHash = await hashPassword(body.password, deps.passwordLogN);
-    await deps.storage.db.tx(async (q) => {
-      const userId = await consumePasswordReset(q, hashToken(body.token), now);
-      if (!userId) throw fail('unauthorized', 'The reset link is invalid, expired or already used.');
-      await setPasswordHash(q, userId, passwordHash, now);
-      await retirePasswordResets(q, userId, now);
-      // gaps-filled.md #14: the user's sessions are its account tokens.
-      await revokeAllAccountTokens(q, userId, now);
-    });
+    await resetPassword(deps, { token: body.token, password: body.password, passwordLogN: deps.passwordLogN, now });
     return { ok: true as const };
   },
 
   async 'auth.password.change'({ body }, rc) {
     const me = account(rc);
-    const { db } = rc.deps.storage;
-    const user = await findUserWithHash(db, me.userId);
-    if (!user || !(await verifyPassword(body.currentPassword, user.password_hash))) {
-      throw fail('unauthorized', 'The current password is wrong.');
-    }
-    await setPasswordHash(db, me.userId, await hashPassword(body.newPassword, rc.deps.passwordLogN), rc.now);
+    await changePassword(rc.deps, {
+      userId: me.userId,
+      currentPassword: body.currentPassword,
+      newPassword: body.newPassword,
+      passwordLogN: rc.deps.passwordLogN,
+      now: rc.now,
+    });
     return { ok: true as const };
   },
 
@@ -146,7 +92,7 @@ export const authHandlers: Handlers<typeof authRoutes> = {
 
   async 'console.accountTokens.list'(_in, rc) {
     const me = account(rc);
-    const rows = await listAccountTokens(rc.deps.storage.db, me.userId);
+    const rows = await listTokens(rc.deps.storage.db, 'account', me.userId);
     return {
       tokens: rows.map((t) => ({ id: t.id, tokenId: t.tokenId, label: t.label, createdAt: t.createdAt.toISOString() })),
     };
@@ -154,7 +100,7 @@ export const authHandlers: Handlers<typeof authRoutes> = {
 
   async 'console.accountTokens.delete'({ params }, rc) {
     const me = account(rc);
-    if (!(await revokeAccountToken(rc.deps.storage.db, me.userId, params.id, rc.now))) {
+    if (!(await revokeToken(rc.deps.storage.db, 'account', me.userId, params.id, rc.now))) {
       throw fail('not_found', 'No such account token.');
     }
     return { ok: true as const };

@@ -1,25 +1,16 @@
-// Spec §4.4 custom webmail domains (register, list, verify, delete) and the §4.12 allow check.
-import { randomUUID } from 'node:crypto';
-import { BlockList, isIP } from 'node:net';
+// docs/api.md §4.4 custom webmail domains (register, list, verify, delete) and the §4.12 allow check: HTTP
+// shapes around core/custom-domains.ts.
 import type { customDomainRoutes } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import type { Access } from '../authorize.js';
 import { fail } from '../errors.js';
-import { normalizeDomain } from '../../mail/domain-names.js';
-import type { Config } from '../../config/schema.js';
-import { DnsError, type Resolver } from '../../mail/resolver.js';
+import { deleteCustomDomain, listCustomDomains, type CustomDomain } from '../../storage/pg/custom-domains.js';
 import {
-  deleteCustomDomain,
-  getCustomDomain,
-  insertCustomDomain,
-  isVerifiedCustomDomain,
-  listCustomDomains,
-  markCustomDomainVerified,
-  recordVerifyAttempt,
-  type CustomDomain,
-} from '../../storage/pg/custom-domains.js';
-
-type WebmailConfig = Pick<Config, 'hostname' | 'mxHost' | 'webmailHost' | 'webmailAddresses'>;
+  dnsRecordFor,
+  isCustomDomainAllowed,
+  registerCustomDomain,
+  verifyCustomDomain,
+} from '../../core/custom-domains.js';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 const customDomainJson = (d: CustomDomain) => ({
@@ -31,143 +22,18 @@ const customDomainJson = (d: CustomDomain) => ({
   created_at: d.createdAt.toISOString(),
 });
 
-/** Spec §2.2 custom domain DNS record: what the customer publishes at the domain. */
-export function dnsRecordFor(domain: string, c: WebmailConfig) {
-  const apex = c.webmailAddresses.length
-    ? ` An apex domain, which cannot hold a CNAME, may instead have A/AAAA records that all point at ${c.webmailAddresses.join(', ')}.`
-    : '';
-  return {
-    host: domain,
-    type: 'CNAME' as const,
-    value: c.webmailHost,
-    note: `Point ${domain} at ${c.webmailHost} with a CNAME record.${apex} Once verified, webmail is served at https://${domain}/ with a certificate issued automatically.`,
-  };
-}
-
-/** The platform's own names (and names under them) are not for customers to register. */
-function reservedBy(domain: string, c: WebmailConfig): string | null {
-  for (const name of [c.webmailHost, c.mxHost, c.hostname]) {
-    if (domain === name || domain.endsWith(`.${name}`)) return name;
-  }
-  return null;
-}
-
-export type WebmailDnsVerdict =
-  { ok: true; via: 'cname' | 'addresses' } | { ok: false; message: string; details: Record<string, unknown> };
-
-const absent = (err: unknown) => err instanceof DnsError && err.absent;
-const hostOf = (name: string) => name.toLowerCase().replace(/\.$/, '');
-
-/**
- * Whether `domain` points at the webmail service now (spec §3): its CNAME is the webmail host, or it
- * has no CNAME (an apex cannot have one, RFC 1034 §3.6.2) and every one of its A/AAAA records, of
- * which there is at least one, is a webmail address. Lookups skip the cache; a resolver that does
- * not answer (timeout, SERVFAIL) gives a verdict that says so, never a hang or a 500.
- */
-export async function checkWebmailDns(
-  resolver: Resolver,
-  domain: string,
-  c: WebmailConfig,
-): Promise<WebmailDnsVerdict> {
-  const fresh = { fresh: true };
-  const expected = { host: domain, type: 'CNAME', value: c.webmailHost };
-  const useAddresses = c.webmailAddresses.length > 0;
-  // All lookups at once: one resolver timeout at most, not one per record type.
-  const [cname, a, aaaa] = await Promise.allSettled([
-    resolver.cname(domain, fresh),
-    useAddresses ? resolver.a(domain, fresh) : Promise.resolve([]),
-    useAddresses ? resolver.aaaa(domain, fresh) : Promise.resolve([]),
-  ]);
-  const unanswered = (r: PromiseSettledResult<unknown>) => {
-    if (r.status === 'fulfilled' || absent(r.reason)) return null;
-    if (r.reason instanceof DnsError) return r.reason;
-    throw r.reason;
-  };
-  const dnsFailed = (e: DnsError): WebmailDnsVerdict => ({
-    ok: false,
-    message: `DNS did not answer the ${e.type} lookup of ${domain} (${e.failure}); nothing was changed, try again later.`,
-    details: { expected, dnsFailure: e.failure, lookup: { host: e.host, type: e.type } },
-  });
-
-  const cnameFailure = unanswered(cname);
-  if (cnameFailure) return dnsFailed(cnameFailure);
-  const target = cname.status === 'fulfilled' && cname.value ? hostOf(cname.value) : null;
-  if (target === hostOf(c.webmailHost)) return { ok: true, via: 'cname' };
-  if (target) {
-    return {
-      ok: false,
-      message: `The CNAME of ${domain} points at ${target}, not at ${c.webmailHost}.`,
-      details: { expected, found: { cname: target } },
-    };
-  }
-
-  const publish = `Publish ${domain} CNAME ${c.webmailHost}`;
-  if (!useAddresses) {
-    return {
-      ok: false,
-      message: `${domain} has no CNAME record. ${publish}.`,
-      details: { expected, found: { cname: null } },
-    };
-  }
-  for (const r of [a, aaaa]) {
-    const failure = unanswered(r);
-    if (failure) return dnsFailed(failure);
-  }
-  const v4 = a.status === 'fulfilled' ? a.value : [];
-  const v6 = aaaa.status === 'fulfilled' ? aaaa.value : [];
-  const found = { cname: null, a: v4, aaaa: v6 };
-  const apexHint = `or, at an apex, A/AAAA records pointing only at ${c.webmailAddresses.join(', ')}`;
-  if (v4.length + v6.length === 0) {
-    return {
-      ok: false,
-      message: `${domain} has no CNAME and no A or AAAA records. ${publish}, ${apexHint}.`,
-      details: { expected, found },
-    };
-  }
-  const allowed = new BlockList();
-  for (const ip of c.webmailAddresses) {
-    const family = isIP(ip);
-    if (family) allowed.addAddress(ip, family === 6 ? 'ipv6' : 'ipv4');
-  }
-  const outside = [...v4, ...v6].filter((ip) => {
-    const family = isIP(ip);
-    return !family || !allowed.check(ip, family === 6 ? 'ipv6' : 'ipv4');
-  });
-  if (outside.length === 0) return { ok: true, via: 'addresses' };
-  return {
-    ok: false,
-    message: `${domain} has no CNAME, and its A/AAAA records include ${outside.join(', ')}, which ${outside.length === 1 ? 'is not a webmail address' : 'are not webmail addresses'}. ${publish}, ${apexHint}.`,
-    details: { expected, found, notWebmailAddresses: outside },
-  };
-}
-
 /** The access the route table's target check granted; present on every {id} route. */
 function granted(rc: RequestCtx): Access {
   if (!rc.access) throw new Error('route without a target reached a custom-domain handler');
   return rc.access;
 }
 
-const noSuchDomain = () => fail('not_found', 'No such custom domain.');
-
 export const customDomainHandlers: Handlers<typeof customDomainRoutes> = {
   async 'console.organizations.customDomains.create'({ body }, rc) {
     const { organizationId } = granted(rc);
-    const config = rc.deps.ctx.config;
-    const domain = normalizeDomain(body.domain);
-    if (!domain) {
-      throw fail(
-        'invalid_domain',
-        'Not a valid host name: it needs at least two labels of letters, digits and hyphens (not at either end), ' +
-          'each at most 63 characters and at most 253 in all, and cannot be an IP address.',
-      );
-    }
-    const reserved = reservedBy(domain, config);
-    if (reserved) throw fail('custom_domain_taken', `${domain} is reserved by the platform (${reserved}).`);
-    // No read first: the UNIQUE constraint decides, also between two registrations at the same moment.
-    const row = await insertCustomDomain(rc.deps.storage.db, { id: randomUUID(), organizationId, domain, now: rc.now });
-    if (row === 'taken') throw fail('custom_domain_taken', `${domain} is already registered as a custom domain.`);
+    const row = await registerCustomDomain(rc.deps, organizationId, body.domain, rc.now);
     rc.audit.targetId = row.id;
-    const dnsRecord = dnsRecordFor(domain, config);
+    const dnsRecord = dnsRecordFor(row.domain, rc.deps.ctx.config);
     return {
       customDomain: customDomainJson(row),
       dnsRecord,
@@ -184,32 +50,18 @@ export const customDomainHandlers: Handlers<typeof customDomainRoutes> = {
   },
 
   async 'console.organizations.customDomains.verify'({ params }, rc) {
-    const { organizationId } = granted(rc);
-    const { db } = rc.deps.storage;
-    // Written and committed first, on its own: a verification that fails keeps it (spec §3).
-    const row = await recordVerifyAttempt(db, organizationId, params.domainId, rc.now);
-    if (!row) throw noSuchDomain();
-    if (row.status === 'disabled') throw fail('conflict', `${row.domain} is disabled.`);
-    const verdict = await checkWebmailDns(rc.deps.ctx.resolver, row.domain, rc.deps.ctx.config);
-    // A failed check leaves the status as it is (spec §3 defines no move out of `verified`).
-    if (!verdict.ok) throw fail('cname_not_found', verdict.message, verdict.details);
-    const verified = await markCustomDomainVerified(db, row.id, rc.now);
-    if (!verified) throw noSuchDomain();
+    const verified = await verifyCustomDomain(rc.deps, granted(rc).organizationId, params.domainId, rc.now);
     return { status: 'verified' as const, domain: verified.domain, customDomain: customDomainJson(verified) };
   },
 
   async 'console.organizations.customDomains.delete'({ params }, rc) {
     if (!(await deleteCustomDomain(rc.deps.storage.db, granted(rc).organizationId, params.domainId)))
-      throw noSuchDomain();
+      throw fail('not_found', 'No such custom domain.');
     return { ok: true as const };
   },
 
   async 'v1.services.customDomainAllowed'({ query }, rc) {
-    // The same normalization as registration, so `Mail.Example.COM.` asks about `mail.example.com`.
-    const domain = normalizeDomain(query.domain);
-    if (!domain || !(await isVerifiedCustomDomain(rc.deps.storage.db, domain))) {
-      throw fail('not_found', 'Not a verified custom domain.');
-    }
+    if (!(await isCustomDomainAllowed(rc.deps, query.domain))) throw fail('not_found', 'Not a verified custom domain.');
     return { allowed: true as const };
   },
 };

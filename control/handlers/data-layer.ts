@@ -1,5 +1,5 @@
 // Handlers of the data layer (spec §4.1). Reads are one generic pair for every table of the registry
-// (control/api/data-layer.ts); each enabled write has its handler below, and the compiler refuses a
+// (sdk/src/api/data-layer.ts); each enabled write has its handler below, and the compiler refuses a
 // write entry without one. Row visibility is the WHERE clause of storage/pg/data-layer.ts.
 import type { Static } from '@sinclair/typebox';
 import {
@@ -16,16 +16,18 @@ import type { Handler, Handlers, RequestCtx } from '../deps.js';
 import type { Principal, PrincipalOf } from '../principal.js';
 import { fail } from '../errors.js';
 import { authorizeProject } from '../authorize.js';
-import { mintAccountToken } from '../tokens.js';
-import { DEFAULT_SCOPES, mintProjectKey, projectJson } from './projects.js';
+import { mintAccountToken } from '../../core/tokens.js';
+import { projectJson } from './projects.js';
+import { DEFAULT_SCOPES, mintProjectKey } from '../../core/projects.js';
 import { normalizeMailbox } from '../../mail/compose.js';
 import type { Queryable } from '../../storage/pg/client.js';
 import { renameProject, softDeleteProject } from '../../storage/pg/projects.js';
 import { renameApiKey, revokeApiKey } from '../../storage/pg/api-keys.js';
-import { revokeAccountToken } from '../../storage/pg/account-tokens.js';
+import { revokeToken } from '../../storage/pg/tokens.js';
 import { deleteSuppression, insertSuppression } from '../../storage/pg/suppressions.js';
 import { deleteWebhookEndpoint } from '../../storage/pg/webhooks.js';
-import { registerWebhook } from './webhooks.js';
+import { changeWebhook, registerWebhook, upsertWebhook } from '../../core/webhooks.js';
+import { MAX_WEBHOOKS_PER_PROJECT } from '@svc-mail/sdk';
 import {
   deleteUserCascade,
   getRow,
@@ -255,18 +257,43 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
   async 'v1.webhook_endpoints.create'({ body }, rc) {
     const projectId = rc.access?.projectId;
     if (!projectId) throw new Error('v1.webhook_endpoints.create reached without its project target');
-    const { db, sealer } = rc.deps.storage;
-    const { endpoint, secret } = await registerWebhook(db, sealer, {
+    const { endpoint, secret } = await registerWebhook(rc.deps, {
       projectId,
       url: body.url,
       events: body.events,
-      allowPrivate: rc.deps.ctx.config.allowPrivateWebhooks,
+      max: MAX_WEBHOOKS_PER_PROJECT,
       now: rc.now,
       field: 'body.url',
     });
     rc.audit.targetId = endpoint.id;
-    const row = await visibleRow(db, 'webhook_endpoints', viewerOf(rc.principal), endpoint.id);
+    const row = await visibleRow(rc.deps.storage.db, 'webhook_endpoints', viewerOf(rc.principal), endpoint.id);
     return { row: { ...row, secret } };
+  },
+
+  async 'v1.webhook_endpoints.update'({ body }, rc) {
+    const { db } = rc.deps.storage;
+    const row = await visibleRow(db, 'webhook_endpoints', viewerOf(rc.principal), body.id);
+    await authorizeRowWrite(rc, ['webhook_endpoints', 'update'], row.project_id, row.id);
+    const patch = { url: body.url, events: body.events };
+    await changeWebhook(rc.deps, row.project_id, row.id, patch, 'body.url');
+    return { row: await visibleRow(db, 'webhook_endpoints', viewerOf(rc.principal), row.id) };
+  },
+
+  // The route's target check (body.project_id) found the project visible and the caller allowed.
+  async 'v1.webhook_endpoints.upsert'({ body }, rc) {
+    const projectId = rc.access?.projectId;
+    if (!projectId) throw new Error('v1.webhook_endpoints.upsert reached without its project target');
+    const { endpoint, secret } = await upsertWebhook(rc.deps, {
+      projectId,
+      url: body.url,
+      events: body.events,
+      max: MAX_WEBHOOKS_PER_PROJECT,
+      now: rc.now,
+      field: 'body.url',
+    });
+    rc.audit.targetId = endpoint.id;
+    const row = await visibleRow(rc.deps.storage.db, 'webhook_endpoints', viewerOf(rc.principal), endpoint.id);
+    return { row: secret === null ? row : { ...row, secret } };
   },
 
   async 'v1.webhook_endpoints.delete'({ body }, rc) {
@@ -281,7 +308,7 @@ const writeHandlers: { [K in WriteName]: Handler<Routes[K]> } = {
   async 'v1.account_tokens.delete'({ body }, rc) {
     const me = accountOf(rc);
     // Own tokens only, staff included: the UPDATE is keyed by the caller's user id.
-    if (!(await revokeAccountToken(rc.deps.storage.db, me.userId, body.id, rc.now)))
+    if (!(await revokeToken(rc.deps.storage.db, 'account', me.userId, body.id, rc.now)))
       throw fail('not_found', 'No such row in account_tokens.');
     rc.audit.targetId = body.id;
     return { ok: true as const };

@@ -1,41 +1,33 @@
-// Spec §4.6 projects and §4.7 project API keys.
-import { randomUUID } from 'node:crypto';
-import { PROJECT_DETAIL_RECENT, type projectRoutes, type Scope, type SuppressionReason } from '@svc-mail/sdk';
+// docs/api.md §4.6 projects and §4.7 project API keys: HTTP shapes around core/projects.ts.
+import { PROJECT_DETAIL_RECENT, type projectRoutes } from '@svc-mail/sdk';
+import type { Scope } from '@svc-mail/sdk';
+import type { SuppressionReason } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import { fail } from '../errors.js';
 import { authorizeOrganization, type Access } from '../authorize.js';
-import { newCredentialSecret, randomId, SECRET_WARNING } from '../tokens.js';
+import { SECRET_WARNING } from '../../core/tokens.js';
 import type { Queryable } from '../../storage/pg/client.js';
-import type { Sealer } from '../../storage/secrets.js';
+import {
+  createProject,
+  DEFAULT_SCOPES,
+  liveProjectKey,
+  mintProjectKey,
+  rotateProjectKey,
+} from '../../core/projects.js';
 import {
   getProject,
-  insertProject,
   listProjects,
   listProjectsOfUser,
   renameProject,
   softDeleteProject,
   type Project,
 } from '../../storage/pg/projects.js';
-import {
-  expireApiKey,
-  findApiKey,
-  insertApiKey,
-  listApiKeys,
-  renameApiKey,
-  revokeApiKey,
-  type ApiKey,
-  type Managed,
-} from '../../storage/pg/api-keys.js';
+import { listApiKeys, renameApiKey, revokeApiKey, type ApiKey } from '../../storage/pg/api-keys.js';
 import { listMessages } from '../../storage/pg/message-reads.js';
 import { listRecentSuppressions, type SuppressionRecord } from '../../storage/pg/suppressions.js';
 import { messageJson } from './messages.js';
 import { listWebhookEndpoints } from '../../storage/pg/webhooks.js';
 import { webhookJson } from './webhooks.js';
-
-/** Spec §3 and §8: a rotated key works 24 h more. */
-export const ROTATION_GRACE_MS = 24 * 3_600_000;
-/** Scopes of a key minted without a `scopes` list: everything but project administration. */
-export const DEFAULT_SCOPES: Scope[] = ['messages:send', 'messages:read', 'suppressions:read', 'suppressions:write'];
 
 const iso = (d: Date) => d.toISOString();
 export const projectJson = (p: Project) => ({
@@ -47,7 +39,7 @@ export const projectJson = (p: Project) => ({
   created_at: iso(p.created_at),
   updated_at: iso(p.updated_at),
 });
-export const keyJson = (k: ApiKey) => ({
+const keyJson = (k: ApiKey) => ({
   id: k.id,
   keyId: k.keyId,
   label: k.label,
@@ -67,40 +59,12 @@ export const suppressionJson = (s: SuppressionRecord) => ({
   createdAt: iso(s.createdAt),
 });
 
-/**
- * Mints a project key. New keys are platform-managed (tk_); local (svc_) keys are the older kind,
- * kept working and minted only by migrations and tests.
- */
-export async function mintProjectKey(
-  q: Queryable,
-  sealer: Sealer,
-  k: {
-    projectId: string;
-    label: string | null;
-    scopes: Scope[];
-    allowedCidrs?: string[];
-    managed?: Managed;
-    rotatedFrom?: string;
-    now: Date;
-  },
-) {
-  const managed = k.managed ?? 'platform';
-  const keyId = randomId(managed === 'platform' ? 'tk_' : 'svc_');
-  const { secret, sealed } = newCredentialSecret(sealer, 'project_api_key', keyId);
-  const key = await insertApiKey(q, {
-    id: randomUUID(),
-    keyId,
-    projectId: k.projectId,
-    secretSealed: sealed,
-    label: k.label,
-    scopes: k.scopes,
-    managed,
-    allowedCidrs: k.allowedCidrs ?? [],
-    rotatedFrom: k.rotatedFrom ?? null,
-    now: k.now,
-  });
-  return { ...keyJson(key), secret, warning: SECRET_WARNING };
-}
+/** A minted key as the API shows it: the secret this once, with the warning to keep it. */
+export const mintedKeyJson = ({ secret, ...key }: ApiKey & { secret: string }) => ({
+  ...keyJson(key),
+  secret,
+  warning: SECRET_WARNING,
+});
 
 function granted(rc: RequestCtx): Access & { projectId: string } {
   if (!rc.access?.projectId) throw new Error('route without a project target reached a project handler');
@@ -113,34 +77,20 @@ async function loadProject(q: Queryable, id: string): Promise<Project> {
   return p;
 }
 
-async function keyOf(rc: RequestCtx, keyId: string): Promise<ApiKey> {
-  const key = await findApiKey(rc.deps.storage.db, granted(rc).projectId, keyId, rc.now);
-  if (!key) throw fail('not_found', 'No such key in this project.');
-  return key;
-}
+const keyOf = (rc: RequestCtx, keyId: string) => liveProjectKey(rc.deps, granted(rc).projectId, keyId, rc.now);
 
 export const projectHandlers: Handlers<typeof projectRoutes> = {
   async 'console.projects.create'({ body }, rc) {
     const { organizationId } = rc.access as Access;
-    const { db, sealer } = rc.deps.storage;
-    return db.tx(async (q) => {
-      const project = await insertProject(q, {
-        id: randomUUID(),
-        organizationId,
-        name: body.name,
-        now: rc.now,
-        createdBy: rc.principal?.kind === 'account_token' ? rc.principal.userId : null,
-      });
-      rc.audit.projectId = project.id;
-      rc.audit.targetId = project.id;
-      const apiKey = await mintProjectKey(q, sealer, {
-        projectId: project.id,
-        label: 'default',
-        scopes: ['project:admin'],
-        now: rc.now,
-      });
-      return { project: projectJson(project), apiKey };
+    const { project, key } = await createProject(rc.deps, {
+      organizationId,
+      name: body.name,
+      createdBy: rc.principal?.kind === 'account_token' ? rc.principal.userId : null,
+      now: rc.now,
     });
+    rc.audit.projectId = project.id;
+    rc.audit.targetId = project.id;
+    return { project: projectJson(project), apiKey: mintedKeyJson(key) };
   },
 
   async 'console.projects.list'({ query }, rc) {
@@ -205,7 +155,7 @@ export const projectHandlers: Handlers<typeof projectRoutes> = {
       now: rc.now,
     });
     rc.audit.targetId = key.keyId;
-    return key;
+    return mintedKeyJson(key);
   },
 
   async 'console.projects.apiKeys.list'(_in, rc) {
@@ -221,23 +171,9 @@ export const projectHandlers: Handlers<typeof projectRoutes> = {
   },
 
   async 'console.projects.apiKeys.rotate'({ params }, rc) {
-    const old = await keyOf(rc, params.keyId);
-    if (old.managed !== 'platform')
-      throw fail('invalid_request', 'Only platform-managed (tk_) keys rotate; mint a new local key instead.');
-    const { db, sealer } = rc.deps.storage;
-    return db.tx(async (q) => {
-      await expireApiKey(q, old.id, new Date(rc.now.getTime() + ROTATION_GRACE_MS));
-      const key = await mintProjectKey(q, sealer, {
-        projectId: old.projectId,
-        label: old.label,
-        scopes: old.scopes as Scope[],
-        allowedCidrs: old.allowedCidrs,
-        rotatedFrom: old.keyId,
-        now: rc.now,
-      });
-      rc.audit.targetId = old.keyId;
-      return key;
-    });
+    const { old, key } = await rotateProjectKey(rc.deps, granted(rc).projectId, params.keyId, rc.now);
+    rc.audit.targetId = old.keyId;
+    return mintedKeyJson(key);
   },
 
   async 'console.projects.apiKeys.delete'({ params }, rc) {

@@ -15,9 +15,9 @@ import {
 import { BlockList, isIP } from 'node:net';
 import type { Principal } from '../principal.js';
 import type { Deps } from '../deps.js';
-import { credentialAad } from '../tokens.js';
-import { boundedCache, perDatabase } from '../bounded-cache.js';
+import { credentialAad } from '../../core/tokens.js';
 import { credentialLookup, findCredential, type StoredCredential } from '../../storage/pg/credentials.js';
+import type { BoundedCache } from '../../storage/bounded-cache.js';
 import { guardRequest, type Bucket, type GuardResult } from '../../storage/pg/request-guard.js';
 
 /** Spec §5.1 rule 1 and §8. */
@@ -41,10 +41,9 @@ export interface SignedRequest {
 }
 
 // Secrets are sealed at rest; opening one costs an AES-GCM decryption, so opened secrets are kept
-// (keyed by the immutable sealed value) for the life of the process.
-const opened = boundedCache<string>();
-
+// (keyed by the immutable sealed value) on the storage handle.
 function openSecret(deps: Deps, cred: StoredCredential): string {
+  const opened = deps.storage.caches.openedSecrets;
   let secret = opened.get(cred.secretSealed);
   if (secret === undefined) {
     secret = deps.storage.sealer.open(cred.secretSealed, credentialAad(cred.kind, cred.keyId));
@@ -52,10 +51,6 @@ function openSecret(deps: Deps, cred: StoredCredential): string {
   }
   return secret;
 }
-
-// Credentials by key id, so that a request costs one round trip (the guard's statement, which reads the
-// credential again and consumes nothing when it is gone or changed) instead of two.
-const credentialCache = perDatabase<StoredCredential>();
 
 const digest = (s: string) => createHash('sha256').update(s).digest();
 const sameSecret = (a: string, b: string) => timingSafeEqual(digest(a), digest(b));
@@ -91,8 +86,7 @@ function toPrincipal(c: StoredCredential): Principal {
 }
 
 // Spec §4.7: allowedCidrs restricts the source addresses of a platform-managed key.
-const cidrLists = boundedCache<BlockList>();
-function sourceAllowed(cidrs: string[], ip: string): boolean {
+function sourceAllowed(cidrLists: BoundedCache<BlockList>, cidrs: string[], ip: string): boolean {
   if (cidrs.length === 0) return true;
   const key = cidrs.join(',');
   let list = cidrLists.get(key);
@@ -137,7 +131,7 @@ export async function authenticate(
       throw unauthorized();
     if (!accepted.includes('platform_admin')) throw unauthorized();
     checkGuard(
-      await guardRequest(deps.storage.db, {
+      await guardRequest(deps.storage, {
         keyId: 'platform_admin',
         nonce: randomUUID(),
         nonceExpiresAt: new Date(nowMs + SKEW_MS),
@@ -154,7 +148,9 @@ export async function authenticate(
   const tsMs = Number(ts);
   if (Math.abs(nowMs - tsMs) > SKEW_MS) throw unauthorized();
 
-  const cache = credentialCache(deps.storage.db);
+  // Credentials by key id, so that a request costs one round trip (the guard's statement, which reads the
+  // credential again and consumes nothing when it is gone or changed) instead of two.
+  const cache = deps.storage.caches.credentials;
   // The string to sign is the SDK's (one definition); the hashes are node:crypto's, synchronous and
   // cheaper per request than WebCrypto's promises.
   const bodyHash = createHash('sha256').update(req.rawBody).digest('hex');
@@ -171,10 +167,10 @@ export async function authenticate(
     if (!signedBy(cred)) throw unauthorized();
   }
   const checked = cred!;
-  refuseUnless(accepted, checked, req.ip);
+  refuseUnless(deps, accepted, checked, req.ip);
   cache.set(keyId, checked);
   // The nonce must be remembered for as long as its timestamp would still be accepted.
-  const guard = await guardRequest(deps.storage.db, {
+  const guard = await guardRequest(deps.storage, {
     keyId,
     nonce,
     nonceExpiresAt: new Date(tsMs + SKEW_MS),
@@ -189,14 +185,18 @@ export async function authenticate(
     throw unauthorized();
   }
   cache.set(keyId, fresh);
-  refuseUnless(accepted, fresh, req.ip);
+  refuseUnless(deps, accepted, fresh, req.ip);
   checkGuard(guard);
   return toPrincipal(fresh);
 }
 
 /** Throws the answer for a credential that may not call this route (or not from this address). */
-function refuseUnless(accepted: readonly CredentialKind[], cred: StoredCredential, ip: string): void {
-  if (cred.kind === 'project_api_key' && cred.managed === 'platform' && !sourceAllowed(cred.allowedCidrs, ip))
+function refuseUnless(deps: Deps, accepted: readonly CredentialKind[], cred: StoredCredential, ip: string): void {
+  if (
+    cred.kind === 'project_api_key' &&
+    cred.managed === 'platform' &&
+    !sourceAllowed(deps.storage.caches.cidrLists, cred.allowedCidrs, ip)
+  )
     throw unauthorized();
   const refused = admit(accepted, toPrincipal(cred));
   if (refused) throw refused;

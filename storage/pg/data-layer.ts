@@ -8,7 +8,7 @@
 import type { Owner, OwnerColumn } from '@svc-mail/sdk';
 import type { Queryable } from './client.js';
 import { isPgError, PG_UNIQUE_VIOLATION } from './client.js';
-import { isUuid } from './organizations.js';
+import { isUuid } from '../../mail/uuid.js';
 
 /** Who is reading, as far as row visibility goes (spec §4.1 rule 1). */
 export type Viewer =

@@ -1,7 +1,7 @@
 // Domain claims and their outbound (DKIM) and inbound (MX) capabilities.
 import type { Queryable } from './client.js';
 import { isPgError, PG_UNIQUE_VIOLATION } from './client.js';
-import { isUuid } from './organizations.js';
+import { isUuid } from '../../mail/uuid.js';
 
 export type DomainStatus = 'pending' | 'verified';
 

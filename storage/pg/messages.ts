@@ -161,23 +161,19 @@ async function acceptRows(
 // flight, the next batch forming meanwhile (classic group commit; two in flight measured ~5% slower
 // end to end, as batches were smaller). In a batch, a refused quota may be a batch too large for what
 // is left today: those messages go alone.
-const batchers = new WeakMap<Db, (m: NewMessage) => Promise<AcceptOutcome>>();
+export type AcceptBatch = (m: NewMessage) => Promise<AcceptOutcome>;
 
-function acceptBatched(db: Db): (m: NewMessage) => Promise<AcceptOutcome> {
-  let accept = batchers.get(db);
-  if (!accept) {
-    accept = batched<NewMessage, AcceptOutcome>(
-      async (ms) => {
-        if (ms.some((m) => m.dailyLimit !== ms[0]!.dailyLimit)) return ms.map(() => ALONE);
-        const out = await acceptRows(db, ms, null);
-        return ms.length === 1 ? out : out.map((o) => (o.kind === 'quota_exceeded' ? ALONE : o));
-      },
-      async (m) => (await acceptRows(db, [m], null))[0]!,
-      { max: 256, inFlight: 1 },
-    );
-    batchers.set(db, accept);
-  }
-  return accept;
+/** The batcher of a database; storage/caches.ts keeps one per storage handle. */
+export function acceptBatch(db: Db): AcceptBatch {
+  return batched<NewMessage, AcceptOutcome>(
+    async (ms) => {
+      if (ms.some((m) => m.dailyLimit !== ms[0]!.dailyLimit)) return ms.map(() => ALONE);
+      const out = await acceptRows(db, ms, null);
+      return ms.length === 1 ? out : out.map((o) => (o.kind === 'quota_exceeded' ? ALONE : o));
+    },
+    async (m) => (await acceptRows(db, [m], null))[0]!,
+    { max: 256, inFlight: 1 },
+  );
 }
 
 /**
@@ -188,8 +184,11 @@ function acceptBatched(db: Db): (m: NewMessage) => Promise<AcceptOutcome> {
  * MTA drops; never a row without its body. Spooling first also keeps the LMDB sync out of the time
  * the quota row is locked.
  */
-export async function acceptMessage(db: Db, m: NewMessage): Promise<AcceptOutcome> {
-  if (!m.idempotency) return acceptBatched(db)(m);
+export async function acceptMessage(
+  { db, caches }: { db: Db; caches: { accept: AcceptBatch } },
+  m: NewMessage,
+): Promise<AcceptOutcome> {
+  if (!m.idempotency) return caches.accept(m);
   const { key, bodyHash, ttlMs } = m.idempotency;
   try {
     return await db.tx(async (q) => {

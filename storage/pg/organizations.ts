@@ -1,5 +1,6 @@
 // Organizations and their members; the one-round-trip access lookups authorization relies on.
 import type { Queryable } from './client.js';
+import { isUuid } from '../../mail/uuid.js';
 
 export type OrgRole = 'owner' | 'admin' | 'member' | 'auditor' | 'billing';
 export type Plan = 'free' | 'payg';
@@ -20,8 +21,6 @@ export interface Member {
 }
 
 const ORG = 'o.id, o.name, o.plan, o.created_at, o.updated_at';
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-export const isUuid = (s: string) => UUID_RE.test(s);
 
 /** Creates the organization with its creator as sole owner; null when the creator already made one. */
 export async function insertOrganization(

@@ -1,6 +1,7 @@
 // Projects: owned by an organization; soft-deleted so history stays while they leave every list.
 import type { Queryable } from './client.js';
-import { isUuid, type Plan } from './organizations.js';
+import type { Plan } from './organizations.js';
+import { isUuid } from '../../mail/uuid.js';
 
 export interface Project {
   id: string;

@@ -118,14 +118,16 @@ async function guardMany(
 }
 
 // One batcher per database and credential kind (the lookup is part of the statement), one statement
-// in flight (see messages.ts). Requests with another bucket shape (none today) go alone.
-const batchers = new WeakMap<Db, Map<CredentialLookup | null, (g: GuardInput) => Promise<GuardResult>>>();
+// in flight (see messages.ts). Requests with another bucket shape (none today) go alone. The map lives
+// on the storage handle (storage/caches.ts).
+export type GuardBatches = Map<CredentialLookup | null, (g: GuardInput) => Promise<GuardResult>>;
 
-export async function guardRequest(db: Db, g: GuardInput): Promise<GuardResult> {
+export async function guardRequest(
+  { db, caches }: { db: Db; caches: { guard: GuardBatches } },
+  g: GuardInput,
+): Promise<GuardResult> {
   const lookup = g.credential?.lookup ?? null;
-  let perDb = batchers.get(db);
-  if (!perDb) batchers.set(db, (perDb = new Map()));
-  let guard = perDb.get(lookup);
+  let guard = caches.guard.get(lookup);
   if (!guard) {
     const one = async (x: GuardInput) => (await guardMany(db, lookup, [x]))[0]!;
     guard = batched<GuardInput, GuardResult>(
@@ -133,7 +135,7 @@ export async function guardRequest(db: Db, g: GuardInput): Promise<GuardResult> 
       one,
       { max: 128, inFlight: 1, keyOf: (x) => x.keyId },
     );
-    perDb.set(lookup, guard);
+    caches.guard.set(lookup, guard);
   }
   return guard(g);
 }

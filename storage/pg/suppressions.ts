@@ -3,7 +3,7 @@
 // complaint rows, the data layer (spec §4.1 rule 3) and the console (§4.9) add and lift them;
 // row-scoped reads are the data layer's (storage/pg/data-layer.ts).
 import type { Queryable } from './client.js';
-import { isUuid } from './organizations.js';
+import { isUuid } from '../../mail/uuid.js';
 
 export interface SuppressionRecord {
   id: string;

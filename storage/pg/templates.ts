@@ -6,7 +6,7 @@
 // data-modifying CTE, so no version is ever missing and two concurrent updates get distinct version
 // numbers (the UPDATE's row lock orders them).
 import type { Queryable } from './client.js';
-import { isUuid } from './organizations.js';
+import { isUuid } from '../../mail/uuid.js';
 
 export interface TemplateVariable {
   name: string;

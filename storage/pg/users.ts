@@ -1,5 +1,6 @@
 // Users: accounts with a password hash and a platform role (customer or staff).
 import type { Queryable } from './client.js';
+import { isUuid } from '../../mail/uuid.js';
 
 export type UserRole = 'customer' | 'staff';
 
@@ -53,7 +54,7 @@ export async function setPasswordHash(q: Queryable, id: string, passwordHash: st
 
 /** One user without its password hash; null when there is none (or the id is not a uuid). */
 export async function getUser(q: Queryable, id: string): Promise<User | null> {
-  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) return null;
+  if (!isUuid(id)) return null;
   const rows = await q.query<User>(`SELECT ${PUBLIC} FROM users WHERE id = $1`, [id]);
   return rows[0] ?? null;
 }

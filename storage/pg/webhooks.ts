@@ -8,7 +8,7 @@
 // The dispatcher (mta/webhooks/dispatcher.ts) claims due attempts with FOR UPDATE SKIP LOCKED and a
 // lease (next_attempt_at moved ahead), so several MTA nodes share the work and a crash only delays it.
 import type { Queryable } from './client.js';
-import { isUuid } from './organizations.js';
+import { isUuid } from '../../mail/uuid.js';
 
 /** Spec §2.2 WebhookEvent: the message event types a webhook may subscribe to. */
 export const WEBHOOK_EVENT_TYPES = ['delivered', 'deferred', 'bounced', 'failed', 'suppressed', 'complained'] as const;
@@ -59,6 +59,54 @@ export async function listWebhookEndpoints(q: Queryable, projectId: string): Pro
     `SELECT ${COLUMNS} FROM webhook_endpoints WHERE project_id = $1 ORDER BY created_at, id`,
     [projectId],
   );
+}
+
+/** Changes the url and/or events of an endpoint of the project (absent: kept); null when there is no such endpoint. */
+export async function updateWebhookEndpoint(
+  q: Queryable,
+  projectId: string,
+  id: string,
+  patch: { url?: string; events?: readonly string[] },
+): Promise<WebhookEndpoint | null> {
+  if (!isUuid(id)) return null;
+  const rows = await q.query<WebhookEndpoint>(
+    `UPDATE webhook_endpoints SET url = coalesce($3, url), events = coalesce($4::text[], events)
+     WHERE id = $1 AND project_id = $2 RETURNING ${COLUMNS}`,
+    [id, projectId, patch.url ?? null, patch.events ?? null],
+  );
+  return rows[0] ?? null;
+}
+
+export type UpsertedEndpoint =
+  { kind: 'inserted'; endpoint: WebhookEndpoint } | { kind: 'updated'; endpoint: WebhookEndpoint } | { kind: 'limit' };
+
+/**
+ * Inserts an endpoint, or updates the events of the project's endpoint at the same url (the natural key
+ * of docs/api.md §4.1's upsert; the oldest, were there several). Run it in a transaction: it locks the
+ * project's row so that concurrent upserts of one url make one endpoint. `e` is the row to insert.
+ */
+export async function upsertWebhookEndpoint(
+  q: Queryable,
+  e: {
+    id: string;
+    projectId: string;
+    url: string;
+    events: readonly string[];
+    secretSealed: string;
+    now: Date;
+    max: number;
+  },
+): Promise<UpsertedEndpoint> {
+  await q.query('SELECT 1 FROM projects WHERE id = $1 FOR UPDATE', [e.projectId]);
+  const rows = await q.query<WebhookEndpoint>(
+    `UPDATE webhook_endpoints SET events = $3 WHERE id = (
+       SELECT id FROM webhook_endpoints WHERE project_id = $1 AND url = $2 ORDER BY created_at, id LIMIT 1
+     ) RETURNING ${COLUMNS}`,
+    [e.projectId, e.url, e.events],
+  );
+  if (rows[0]) return { kind: 'updated', endpoint: rows[0] };
+  const endpoint = await insertWebhookEndpoint(q, e);
+  return endpoint ? { kind: 'inserted', endpoint } : { kind: 'limit' };
 }
 
 /** Deletes an endpoint of the project, and with it its attempts (pending ones are never made). */

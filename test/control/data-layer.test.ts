@@ -4,7 +4,7 @@
 // and that no response ever carries a secret column.
 import t from 'tap';
 import { routeTable, createClient, SvcError, type Client, type Credential } from '@svc-mail/sdk';
-import { mintProjectKey } from '../../control/handlers/projects.js';
+import { mintProjectKey } from '../../core/projects.js';
 import { startTestService, uniqueEmail } from '../helpers/service.js';
 
 const svc = await startTestService(t);
@@ -109,7 +109,7 @@ t.test('the route table holds exactly the registered tables and their enabled ve
     message_events: ['list', 'get'],
     idempotency_keys: ['list', 'get'],
     suppressions: ['list', 'get', 'create', 'delete'],
-    webhook_endpoints: ['list', 'get', 'create', 'delete'],
+    webhook_endpoints: ['list', 'get', 'create', 'update', 'upsert', 'delete'],
     webhook_deliveries: ['list', 'get'],
   });
   t.equal(

@@ -5,7 +5,7 @@ import t from 'tap';
 import { createHash } from 'node:crypto';
 import { SvcError, type Client } from '@svc-mail/sdk';
 import { listNotifications, type OutboxRow } from '../../storage/pg/notification-outbox.js';
-import { INVITATION_TTL_MS, JOIN_CODE_TTL_MS } from '../../control/handlers/organizations.js';
+import { INVITATION_TTL_MS, JOIN_CODE_TTL_MS } from '../../core/organizations.js';
 import { startTestService, uniqueEmail, type SignedUp } from '../helpers/service.js';
 import { errorOf } from '../helpers/errors.js';
 

@@ -1,7 +1,7 @@
 // Password hashes (gaps-filled.md #12): scrypt at N=2^15 by default; the cost travels with each hash, so a
 // hash made at another cost (tests use 2^10) verifies the same way.
 import t from 'tap';
-import { hashPassword, verifyPassword, unusableHash, LOG_N } from '../../control/passwords.js';
+import { hashPassword, verifyPassword, unusableHash, LOG_N } from '../../core/passwords.js';
 
 t.test('production cost by default, any stored cost verifies, nothing else does', async (t) => {
   t.equal(LOG_N, 15);

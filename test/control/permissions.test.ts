@@ -6,7 +6,7 @@
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
 import { routeTable, ROLES, can, type OrgRole, type RouteSpec, type Permission } from '@svc-mail/sdk';
-import { mintProjectKey } from '../../control/handlers/projects.js';
+import { mintProjectKey } from '../../core/projects.js';
 import { startTestService, uniqueEmail, type SignedUp } from '../helpers/service.js';
 import { sample } from '../helpers/sample.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
@@ -68,7 +68,7 @@ t.test('five roles × every route that declares a permission', async (t) => {
       // A URL to register, and for a webhook's own routes one registered (spec §4.8).
       if (name.includes('.webhooks.') || name.startsWith('v1.webhook_endpoints.')) {
         v.url = `https://hooks-${randomUUID().slice(0, 8)}.example.com/h`;
-        if (needs('webhookId') || name === 'v1.webhook_endpoints.delete') {
+        if (needs('webhookId') || name === 'v1.webhook_endpoints.delete' || name === 'v1.webhook_endpoints.update') {
           tick();
           v.webhookId = (
             await owner.client.console.projects.webhooks.create({ id: p.project.id, url: v.url as string })

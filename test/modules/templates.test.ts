@@ -2,7 +2,7 @@
 // writes and member reads, public templates, the cross-tenant 404s, rendering (escaping, missing
 // variables, prototype names, the output bound), versions, and sendEmail rendering into the spool.
 import t from 'tap';
-import { renderTemplate, escapeHtml, MAX_RENDERED_BYTES } from '../../control/templates/render.js';
+import { renderTemplate, escapeHtml, MAX_RENDERED_BYTES } from '../../core/template-render.js';
 import { startTestService, type SignedUp, type TestService } from '../helpers/service.js';
 import { sender } from '../helpers/sender.js';
 import { errorOf } from '../helpers/errors.js';
@@ -645,26 +645,22 @@ t.test(
     t.match(await recorded(pubSent.providerMessageId), { template_id: foreignPublic.id, template_version: 1 });
 
     // The platform key sends on behalf of the project owning the from domain: that organization's templates.
-    const onBehalf = await svc
-      .admin()
-      .v1.services.sendEmail({
-        from: `app@${s.domain}`,
-        to: 'r@example.com',
-        subject: 's',
-        templateId: template.id,
-        variables: { name: 'P' },
-      });
+    const onBehalf = await svc.admin().v1.services.sendEmail({
+      from: `app@${s.domain}`,
+      to: 'r@example.com',
+      subject: 's',
+      templateId: template.id,
+      variables: { name: 'P' },
+    });
     t.equal(mimeParts(spool.body(onBehalf.providerMessageId)!).text, 'v2 P');
     t.match(
       await errorOf(
-        svc
-          .admin()
-          .v1.services.sendEmail({
-            from: `app@${s.domain}`,
-            to: 'r@example.com',
-            subject: 's',
-            templateId: foreignPrivate.id,
-          }),
+        svc.admin().v1.services.sendEmail({
+          from: `app@${s.domain}`,
+          to: 'r@example.com',
+          subject: 's',
+          templateId: foreignPrivate.id,
+        }),
       ),
       { status: 404 },
       "on behalf: another organization's private template is 404 too",

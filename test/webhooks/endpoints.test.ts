@@ -284,8 +284,6 @@ t.test(
     );
 
     for (const target of [
-      '/v1/webhook_endpoints/update',
-      '/v1/webhook_endpoints/upsert',
       '/v1/webhook_deliveries/create',
       '/v1/webhook_deliveries/update',
       '/v1/webhook_deliveries/delete',

@@ -462,6 +462,26 @@ export const dataTables = {
         scope: 'project:admin',
         target: { kind: 'project', in: 'body', field: 'project_id' },
       },
+      // Unknown fields are refused (docs/decisions.md #23), not dropped: a misspelt field must not pass for a change.
+      update: {
+        summary:
+          'Change the url and/or events of a webhook endpoint (absent: kept); its secret stays and is not returned.',
+        body: Obj({ id: Id, url: Type.Optional(WebhookUrl), events: Type.Optional(WebhookEvents) }),
+        response: rowOf(WebhookEndpointRow),
+        permission: 'projects:manage',
+        scope: 'project:admin',
+      },
+      // The natural key is (project_id, url): an endpoint is where its deliveries go.
+      upsert: {
+        summary:
+          "Register the project's endpoint at url, or set the events of the one it has there; the secret is in the " +
+          'answer only when the row was inserted.',
+        body: Obj({ project_id: Id, url: WebhookUrl, events: Type.Optional(WebhookEvents) }),
+        response: rowOf(Obj({ ...WebhookEndpointRow.properties, secret: Type.Optional(Type.String()) })),
+        permission: 'projects:manage',
+        scope: 'project:admin',
+        target: { kind: 'project', in: 'body', field: 'project_id' },
+      },
       delete: {
         summary: 'Delete a webhook endpoint, with its delivery attempts: attempts still pending are never made.',
         body: ById,

@@ -1,4 +1,4 @@
-// Password hashing (gaps-filled.md #12): scrypt, memory-hard, from node:crypto, so nothing native
+// Password hashing (docs/decisions.md #12): scrypt, memory-hard, from node:crypto, so nothing native
 // needs installing. Parameters are stored with each hash, so they can be raised without a migration.
 import { randomBytes, scrypt as scryptCb, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 

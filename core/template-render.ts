@@ -1,4 +1,4 @@
-// Template rendering (spec §4.13, §4.11 `variables`): `{{name}}` placeholders replaced by values.
+// Template rendering (docs/api.md §4.13, §4.11 `variables`): `{{name}}` placeholders replaced by values.
 // A pure function of its input: no I/O, no clock.
 //
 // It is substitution and nothing else. There are no expressions, helpers, partials, loops or paths
@@ -6,11 +6,14 @@
 // from the caller's own keys, never on an object: `{{constructor}}`, `{{__proto__}}` or
 // `{{toString}}` are names like any other, missing unless the caller gives them a value.
 import { TEMPLATE_VARIABLE_NAME } from '@svc-mail/sdk';
-import type { TemplateVariable } from '../../storage/pg/templates.js';
+import type { TemplateVariable } from '../storage/pg/templates.js';
+
+/** A placeholder's name, `{{name}}`: the route table's pattern of a variable name, so both say the same. */
+export const VARIABLE_NAME = TEMPLATE_VARIABLE_NAME;
 
 // `{{name}}`, with optional blanks inside the braces (`{{ name }}`). Anything else between braces
 // (a line break, a dot, `#if`) is no placeholder and stays as written.
-const PLACEHOLDER = new RegExp(`\\{\\{[ \\t]*(${TEMPLATE_VARIABLE_NAME})[ \\t]*\\}\\}`, 'g');
+const PLACEHOLDER = new RegExp(`\\{\\{[ \\t]*(${VARIABLE_NAME})[ \\t]*\\}\\}`, 'g');
 
 /** The most a rendering may produce: subject, html and text together, in UTF-8 octets. */
 export const MAX_RENDERED_BYTES = 1024 * 1024;

@@ -3,11 +3,11 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../storage/pg/client.js';
 import { enqueueNotification } from '../storage/pg/notification-outbox.js';
-import type { Deps } from './deps.js';
+import type { CoreDeps } from './deps.js';
 
 export async function queueNotification(
   q: Queryable,
-  deps: Deps,
+  deps: CoreDeps,
   n: { kind: string; to: string; subject: string; text: string; now: Date },
 ): Promise<void> {
   const id = randomUUID();

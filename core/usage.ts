@@ -1,13 +1,13 @@
-// Organization usage (spec §2.2): the sending allowance of the UTC day and inbox billing.
+// Organization usage (docs/api.md §2.2): the sending allowance of the UTC day and inbox billing.
 import type { Organization } from '../storage/pg/organizations.js';
 import { acceptedToday } from '../storage/pg/messages.js';
-import type { Deps } from './deps.js';
+import type { CoreDeps } from './deps.js';
 
-/** Spec §8: a free organization may send 500 messages per UTC day; payg is unlimited, with 500 free. */
+/** docs/api.md §8: a free organization may send 500 messages per UTC day; payg is unlimited, with 500 free. */
 export const FREE_DAILY_LIMIT = 500;
 
-export async function orgUsage(deps: Deps, org: Organization, now: Date) {
-  // gaps-filled.md #11 and #13: messages answered 200 this UTC day, queued or suppressed.
+export async function orgUsage(deps: CoreDeps, org: Organization, now: Date) {
+  // docs/decisions.md #11 and #13: messages answered 200 this UTC day, queued or suppressed.
   const usedToday = await acceptedToday(deps.storage.db, org.id, now);
   const free = org.plan === 'free';
   return {
@@ -19,7 +19,7 @@ export async function orgUsage(deps: Deps, org: Organization, now: Date) {
   };
 }
 
-export async function inboxUsage(_deps: Deps, _org: Organization, now: Date) {
+export async function inboxUsage(_deps: CoreDeps, _org: Organization, now: Date) {
   // Inboxes arrive with receiving; until then there is nothing to bill.
   const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString().slice(0, 10);
   return {

@@ -4,7 +4,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Queryable } from '../storage/pg/client.js';
 import type { Sealer } from '../storage/secrets.js';
 import type { StoredCredential } from '../storage/pg/credentials.js';
-import { insertAccountToken, type AccountTokenInfo } from '../storage/pg/account-tokens.js';
+import { insertToken, type TokenInfo, type TokenKind } from '../storage/pg/tokens.js';
 
 export const randomId = (prefix: string, bytes = 18) => prefix + randomBytes(bytes).toString('base64url');
 
@@ -22,20 +22,31 @@ export function newCredentialSecret(
   return { secret, sealed: sealer.seal(secret, credentialAad(kind, keyId)) };
 }
 
-export async function mintAccountToken(
+const PREFIX = { account: 'svca_', organization: 'svco_' } as const;
+const CREDENTIAL_KIND = { account: 'account_token', organization: 'organization_token' } as const;
+
+/** A new account or organization token of `ownerId` (the user or the organization), with its secret. */
+export async function mintToken(
   q: Queryable,
   sealer: Sealer,
-  t: { userId: string; label: string | null; now: Date },
-): Promise<AccountTokenInfo & { secret: string }> {
-  const tokenId = randomId('svca_');
-  const { secret, sealed } = newCredentialSecret(sealer, 'account_token', tokenId);
-  const info = await insertAccountToken(q, {
+  kind: TokenKind,
+  t: { ownerId: string; label: string | null; now: Date },
+): Promise<TokenInfo & { secret: string }> {
+  const tokenId = randomId(PREFIX[kind]);
+  const { secret, sealed } = newCredentialSecret(sealer, CREDENTIAL_KIND[kind], tokenId);
+  const info = await insertToken(q, kind, {
     id: randomUUID(),
     tokenId,
-    userId: t.userId,
+    ownerId: t.ownerId,
     label: t.label,
     now: t.now,
     secretSealed: sealed,
   });
   return { ...info, secret };
 }
+
+export const mintAccountToken = (
+  q: Queryable,
+  sealer: Sealer,
+  t: { userId: string; label: string | null; now: Date },
+) => mintToken(q, sealer, 'account', { ownerId: t.userId, label: t.label, now: t.now });

@@ -1,6 +1,6 @@
 // Small in-process caches that forget everything once they hold `max` entries: for values that are
 // cheap to find again (a lookup, a decryption) and, where they come from the database, re-checked on
-// use. `perDatabase` keeps one per database: tests run several services in one process.
+// use. Each lives on a storage handle (storage/caches.ts): tests run several services in one process.
 export interface BoundedCache<V> {
   get(key: string): V | undefined;
   set(key: string, value: V): void;
@@ -16,14 +16,5 @@ export function boundedCache<V>(max = 10_000): BoundedCache<V> {
       map.set(key, value);
     },
     delete: (key) => void map.delete(key),
-  };
-}
-
-export function perDatabase<V>(max = 10_000): (db: object) => BoundedCache<V> {
-  const caches = new WeakMap<object, BoundedCache<V>>();
-  return (db) => {
-    let cache = caches.get(db);
-    if (!cache) caches.set(db, (cache = boundedCache<V>(max)));
-    return cache;
   };
 }

@@ -1,0 +1,348 @@
+// Domain claims and their capabilities (docs/api.md §4.5) as operations of a project: claim, verify by
+// DNS (through the context's resolver), add and remove sending (outbound) and receiving (inbound), and the
+// admin force-verify of §4.14. The caller has already checked that the principal may act on `projectId`.
+import { randomBytes, randomUUID } from 'node:crypto';
+import { getDomain } from 'tldts';
+import { ApiError, fail } from './errors.js';
+import type { CoreDeps } from './deps.js';
+import { normalizeDomain } from '../mail/domain-names.js';
+import { DnsError } from '../mail/resolver.js';
+import { generateDkimKey, publishedKey } from '../mail/dkim-keys.js';
+import { ownershipRecord } from '../mail/dns-records.js';
+import type { Queryable } from '../storage/pg/client.js';
+import {
+  claimHasSent,
+  countChildClaims,
+  deleteClaim,
+  deleteInbound,
+  deleteOutbound,
+  findClaimByDomain,
+  forceVerify,
+  getClaim,
+  getInbound,
+  getOutbound,
+  insertClaim,
+  insertInbound,
+  insertOutbound,
+  listClaims,
+  listInbound,
+  listOutbound,
+  markClaimVerified,
+  markInboundVerified,
+  markOutboundVerified,
+  setDisplayName,
+  touchClaimCheck,
+  type Claim,
+  type Inbound,
+  type Outbound,
+} from '../storage/pg/domains.js';
+
+/** docs/api.md §8: a claim's verification may be checked once per 10 s. */
+export const VERIFY_THROTTLE_MS = 10_000;
+export const DEFAULT_RETURN_PATH = 'bounces';
+
+/** A claim with its capabilities. */
+export interface ClaimView {
+  claim: Claim;
+  outbound: Outbound[];
+  inbound: Inbound[];
+}
+
+async function claimViews(q: Queryable, claims: Claim[]): Promise<ClaimView[]> {
+  const ids = claims.map((c) => c.id);
+  const [outs, ins] = ids.length ? await Promise.all([listOutbound(q, ids), listInbound(q, ids)]) : [[], []];
+  return claims.map((claim) => ({
+    claim,
+    outbound: outs.filter((o) => o.claimId === claim.id),
+    inbound: ins.filter((i) => i.claimId === claim.id),
+  }));
+}
+
+const claimView = async (q: Queryable, c: Claim) => (await claimViews(q, [c]))[0]!;
+
+export async function listClaimViews(deps: CoreDeps, projectId: string): Promise<ClaimView[]> {
+  const { db } = deps.storage;
+  return claimViews(db, await listClaims(db, projectId));
+}
+
+async function loadClaim(q: Queryable, projectId: string, id: string): Promise<Claim> {
+  const c = await getClaim(q, projectId, id);
+  if (!c) throw fail('not_found', 'No such domain claim.');
+  return c;
+}
+
+export async function getClaimView(deps: CoreDeps, projectId: string, id: string): Promise<ClaimView> {
+  const { db } = deps.storage;
+  return claimView(db, await loadClaim(db, projectId, id));
+}
+
+/** The (sub)domain a capability goes on: blank `subdomain` means the claim's own domain. */
+function capabilityDomain(claim: Claim, subdomain: string | undefined): string {
+  const name = subdomain?.trim() ? normalizeDomain(`${subdomain.trim()}.${claim.domain}`) : claim.domain;
+  if (!name) throw fail('invalid_domain', `${subdomain}.${claim.domain} is not a valid host name.`);
+  return name;
+}
+
+/** DNS that does not answer is the customer's to fix or retry: a 400 that says so, never a hang. */
+function dnsUnanswered(err: unknown, what: string): never {
+  if (err instanceof DnsError && !err.absent) {
+    throw fail('invalid_request', `DNS did not answer for ${what} (${err.failure}); try again in a minute.`, {
+      dns: err.failure,
+    });
+  }
+  throw err;
+}
+
+async function lookupTxt(deps: CoreDeps, name: string): Promise<string[]> {
+  try {
+    return await deps.ctx.resolver.txt(name, { fresh: true });
+  } catch (err) {
+    if (err instanceof DnsError && err.absent) return [];
+    return dnsUnanswered(err, name);
+  }
+}
+
+export interface OutboundOptions {
+  subdomain?: string;
+  returnPathSubdomain?: string;
+  ed25519?: boolean;
+}
+
+async function addOutbound(q: Queryable, deps: CoreDeps, claim: Claim, o: OutboundOptions, now: Date) {
+  const domain = capabilityDomain(claim, o.subdomain);
+  const id = randomUUID();
+  const [rsa, ed] = await Promise.all([
+    generateDkimKey('rsa'),
+    o.ed25519 ? generateDkimKey('ed25519') : Promise.resolve(null),
+  ]);
+  const { sealer } = deps.storage;
+  const inserted = await insertOutbound(q, {
+    id,
+    claimId: claim.id,
+    projectId: claim.projectId,
+    domain,
+    verified: false,
+    now,
+    dkimSelector: rsa.selector,
+    dkimPrivateSealed: sealer.seal(rsa.privatePem, `dkim:${id}:${rsa.selector}`),
+    dkimPublic: rsa.publicKey,
+    ed25519: ed
+      ? {
+          selector: ed.selector,
+          privateSealed: sealer.seal(ed.privatePem, `dkim:${id}:${ed.selector}`),
+          public: ed.publicKey,
+        }
+      : undefined,
+    returnPathSubdomain: (o.returnPathSubdomain ?? DEFAULT_RETURN_PATH).toLowerCase(),
+  });
+  if (inserted === 'taken') throw fail('outbound_already_exists', `${domain} already has sending.`);
+}
+
+async function addInbound(q: Queryable, claim: Claim, subdomain: string | undefined, now: Date) {
+  const domain = capabilityDomain(claim, subdomain);
+  if (
+    (await insertInbound(q, { id: randomUUID(), claimId: claim.id, projectId: claim.projectId, domain, now })) ===
+    'taken'
+  ) {
+    throw fail('inbound_already_exists', `${domain} already has receiving.`);
+  }
+}
+
+/** A capability of the project; under the nested alias paths, also of the claim named there. */
+async function capabilityOf<T extends { claimId: string }>(
+  get: (q: Queryable, projectId: string, id: string) => Promise<T | null>,
+  deps: CoreDeps,
+  projectId: string,
+  capId: string,
+  claimId: string | undefined,
+  what: string,
+): Promise<T> {
+  const cap = await get(deps.storage.db, projectId, capId);
+  if (!cap || (claimId !== undefined && cap.claimId !== claimId))
+    throw fail('not_found', `No such ${what} capability.`);
+  return cap;
+}
+
+/** Claims a domain for the project: a subdomain of a verified apex of the same project is verified at once. */
+export async function claimDomain(deps: CoreDeps, projectId: string, name: string, now: Date): Promise<ClaimView> {
+  const domain = normalizeDomain(name);
+  if (!domain) throw fail('invalid_domain', `${JSON.stringify(name)} is not a valid host name.`);
+  const apex = getDomain(domain);
+  if (!apex) throw fail('invalid_domain', `${domain} is a public suffix; claim a domain registered under it.`);
+  const { db } = deps.storage;
+  const taken = async () => {
+    const holder = await findClaimByDomain(db, domain);
+    return holder && holder.projectId === projectId
+      ? fail('conflict', `This project already claimed ${domain}.`)
+      : fail('domain_claim_conflict', `${domain} is claimed by another project.`);
+  };
+  let apexClaim: Claim | null = null;
+  if (domain !== apex) {
+    apexClaim = await findClaimByDomain(db, apex);
+    if (!apexClaim) throw fail('apex_not_claimed', `Claim ${apex} first.`);
+    if (apexClaim.projectId !== projectId)
+      throw fail('domain_claim_conflict', `${apex} is claimed by another project.`);
+    if (apexClaim.status !== 'verified') throw fail('apex_not_verified', `Verify ${apex} first.`);
+  }
+  // A subdomain of a verified apex is the same owner's: it is verified from the start.
+  const claim = await insertClaim(db, {
+    id: randomUUID(),
+    projectId,
+    domain,
+    apexClaimId: apexClaim?.id ?? null,
+    verifyToken: randomBytes(16).toString('hex'),
+    verified: apexClaim !== null,
+    now,
+  });
+  if (claim === 'taken') throw await taken();
+  return claimView(db, claim);
+}
+
+/** Checks the ownership TXT record (at most once per VERIFY_THROTTLE_MS) and marks the claim verified. */
+export async function verifyClaim(deps: CoreDeps, projectId: string, id: string, now: Date): Promise<Claim> {
+  const { db } = deps.storage;
+  const claim = await loadClaim(db, projectId, id);
+  if (!(await touchClaimCheck(db, claim.id, now, VERIFY_THROTTLE_MS))) {
+    const wait = Math.max(
+      1,
+      Math.ceil((VERIFY_THROTTLE_MS - (now.getTime() - (claim.lastCheckAt?.getTime() ?? 0))) / 1000),
+    );
+    throw new ApiError('rate_limited', `Checked less than 10 s ago; try again in ${wait} s.`, undefined, {
+      'Retry-After': String(wait),
+    });
+  }
+  if (claim.status !== 'verified') {
+    const record = ownershipRecord(claim);
+    const found = await lookupTxt(deps, record.host);
+    if (!found.some((v) => v.trim() === record.value)) {
+      throw fail('invalid_request', `The TXT record at ${record.host} is missing or does not match.`, {
+        expected: record,
+        found,
+      });
+    }
+    await markClaimVerified(db, claim.id, now);
+  }
+  return claim;
+}
+
+/** Releases a claim that has no subdomain claims and never sent. */
+export async function releaseClaim(deps: CoreDeps, projectId: string, id: string): Promise<void> {
+  await deps.storage.db.tx(async (q) => {
+    const claim = await loadClaim(q, projectId, id);
+    if ((await countChildClaims(q, claim.id)) > 0)
+      throw fail('conflict', `Release the subdomain claims of ${claim.domain} first.`);
+    if (await claimHasSent(q, claim.id))
+      throw fail('conflict', `${claim.domain} has sent mail: the claim stays for the record.`);
+    await deleteClaim(q, claim.id);
+  });
+}
+
+/**
+ * Adds sending and/or receiving to a claim. Both or neither: a conflict on one leaves the other uncreated.
+ * `subdomain` puts the capabilities on a name under the claim's domain.
+ */
+export async function addCapabilities(
+  deps: CoreDeps,
+  projectId: string,
+  claimId: string,
+  c: OutboundOptions & { outbound: boolean; inbound: boolean },
+  now: Date,
+): Promise<ClaimView> {
+  const { db } = deps.storage;
+  const claim = await loadClaim(db, projectId, claimId);
+  await db.tx(async (q) => {
+    if (c.outbound) await addOutbound(q, deps, claim, c, now);
+    if (c.inbound) await addInbound(q, claim, c.subdomain, now);
+  });
+  return claimView(db, claim);
+}
+
+/** Checks the DKIM record(s) of a sending capability and marks it verified; the claim must be verified first. */
+export async function verifyOutbound(
+  deps: CoreDeps,
+  projectId: string,
+  capId: string,
+  claimId: string | undefined,
+  now: Date,
+): Promise<Outbound> {
+  const { db } = deps.storage;
+  const cap = await capabilityOf(getOutbound, deps, projectId, capId, claimId, 'outbound');
+  const claim = await loadClaim(db, projectId, cap.claimId);
+  if (claim.status !== 'verified') throw fail('invalid_request', `Verify the claim of ${claim.domain} first.`);
+  const wanted: [string, string][] = [[`${cap.dkimSelector}._domainkey.${cap.domain}`, cap.dkimPublic]];
+  if (cap.ed25519Selector && cap.ed25519Public)
+    wanted.push([`${cap.ed25519Selector}._domainkey.${cap.domain}`, cap.ed25519Public]);
+  for (const [host, key] of wanted) {
+    const found = await lookupTxt(deps, host);
+    if (!found.some((v) => publishedKey(v) === key)) {
+      throw fail('invalid_request', `The DKIM record at ${host} is missing or does not match.`, { host, found });
+    }
+  }
+  await markOutboundVerified(db, cap.id, now);
+  return { ...cap, status: 'verified', verifiedAt: cap.verifiedAt ?? now };
+}
+
+export async function setOutboundDisplayName(
+  deps: CoreDeps,
+  projectId: string,
+  capId: string,
+  claimId: string | undefined,
+  name: string | null,
+): Promise<Outbound> {
+  const cap = await capabilityOf(getOutbound, deps, projectId, capId, claimId, 'outbound');
+  await setDisplayName(deps.storage.db, cap.id, name);
+  return { ...cap, defaultDisplayName: name };
+}
+
+/** Removes sending from a domain that never sent (its capability is the record of what it sent). */
+export async function removeOutbound(
+  deps: CoreDeps,
+  projectId: string,
+  capId: string,
+  claimId: string | undefined,
+): Promise<void> {
+  const cap = await capabilityOf(getOutbound, deps, projectId, capId, claimId, 'outbound');
+  if (cap.sentCount > 0)
+    throw fail('conflict', `${cap.domain} has sent mail: its sending capability stays for the record.`);
+  await deleteOutbound(deps.storage.db, cap.id);
+}
+
+/** Checks that an MX record of the domain points at this service's MX host and marks receiving verified. */
+export async function verifyInbound(
+  deps: CoreDeps,
+  projectId: string,
+  capId: string,
+  claimId: string | undefined,
+  now: Date,
+): Promise<Inbound> {
+  const cap = await capabilityOf(getInbound, deps, projectId, capId, claimId, 'inbound');
+  const want = deps.ctx.config.mxHost;
+  let found: string[] = [];
+  try {
+    found = (await deps.ctx.resolver.mx(cap.domain, { fresh: true })).map((m) => m.exchange);
+  } catch (err) {
+    if (!(err instanceof DnsError && err.absent)) dnsUnanswered(err, cap.domain);
+  }
+  if (!found.includes(want)) {
+    throw fail('mx_record_mismatch', `No MX record of ${cap.domain} points at ${want}.`, { expected: want, found });
+  }
+  await markInboundVerified(deps.storage.db, cap.id, now);
+  return { ...cap, status: 'verified', verifiedAt: cap.verifiedAt ?? now };
+}
+
+export async function removeInbound(
+  deps: CoreDeps,
+  projectId: string,
+  capId: string,
+  claimId: string | undefined,
+): Promise<void> {
+  const cap = await capabilityOf(getInbound, deps, projectId, capId, claimId, 'inbound');
+  await deleteInbound(deps.storage.db, cap.id);
+}
+
+/** docs/api.md §4.14: the platform marks a sender domain (outbound capability or claim) verified. */
+export async function forceVerifySenderDomain(deps: CoreDeps, id: string, now: Date) {
+  const marked = await forceVerify(deps.storage.db, id, now);
+  if (!marked) throw fail('not_found', 'No such sender domain (outbound capability or claim).');
+  return marked;
+}

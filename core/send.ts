@@ -1,0 +1,272 @@
+// The sendEmail pipeline (docs/api.md §4.11), which the test messages of §4.10 and §4.14 and the webmail
+// go through too: validate, render, compose, spool durably, accept (quota, suppression, idempotency).
+import { createHash, randomUUID } from 'node:crypto';
+import { ApiError, fail } from './errors.js';
+import type { CoreDeps } from './deps.js';
+import { FREE_DAILY_LIMIT } from './usage.js';
+import { renderTemplate } from './template-render.js';
+import { renderedOrFail, usableTemplate } from './templates.js';
+import { composeMessage, normalizeMailbox, parseFrom, type Mailbox } from '../mail/compose.js';
+import { encodeReturnPath } from '../mail/verp.js';
+import {
+  acceptMessage,
+  findSendingCapability,
+  type AcceptOutcome,
+  type AcceptStatus,
+  type SendingCapability,
+} from '../storage/pg/messages.js';
+
+/** docs/decisions.md #3: an idempotency key dedupes for 24 h. */
+export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
+
+// RFC 5322 §2.2: a header field body must not contain a bare CR or LF; NUL is never valid in a header.
+const HEADER_BREAK = /[\r\n\0]/;
+
+/** JSON with sorted keys: the same body hashes the same whatever order its fields came in. */
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
+/** A message to send, as sendEmail takes it (docs/api.md §4.11). */
+export interface OutgoingMessage {
+  to: string;
+  from: string;
+  subject: string;
+  text?: string;
+  html?: string;
+  idempotencyKey?: string;
+  templateId?: string;
+  /** Values of the {{name}} placeholders. */
+  variables?: Readonly<Record<string, unknown>>;
+  unsubscribeUrl?: string;
+}
+
+type Body = OutgoingMessage;
+
+/** What a send answers: the message and whether it is a replay of an earlier send with the same idempotency key. */
+export interface Sent {
+  projectId: string;
+  messageId: string;
+  status: AcceptStatus;
+  replayed: boolean;
+}
+
+/**
+ * RFC 8058 one-click unsubscribe: List-Unsubscribe with the https URL (§3.1 requires https for the
+ * POST), and List-Unsubscribe-Post saying the receiver may POST to it without a human.
+ */
+function unsubscribeHeaders(url: string | undefined): Record<string, string> | undefined {
+  if (url === undefined) return undefined;
+  let u: URL | null = null;
+  try {
+    u = new URL(url);
+  } catch {
+    // reported below
+  }
+  // The URL goes between angle brackets in a header (RFC 2369 §2): no space, no '>' or line break.
+  if (!u || u.protocol !== 'https:' || !u.hostname || /[\s<>"\0]/.test(url)) {
+    throw fail('invalid_request', 'unsubscribeUrl must be an https URL.', [
+      { field: 'body.unsubscribeUrl', message: 'must be an absolute https URL without spaces or angle brackets' },
+    ]);
+  }
+  return { 'List-Unsubscribe': `<${url}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' };
+}
+
+/**
+ * What the message says. With `templateId` (docs/api.md §4.11), html and text are the template's (of the
+ * sending project's organization, or public; else 404), rendered with `variables` over its defaults;
+ * the subject stays the request's (required, also with a template), rendered with the same values.
+ * With `variables` alone the request's own subject, html and text are rendered. With neither, all
+ * three go out as given, `{{` and all. The message records the template and the version it used.
+ */
+async function renderContent(deps: CoreDeps, body: Body, organizationId: string) {
+  const own = {
+    subject: body.subject,
+    html: body.html,
+    text: body.text,
+    template: null as { id: string; version: number } | null,
+  };
+  if (body.templateId === undefined && body.variables === undefined) return own;
+  const t =
+    body.templateId === undefined ? null : await usableTemplate(deps.storage.db, body.templateId, organizationId);
+  const parts = renderedOrFail(
+    renderTemplate(
+      { subject: body.subject, html: t ? t.html : (body.html ?? null), text: t ? t.text : (body.text ?? null) },
+      t?.variables ?? [],
+      body.variables,
+    ),
+    'body.variables',
+  );
+  return {
+    subject: parts.subject ?? body.subject,
+    html: parts.html ?? undefined,
+    text: parts.text ?? undefined,
+    template: t ? { id: t.id, version: t.version } : null,
+  };
+}
+
+/**
+ * Validates, composes, and accepts one message: the pipeline of sendEmail, of the test messages and of
+ * the webmail. `projectId` is the project that must own the sender domain, or null for send-on-behalf
+ * with the platform key (the domain's capability names the project). The body of a message that is not
+ * queued is never kept; refusals throw ApiError (422 sender_domain_not_verified, 409, 429).
+ */
+export async function sendMessage(deps: CoreDeps, body: Body, projectId: string | null, now: Date): Promise<Sent> {
+  const bad = (['to', 'from', 'subject'] as const).filter((f) => HEADER_BREAK.test(body[f]));
+  if (bad.length) {
+    throw fail(
+      'invalid_request',
+      `Line breaks and NUL are not allowed in ${bad.join(', ')}.`,
+      bad.map((f) => ({ field: `body.${f}`, message: 'must not contain CR, LF or NUL' })),
+    );
+  }
+  if (body.templateId === undefined && body.text === undefined && body.html === undefined) {
+    throw fail('invalid_request', 'Give text, html or templateId.', [
+      { field: 'body.text', message: 'one of text, html or templateId is required' },
+    ]);
+  }
+  const from = parseFrom(body.from);
+  if (!from)
+    throw fail('invalid_request', 'from is not an address or a "Name <address>".', [
+      { field: 'body.from', message: 'is not a valid address' },
+    ]);
+  // The recipient as suppressions store it: the local part as given, the domain in lower case.
+  const to = normalizeMailbox(body.to);
+  if (!to)
+    throw fail('invalid_request', 'to is not a valid address.', [
+      { field: 'body.to', message: 'is not a valid address' },
+    ]);
+
+  const { db } = deps.storage;
+  const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
+  const refused = () =>
+    fail('sender_domain_not_verified', `${fromDomain} is not a verified sending domain of this project.`);
+  const senders = deps.storage.caches.senders;
+  // A cached capability only ever speeds up a send that succeeds: acceptMessage's statement checks it
+  // still stands as cached, and every refusal is decided on a fresh lookup.
+  const cachedCap = senders.get(fromDomain);
+  let fromCache = cachedCap !== undefined;
+  let cap = cachedCap ?? (await findSendingCapability(db, fromDomain));
+  const lookAgain = async () => {
+    senders.delete(fromDomain);
+    if (!fromCache) throw refused();
+    fromCache = false;
+    return findSendingCapability(db, fromDomain);
+  };
+  for (;;) {
+    if (!cap || (projectId !== null && cap.projectId !== projectId)) {
+      cap = await lookAgain();
+      continue;
+    }
+    senders.set(fromDomain, cap);
+
+    const outcome = await composeAndAccept(deps, now, body, from, to, cap);
+    if (outcome.kind === 'sender_changed') {
+      cap = await lookAgain();
+      continue;
+    }
+    return settle(cap, outcome);
+  }
+}
+
+/**
+ * Renders, composes, spools and accepts the message as sent by `cap`. The body is durable before the
+ * row commits (acceptMessage), and taken back unless the message is queued.
+ */
+async function composeAndAccept(
+  deps: CoreDeps,
+  now: Date,
+  body: Body,
+  from: Mailbox,
+  to: string,
+  cap: SendingCapability,
+): Promise<AcceptOutcome> {
+  const { spool } = deps.storage;
+  const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
+  const content = await renderContent(deps, body, cap.organizationId);
+  const id = randomUUID();
+  const messageIdHeader = `${id}@${fromDomain}`;
+  const returnPath = encodeReturnPath(id, `${cap.returnPathSubdomain}.${cap.domain}`);
+  // Spec §4.11 display-name rule: the message's own name, else the domain's default, else none.
+  const name = from.name ?? cap.defaultDisplayName;
+  const raw = await composeMessage({
+    from: { name, address: from.address },
+    to,
+    subject: content.subject,
+    text: content.text,
+    html: content.html,
+    messageId: messageIdHeader,
+    date: now,
+    headers: unsubscribeHeaders(body.unsubscribeUrl),
+  });
+  await spool.enqueue(
+    {
+      id,
+      projectId: cap.projectId,
+      domain: to.slice(to.lastIndexOf('@') + 1),
+      mailFrom: returnPath,
+      rcptTo: to,
+      outboundId: cap.outboundId,
+      nextAttemptMs: now.getTime(),
+      attempts: 0,
+      createdMs: now.getTime(),
+    },
+    raw,
+  );
+  let outcome: AcceptOutcome;
+  try {
+    outcome = await acceptMessage(deps.storage, {
+      id,
+      sender: cap,
+      dailyLimit: FREE_DAILY_LIMIT,
+      fromHeader: name ? `${name} <${from.address}>` : from.address,
+      fromAddress: from.address,
+      to,
+      subject: content.subject,
+      messageIdHeader,
+      returnPath,
+      sizeBytes: raw.length,
+      template: content.template,
+      now: now,
+      idempotency: body.idempotencyKey
+        ? {
+            key: body.idempotencyKey,
+            bodyHash: createHash('sha256').update(canonical(body)).digest('hex'),
+            ttlMs: IDEMPOTENCY_TTL_MS,
+          }
+        : null,
+    });
+  } catch (err) {
+    await spool.remove(id).catch(() => {}); // else the MTA drops it as an orphan after its grace
+    throw err;
+  }
+  if (outcome.kind !== 'accepted' || outcome.status !== 'queued') await spool.remove(id);
+  return outcome;
+}
+
+function settle(cap: SendingCapability, outcome: Exclude<AcceptOutcome, { kind: 'sender_changed' }>): Sent {
+  switch (outcome.kind) {
+    case 'accepted':
+    case 'replayed':
+      return {
+        projectId: cap.projectId,
+        messageId: outcome.messageId,
+        status: outcome.status,
+        replayed: outcome.kind === 'replayed',
+      };
+    case 'key_reused':
+      throw fail('idempotency_key_reused', 'This idempotencyKey was used with a different body in the last 24 h.');
+    case 'quota_exceeded':
+      throw new ApiError(
+        'quota_exceeded',
+        `The organization has sent its ${FREE_DAILY_LIMIT} messages for today (UTC); payg lifts the cap.`,
+      );
+  }
+}

@@ -1,0 +1,35 @@
+// What a storage handle keeps in process, for as long as it is open: caches of values cheap to find again
+// (each re-checked where it is used), and the batchers that let concurrent requests share a statement.
+// One set per handle: tests run several services in one process, each over its own database.
+import type { BlockList } from 'node:net';
+import { boundedCache, type BoundedCache } from './bounded-cache.js';
+import type { Db } from './pg/client.js';
+import type { StoredCredential } from './pg/credentials.js';
+import { acceptBatch, type AcceptBatch, type SendingCapability } from './pg/messages.js';
+import type { GuardBatches } from './pg/request-guard.js';
+
+export interface Caches {
+  /** Credentials by key id: the request guard's statement reads each again (control/middleware/authenticate.ts). */
+  credentials: BoundedCache<StoredCredential>;
+  /** Opened credential secrets, keyed by the immutable sealed value: opening one costs an AES-GCM decryption. */
+  openedSecrets: BoundedCache<string>;
+  /** allowedCidrs lists (docs/api.md §4.7), parsed, keyed by the list joined with commas. */
+  cidrLists: BoundedCache<BlockList>;
+  /** Verified sending capabilities by domain: the accept statement checks each still stands (core/send.ts). */
+  senders: BoundedCache<SendingCapability>;
+  /** Concurrent sends without an idempotency key share a statement (storage/pg/messages.ts). */
+  accept: AcceptBatch;
+  /** Concurrent signed requests share the nonce and rate-limit statement (storage/pg/request-guard.ts). */
+  guard: GuardBatches;
+}
+
+export function createCaches(db: Db): Caches {
+  return {
+    credentials: boundedCache(),
+    openedSecrets: boundedCache(),
+    cidrLists: boundedCache(),
+    senders: boundedCache(),
+    accept: acceptBatch(db),
+    guard: new Map(),
+  };
+}
