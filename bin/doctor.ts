@@ -82,7 +82,7 @@ export function expectedRecords(
     const records: Expected[] = [{ label: 'DKIM', record: r.dkim, need: 'required', match: 'dkim' }];
     if (r.dkimEd25519) records.push({ label: 'DKIM Ed25519', record: r.dkimEd25519, need: 'required', match: 'dkim' });
     records.push(
-      // Bounces come back through the return path's MX (gaps-filled.md #10); without it they are lost.
+      // Bounces come back through the return path's MX (docs/decisions.md #10); without it they are lost.
       { label: 'return-path MX', record: r.returnPath.mx, need: 'required', match: 'mx' },
       { label: 'return-path SPF', record: r.returnPath.spf, need: 'recommended', match: 'spf' },
       { label: 'SPF', record: r.spf, need: 'recommended', match: 'spf' },

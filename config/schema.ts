@@ -1,5 +1,5 @@
 // The one configuration schema. Each field is one SVC_* variable of the operator contract
-// (shared/design/operator-contract.md): names are stable, add freely, rename none.
+// (docs/configuration.md): names are stable, add freely, rename none.
 // `schema` validates the raw environment string (ajv, with type coercion for numbers);
 // `expect` is the sentence printed when it does not; `parse` turns the valid string into the typed value.
 import os from 'node:os';
@@ -242,7 +242,7 @@ export const fields = [
     schema: { type: 'string', format: 'duration-list' },
     expect: 'must be a comma list of durations such as 30s,1m,5m,1h,1d',
     parse: (raw) => parseDurationList(raw) as number[],
-    // gaps-filled.md #16: about 5 days, as RFC 5321 §4.5.4.1 asks.
+    // docs/decisions.md #16: about 5 days, as RFC 5321 §4.5.4.1 asks.
     fallback: () => parseDurationList('1m,5m,15m,30m,1h,2h,4h,8h,16h,24h,24h,24h,16h') as number[],
   }),
   f({

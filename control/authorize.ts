@@ -1,4 +1,4 @@
-// Spec §5.4: access to an organization or project is by membership. A non-member gets 404 (existence
+// docs/api.md §5.4: access to an organization or project is by membership. A non-member gets 404 (existence
 // is never leaked), a member whose role lacks the route's permission 403, a project key without the
 // route's scope 403. Staff, the platform key and the organization's own token act on it fully.
 import type { Queryable } from '../storage/pg/client.js';
@@ -23,7 +23,7 @@ export function checkScope(p: Principal | null, scope: Scope | undefined): void 
   }
 }
 
-/** What a route asks of a member beyond membership: a permission (spec §5.5) and/or a role (spec §4.13). */
+/** What a route asks of a member beyond membership: a permission (docs/api.md §5.5) and/or a role (docs/api.md §4.13). */
 export interface Requirement {
   permission?: Permission;
   role?: 'owner';
@@ -50,7 +50,7 @@ function decide(
           throw fail('forbidden', `Only an ${need.role} may do this; your role is ${found.role}.`);
         return { ...base, role: found.role, via: 'member' };
       }
-      // gaps-filled.md #8: staff act on every organization, read and write.
+      // docs/decisions.md #8: staff act on every organization, read and write.
       if (p.userRole === 'staff') return { ...base, role: null, via: 'staff' };
       throw notFound(what);
     case 'project_api_key':

@@ -1,4 +1,4 @@
-// Who is calling: the result of authentication, one variant per credential kind (spec §5.3).
+// Who is calling: the result of authentication, one variant per credential kind (docs/api.md §5.3).
 import type { UserRole } from '../storage/pg/users.js';
 import type { Scope } from '@svc-mail/sdk';
 

@@ -35,7 +35,7 @@ export async function listenHttp(app: Koa, host: string, port: number): Promise<
 }
 
 // Requests that Node's HTTP parser refuses (oversized headers, malformed request lines) never reach
-// Koa; they still get the error envelope of gaps-filled.md #1, then the connection closes.
+// Koa; they still get the error envelope of docs/decisions.md #1, then the connection closes.
 function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   if (!socket.writable || err.code === 'ECONNRESET') {
     socket.destroy();

@@ -194,7 +194,7 @@ async function composeAndAccept(
   const id = randomUUID();
   const messageIdHeader = `${id}@${fromDomain}`;
   const returnPath = encodeReturnPath(id, `${cap.returnPathSubdomain}.${cap.domain}`);
-  // Spec §4.11 display-name rule: the message's own name, else the domain's default, else none.
+  // docs/api.md §4.11 display-name rule: the message's own name, else the domain's default, else none.
   const name = from.name ?? cap.defaultDisplayName;
   const raw = await composeMessage({
     from: { name, address: from.address },

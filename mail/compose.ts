@@ -1,5 +1,5 @@
 // Message building: customer JSON → RFC 5322 bytes, with nodemailer's MailComposer (file and URL
-// access disabled), plus the address rules of sendEmail's `from` and `to` (spec §4.11).
+// access disabled), plus the address rules of sendEmail's `from` and `to` (docs/api.md §4.11).
 //
 // Everything that becomes a header is checked here a second time, behind the API's 400: CR, LF or NUL
 // in a header-bound value throws instead of being folded, stripped or encoded by the composer

@@ -1,6 +1,6 @@
 // Domain names as customers type them, turned into the one form we store, compare and look up:
 // lower case, no trailing dot, IDN labels in punycode (A-labels). Pure: no DNS, no storage.
-// Used by custom webmail domains (spec §4.4) and domain claims (spec §4.5).
+// Used by custom webmail domains (docs/api.md §4.4) and domain claims (docs/api.md §4.5).
 import { domainToASCII } from 'node:url';
 import { isIP } from 'node:net';
 

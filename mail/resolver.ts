@@ -1,6 +1,6 @@
 // The DNS contract every lookup goes through (domain verification, MX resolution, mailauth):
 // one object built at start from SVC_DNS_SERVERS and passed down in the Context, so tests aim it at
-// a loopback DNS server and decisions stay testable (style.md #7).
+// a loopback DNS server and decisions stay testable (docs/conventions.md #7).
 
 export type RecordType = 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA' | 'PTR';
 

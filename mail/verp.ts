@@ -1,4 +1,4 @@
-// VERP return paths (gaps-filled.md #10): every message goes out with MAIL FROM
+// VERP return paths (docs/decisions.md #10): every message goes out with MAIL FROM
 // b-<message uuid, 32 hex digits>@<return-path domain>, so a bounce (RFC 3464 DSN) or complaint
 // (RFC 5965 ARF) that reaches that mailbox names its message by the address alone, whatever the
 // remote MTA quotes of the original. Pure: no storage, no DNS.

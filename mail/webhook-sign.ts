@@ -1,4 +1,4 @@
-// Standard Webhooks signing (https://www.standardwebhooks.com, gaps-filled.md #5): the secret is
+// Standard Webhooks signing (https://www.standardwebhooks.com, docs/decisions.md #5): the secret is
 // `whsec_` + base64 of a random key; each request carries `webhook-id`, `webhook-timestamp` (Unix
 // seconds) and `webhook-signature: v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>`.
 import { createHmac, randomBytes } from 'node:crypto';

@@ -25,7 +25,7 @@ export interface Storage {
 
 export async function openDb(config: Readonly<Config>, log: Logger): Promise<Db> {
   if (config.databaseUrl) return openPostgres(config.databaseUrl);
-  // gaps-filled.md #15: say so at every start.
+  // docs/decisions.md #15: say so at every start.
   log.warn(
     'embedded database (PGlite) in use: it survives a process crash but not a power loss; ' +
       'for evaluation, tests and single-user setups only. Set SVC_DATABASE_URL in production.',

@@ -1,4 +1,4 @@
-// Handlers of the admin route group (spec §4.14, gaps-filled.md #8): users and their account tokens.
+// Handlers of the admin route group (docs/api.md §4.14, docs/decisions.md #8): users and their account tokens.
 import { randomUUID } from 'node:crypto';
 import { type adminRoutes, clampLimit } from '@svc-mail/sdk';
 import type { Handlers } from '../deps.js';

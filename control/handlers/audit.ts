@@ -1,4 +1,4 @@
-// Audit log reads: spec §4.14 (platform-wide) and §4.10 (one project).
+// Audit log reads: docs/api.md §4.14 (platform-wide) and §4.10 (one project).
 import { type auditRoutes, clampLimit } from '@svc-mail/sdk';
 import type { Handlers } from '../deps.js';
 import { listAudit, type AuditEntry } from '../../storage/pg/audit.js';

@@ -1,4 +1,4 @@
-// Handlers of the data layer (spec §4.1). Reads are one generic pair for every table of the registry
+// Handlers of the data layer (docs/api.md §4.1). Reads are one generic pair for every table of the registry
 // (sdk/src/api/data-layer.ts); each enabled write has its handler below, and the compiler refuses a
 // write entry without one. Row visibility is the WHERE clause of storage/pg/data-layer.ts.
 import type { Static } from '@sinclair/typebox';
@@ -41,7 +41,7 @@ import {
 type Routes = typeof dataLayerRoutes;
 type RowOf<T extends DataTable> = Static<DataTables[T]['row']>;
 
-/** Spec §4.1 rule 1: what the calling credential sees. Staff and the platform key see every row. */
+/** docs/api.md §4.1 rule 1: what the calling credential sees. Staff and the platform key see every row. */
 function viewerOf(p: Principal | null): Viewer {
   switch (p?.kind) {
     case undefined:
@@ -99,7 +99,7 @@ type RowWrite = {
 
 /**
  * The role check of a write on a row of a project, made once the row (and so its project) is
- * known: 403 for a member whose role lacks the permission (spec §5.4 rule 2). The audit row names
+ * known: 403 for a member whose role lacks the permission (docs/api.md §5.4 rule 2). The audit row names
  * the project and `targetId`.
  */
 async function authorizeRowWrite(

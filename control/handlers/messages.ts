@@ -1,5 +1,5 @@
-// Message reads: spec §4.11 (get, events), §4.10 (the project's messages) and §4.14 (admin messages
-// and stats); shapes per gaps-filled.md #4.
+// Message reads: docs/api.md §4.11 (get, events), §4.10 (the project's messages) and §4.14 (admin messages
+// and stats); shapes per docs/decisions.md #4.
 import {
   MESSAGE_STATUSES,
   type MessageEventType,
@@ -45,7 +45,7 @@ const noSuchMessage = () => fail('not_found', 'No such message.');
 
 /**
  * The message, if the caller may read it: a project key only its own project's (the app has already
- * checked messages:read), anyone else a project it has access to (spec §5.4: reads need membership).
+ * checked messages:read), anyone else a project it has access to (docs/api.md §5.4: reads need membership).
  * Every other case is the same 404, so that a message's existence is never leaked: an unknown id, an
  * id that is not a UUID, another project's message, a soft-deleted project's.
  */

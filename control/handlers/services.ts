@@ -1,4 +1,4 @@
-// GET /health and spec §4.12 whoami.
+// GET /health and docs/api.md §4.12 whoami.
 import type { serviceRoutes } from '@svc-mail/sdk';
 import type { Handlers } from '../deps.js';
 import { fail } from '../errors.js';

@@ -1,4 +1,4 @@
-// Spec §4.9: a project's suppression list in the console. The route's target check found the
+// docs/api.md §4.9: a project's suppression list in the console. The route's target check found the
 // project and allowed the caller; addresses are normalized as sendEmail looks recipients up.
 import { type suppressionRoutes, clampLimit } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';

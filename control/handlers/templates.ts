@@ -1,4 +1,4 @@
-// Spec §4.13 templates. The route's target check has already made the caller a member (or the
+// docs/api.md §4.13 templates. The route's target check has already made the caller a member (or the
 // organization's token, staff, the platform key) of `organizationId`, and an owner for writes; what
 // is left here is which template that organization may use: its own, or any public one.
 import type { templateRoutes } from '@svc-mail/sdk';

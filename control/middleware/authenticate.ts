@@ -1,5 +1,5 @@
-// Spec §5: who is calling. Checks the HMAC signature, the ±5 min timestamp window and the single-use
-// nonce, then takes a token from the credential's rate-limit bucket (gaps-filled.md #7). Every
+// docs/api.md §5: who is calling. Checks the HMAC signature, the ±5 min timestamp window and the single-use
+// nonce, then takes a token from the credential's rate-limit bucket (docs/decisions.md #7). Every
 // failure is the same 401: the client is not told which part failed.
 import { randomUUID, timingSafeEqual, createHash, createHmac } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -20,9 +20,9 @@ import { credentialLookup, findCredential, type StoredCredential } from '../../s
 import type { BoundedCache } from '../../storage/bounded-cache.js';
 import { guardRequest, type Bucket, type GuardResult } from '../../storage/pg/request-guard.js';
 
-/** Spec §5.1 rule 1 and §8. */
+/** docs/api.md §5.1 rule 1 and §8. */
 export const SKEW_MS = 5 * 60_000;
-/** gaps-filled.md #7. */
+/** docs/decisions.md #7. */
 export const BUCKET: Bucket = { burst: 100, perSecond: 20 };
 
 const AUTH_RE = /^SVC-HMAC-SHA256\s+Credential=([^,\s]{1,200}),\s*Signature=([^,\s]{1,200})$/;
@@ -85,7 +85,7 @@ function toPrincipal(c: StoredCredential): Principal {
   }
 }
 
-// Spec §4.7: allowedCidrs restricts the source addresses of a platform-managed key.
+// docs/api.md §4.7: allowedCidrs restricts the source addresses of a platform-managed key.
 function sourceAllowed(cidrLists: BoundedCache<BlockList>, cidrs: string[], ip: string): boolean {
   if (cidrs.length === 0) return true;
   const key = cidrs.join(',');
@@ -125,7 +125,7 @@ export async function authenticate(
   const now = new Date(nowMs);
 
   if (keyId === 'admin' && sig === 'bootstrap') {
-    // Spec §5.3: the platform key, for bootstrap and break-glass use, on the routes that list it.
+    // docs/api.md §5.3: the platform key, for bootstrap and break-glass use, on the routes that list it.
     const given = header(req.headers, HEADER_ADMIN_KEY);
     if (!config.platformAdminKey || given === undefined || !sameSecret(given, config.platformAdminKey))
       throw unauthorized();

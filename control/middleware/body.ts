@@ -1,4 +1,4 @@
-// Reads the raw request body under a size limit. The raw bytes are kept: the signature (spec §5.2
+// Reads the raw request body under a size limit. The raw bytes are kept: the signature (docs/api.md §5.2
 // line 5) covers their SHA-256, not a re-serialization of the parsed JSON.
 import type { IncomingMessage } from 'node:http';
 import { fail } from '../errors.js';

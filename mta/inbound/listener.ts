@@ -1,6 +1,6 @@
 // The MX listener on SVC_SMTP_PORT (smtp-server). Today it takes mail for the VERP return paths of
-// sent messages only (gaps-filled.md #10): DSNs and ARF reports, whose effect is recorded before the
-// 250 (gaps-filled.md #15). Receiving into inboxes joins it here with its issue; every other
+// sent messages only (docs/decisions.md #10): DSNs and ARF reports, whose effect is recorded before the
+// 250 (docs/decisions.md #15). Receiving into inboxes joins it here with its issue; every other
 // recipient is refused at RCPT time, so nothing is accepted that would then be lost.
 import { SMTPServer } from 'smtp-server';
 import type { Readable } from 'node:stream';

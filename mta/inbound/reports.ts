@@ -1,4 +1,4 @@
-// What a report received at a VERP return path means for the message it names (gaps-filled.md #10):
+// What a report received at a VERP return path means for the message it names (docs/decisions.md #10):
 // a DSN (RFC 3464) that failed bounces it, one that is delayed records a deferral; an ARF report
 // (RFC 5965) records a complaint; a plain-text bounce without a DSN part is read for the common
 // patterns (an SMTP reply quoted in the text, or the usual phrases). Pure but for MIME parsing.

@@ -1,5 +1,5 @@
 // Pure: an SMTP reply (or a failed connection) → deliver, defer or fail, with a bounce class
-// (style.md #5, #6). The judgement lives in data, config/bounce-rules.txt, where every rule sits under
+// (docs/conventions.md #5, #6). The judgement lives in data, config/bounce-rules.txt, where every rule sits under
 // the real replies it was written for; this module only applies it, in this order:
 //   1. 2xx                            → deliver (RFC 5321 §4.2.1: positive completion)
 //   2. the first rule whose regex matches the reply → its action and class
@@ -173,7 +173,7 @@ export function loadRules(text: string, source = 'bounce rules'): BounceRule[] {
       fail(`action must be one of ${RULE_ACTIONS.join(', ')}, got "${action}"`);
     if (!(RULE_CLASSES as readonly string[]).includes(cls))
       fail(`class must be one of ${RULE_CLASSES.join(', ')}, got "${cls}"`);
-    // style.md #5: every rule stands under the real reply it was written for, and matches it.
+    // docs/conventions.md #5: every rule stands under the real reply it was written for, and matches it.
     if (replies.length === 0) fail('a rule must be preceded by at least one "# reply: <the real SMTP reply>" comment');
     for (const quoted of replies) {
       const reply = parseReply(quoted) as SmtpReply;

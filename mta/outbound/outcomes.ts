@@ -1,4 +1,4 @@
-// Turns the result of one attempt into the message's next state (pure, style.md #6), and writes
+// Turns the result of one attempt into the message's next state (pure, docs/conventions.md #6), and writes
 // outcomes to Postgres in batches: while one batch commits, the next accumulates, so the number of
 // transactions follows the commit latency rather than the number of deliveries (group commit).
 import type { Logger } from 'pino';
@@ -9,7 +9,7 @@ import { nextAttempt } from './retry.js';
 import type { SendResult } from './pool.js';
 
 /**
- * Permanent failures that say the address itself is bad get a `hard_bounce` suppression (spec §6.4).
+ * Permanent failures that say the address itself is bad get a `hard_bounce` suppression (docs/api.md §6.4).
  * Refusals of this message's content or of us (spam, policy, authentication, size) do not: the
  * address is fine and the next message may well pass.
  */

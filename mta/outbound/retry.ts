@@ -1,9 +1,9 @@
-// Pure: when to try a deferred message again, or that it is time to give up (style.md #6). The list is
+// Pure: when to try a deferred message again, or that it is time to give up (docs/conventions.md #6). The list is
 // SVC_RETRY_DELAYS (config.retryDelaysMs): the delays *between* attempts, so n delays allow n + 1
-// attempts. The default, gaps-filled.md #16, spans about 5 days from the first attempt to the last,
+// attempts. The default, docs/decisions.md #16, spans about 5 days from the first attempt to the last,
 // the give-up time RFC 5321 §4.5.4.1 asks for ("at least 4-5 days").
 //
-// Deterministic, no jitter: the spool key [nextAttemptMs, domain, id] *is* the schedule (style.md #8),
+// Deterministic, no jitter: the spool key [nextAttemptMs, domain, id] *is* the schedule (docs/conventions.md #8),
 // so the time returned here is exactly when the entry becomes due, and tests assert exact times.
 // Jitter spreads a thundering herd; ours is already spread by each message's own first attempt time,
 // and per-domain pools and their concurrency limits keep a burst from hitting one receiver at once.

@@ -30,7 +30,7 @@ import { pollLoop } from '../poll-loop.js';
 export interface WebhookDispatcherOptions {
   /** How often due attempts are looked for when the last look found none. */
   pollMs?: number;
-  /** gaps-filled.md #5: an endpoint that has not answered in this long has failed the attempt. */
+  /** docs/decisions.md #5: an endpoint that has not answered in this long has failed the attempt. */
   timeoutMs?: number;
   /** Requests in flight at once, across endpoints. */
   maxInFlight?: number;
@@ -44,7 +44,7 @@ export interface WebhookDispatcherOptions {
   random?: () => number;
 }
 
-/** The body of gaps-filled.md #5. */
+/** The body of docs/decisions.md #5. */
 function webhookBody(d: ClaimedDelivery): string {
   return JSON.stringify({
     type: d.eventType,

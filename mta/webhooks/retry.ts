@@ -1,4 +1,4 @@
-// When a failed webhook attempt is tried again (pure, style.md #6). gaps-filled.md #5: a non-2xx
+// When a failed webhook attempt is tried again (pure, docs/conventions.md #6). docs/decisions.md #5: a non-2xx
 // answer, a timeout (10 s) or a connection error is retried with exponential backoff for about 24 h.
 //
 // The delay before attempt n+1 is drawn uniformly from [0, min(cap, base · 2^(n-1))] ("full jitter":

@@ -1,5 +1,5 @@
 // The outbound spool on LMDB: queue entries keyed by [nextAttemptMs, domain, id] so that "what is due"
-// is a range scan (style.md #8), and immutable message bodies stored once beside them (style.md #9).
+// is a range scan (docs/conventions.md #8), and immutable message bodies stored once beside them (docs/conventions.md #9).
 //
 // Three named databases in the one environment (so one LMDB transaction can span them):
 //   queue   [nextAttemptMs, domain, id] → SpoolEntry   the key order is the schedule
@@ -7,7 +7,7 @@
 //   bodies  id → Buffer (raw bytes, no msgpack)         written at enqueue, deleted at remove, never changed
 //   leases  id → lease end                              entries leased and not yet rescheduled or removed
 //
-// Durability (gaps-filled.md #15): every write resolves only after its transaction has committed AND
+// Durability (docs/decisions.md #15): every write resolves only after its transaction has committed AND
 // the environment's `flushed` promise has resolved. lmdb-js opens environments with overlappingSync on
 // Linux: the commit promise resolves once the transaction is visible, before the fsync; `flushed`
 // resolves once that fsync has completed. Acknowledging on the commit alone would survive `kill -9`
@@ -81,7 +81,7 @@ export interface Spool {
   recoverLeases(nowMs: number): Promise<number>;
   /**
    * Added for the MTA's scheduler: takes up to `limit` entries due at `nowMs` and, in the same write
-   * transaction that reads them, moves each to `leaseUntilMs` (style.md #8: reschedule before you
+   * transaction that reads them, moves each to `leaseUntilMs` (docs/conventions.md #8: reschedule before you
    * attempt). Resolves with the leased entries (their `nextAttemptMs` is `leaseUntilMs`) once the move
    * is durable; dial only then. Because the read happens inside LMDB's single write transaction, two
    * overlapping calls (or two processes sharing the directory) never lease the same entry, which

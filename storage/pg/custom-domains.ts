@@ -55,7 +55,7 @@ export async function getCustomDomain(q: Queryable, organizationId: string, id: 
 }
 
 /**
- * Records a verify call (spec §3: `last_verify_attempt` is updated on every call) and returns the
+ * Records a verify call (docs/api.md §3: `last_verify_attempt` is updated on every call) and returns the
  * row, or null when the organization has no such domain. Its own statement, committed before any
  * DNS lookup, so a failing verification does not undo it.
  */
@@ -93,7 +93,7 @@ export async function deleteCustomDomain(q: Queryable, organizationId: string, i
   return rows.length > 0;
 }
 
-/** The allow check (spec §4.12): one lookup on the unique index of `domain`. */
+/** The allow check (docs/api.md §4.12): one lookup on the unique index of `domain`. */
 export async function isVerifiedCustomDomain(q: Queryable, domain: string): Promise<boolean> {
   const rows = await q.query(`SELECT 1 FROM custom_domains WHERE domain = $1 AND status = 'verified'`, [domain]);
   return rows.length > 0;

@@ -1,4 +1,4 @@
-// The data layer's SQL (spec §4.1): row-scoped reads of any table the registry in
+// The data layer's SQL (docs/api.md §4.1): row-scoped reads of any table the registry in
 // sdk/src/api/data-layer.ts names, and the writes that take more than one statement.
 //
 // Visibility is decided here, in the WHERE clause, from who is reading (a Viewer) and whose rows a
@@ -10,7 +10,7 @@ import type { Queryable } from './client.js';
 import { isPgError, PG_UNIQUE_VIOLATION } from './client.js';
 import { isUuid } from '../../mail/uuid.js';
 
-/** Who is reading, as far as row visibility goes (spec §4.1 rule 1). */
+/** Who is reading, as far as row visibility goes (docs/api.md §4.1 rule 1). */
 export type Viewer =
   /** Staff and the platform key: every row. */
   | { kind: 'all' }
@@ -59,7 +59,7 @@ const TABLE_SQL: Record<string, TableSql> = {
   rate_limits: { key: { expr: 't.key', uuid: false }, order: 't.key' },
   // Newest first, like every view of a log.
   audit_log: { order: 't.seq DESC' },
-  // gaps-filled.md #4: the row of /v1/messages/get, in camelCase; newest first, as every view of
+  // docs/decisions.md #4: the row of /v1/messages/get, in camelCase; newest first, as every view of
   // messages (served by messages_project_idx).
   messages: {
     computed: {
@@ -138,7 +138,7 @@ function ownerPredicate(o: OwnerColumn, v: Viewer, p: Params): string {
       case 'organization':
         return `${c} = ${p.add(v.organizationId)}`;
       case 'project':
-        // A project key sees its project's rows, not its organization's (spec §4.1 rule 1).
+        // A project key sees its project's rows, not its organization's (docs/api.md §4.1 rule 1).
         return 'false';
     }
   }
@@ -219,7 +219,7 @@ export async function getRow(q: Queryable, t: TableRead, v: Viewer, id: string):
 }
 
 /**
- * Spec §4.1 rule 4: a user's own email change. Any textual change is a new address, since a local
+ * docs/api.md §4.1 rule 4: a user's own email change. Any textual change is a new address, since a local
  * part may be case-sensitive (RFC 5321 §2.4), so it resets email_verified_at; the same address
  * keeps it. 'taken' when another user has the address (compared case-insensitively, as signup does).
  */
@@ -245,7 +245,7 @@ export async function updateUserEmail(
   }
 }
 
-/** Spec §4.1 rule 5: whether any of the projects has sent mail (any message accepted for sending). */
+/** docs/api.md §4.1 rule 5: whether any of the projects has sent mail (any message accepted for sending). */
 export async function projectsHaveSentMail(q: Queryable, projectIds: readonly string[]): Promise<boolean> {
   if (projectIds.length === 0) return false;
   const rows = await q.query(
@@ -263,7 +263,7 @@ export type UserDeletion =
   | { ok: false; reason: 'sent_mail' };
 
 /**
- * Spec §4.1 rule 5: the irreversible self delete. Run it inside a transaction. Deletes every
+ * docs/api.md §4.1 rule 5: the irreversible self delete. Run it inside a transaction. Deletes every
  * organization in which the user is the only member (the foreign keys take its projects, keys,
  * tokens, invitations and join codes with it), then the user (taking its account tokens,
  * memberships and reset tokens). Refuses, changing nothing, when the user is the only owner of an

@@ -58,7 +58,7 @@ export interface Outcome {
   attempts: number;
   /** The event's detail: our classification and the remote reply. */
   detail: Record<string, unknown>;
-  /** A suppression to add (spec §6.4); an existing one for the address is kept. */
+  /** A suppression to add (docs/api.md §6.4); an existing one for the address is kept. */
   suppress?: { address: string; reason: 'hard_bounce' | 'soft_bounce_max'; detail: string };
   /** Set on delivery: the capability whose sent count grows (it then blocks its own deletion). */
   outboundId?: string | null;

@@ -271,7 +271,7 @@ export async function claimHasSent(q: Queryable, claimId: string): Promise<boole
 }
 
 /**
- * Admin force-verify (spec §4.14): an outbound capability id, or a claim id (the claim and all its
+ * Admin force-verify (docs/api.md §4.14): an outbound capability id, or a claim id (the claim and all its
  * outbound capabilities). Returns what was marked, or null when the id names neither.
  */
 export async function forceVerify(

@@ -34,7 +34,7 @@ export async function insertInvitation(
   return rows[0] as Invitation;
 }
 
-/** Pending: not accepted, not revoked, not expired (spec §3). */
+/** Pending: not accepted, not revoked, not expired (docs/api.md §3). */
 export async function listPendingInvitations(q: Queryable, organizationId: string, now: Date): Promise<Invitation[]> {
   return q.query<Invitation>(
     `SELECT ${COLS} FROM invitations WHERE organization_id = $1 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > $2

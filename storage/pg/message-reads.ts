@@ -1,4 +1,4 @@
-// Reads of messages and their events (spec §4.10, §4.11, §4.14). Writes belong to the sending path
+// Reads of messages and their events (docs/api.md §4.10, §4.11, §4.14). Writes belong to the sending path
 // (storage/pg/messages.ts) and the MTA; nothing here changes a row.
 import type { Queryable } from './client.js';
 import { isUuid } from '../../mail/uuid.js';

@@ -9,7 +9,7 @@ export type AcceptStatus = 'queued' | 'suppressed';
 
 export type AcceptOutcome =
   | { kind: 'accepted'; messageId: string; status: AcceptStatus }
-  /** gaps-filled.md #3: the same key and body within 24 h: the original answer, nothing queued. */
+  /** docs/decisions.md #3: the same key and body within 24 h: the original answer, nothing queued. */
   | { kind: 'replayed'; messageId: string; status: AcceptStatus }
   | { kind: 'key_reused' }
   | { kind: 'quota_exceeded' }
@@ -65,13 +65,13 @@ class Refused extends Error {
   }
 }
 
-/** The UTC calendar day (gaps-filled.md #11) of an instant, as a date literal. */
+/** The UTC calendar day (docs/decisions.md #11) of an instant, as a date literal. */
 export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 
 // One statement for all of it but the idempotency key, for one message or a batch of them: the
 // sender check, the quota, the suppression check, the rows, their first events and, for suppressed
 // messages, the webhook fan-out. Every insert depends on `cap` (the capability still verified and
-// as the caller composed the message with) and on `counted` (gaps-filled.md #13: every 200 counts,
+// as the caller composed the message with) and on `counted` (docs/decisions.md #13: every 200 counts,
 // queued or suppressed). The quota row's lock serializes an organization's concurrent statements;
 // a statement adds all of its messages of an organization or none, so a free organization never
 // passes `$20`, and the batch sends the messages of an organization it refused one at a time
@@ -179,7 +179,7 @@ export function acceptBatch(db: Db): AcceptBatch {
 /**
  * Accepts a message: one statement (one round trip, shared with concurrent sends), or with an
  * idempotency key a transaction that takes the key first. The caller spools the body durably before
- * (gaps-filled.md #15: the commit, and so the 200, come after it) and removes it again unless the
+ * (docs/decisions.md #15: the commit, and so the 200, come after it) and removes it again unless the
  * outcome is `accepted` + `queued`. A crash in between leaves a spooled body without a row, which the
  * MTA drops; never a row without its body. Spooling first also keeps the LMDB sync out of the time
  * the quota row is locked.

@@ -1,6 +1,6 @@
-// Suppressions (spec §2.2, §6 rule 4): per project, one row per address, the address stored with
+// Suppressions (docs/api.md §2.2, §6 rule 4): per project, one row per address, the address stored with
 // its domain in lower case. sendEmail reads them (storage/pg/messages.ts), the MTA adds bounce and
-// complaint rows, the data layer (spec §4.1 rule 3) and the console (§4.9) add and lift them;
+// complaint rows, the data layer (docs/api.md §4.1 rule 3) and the console (§4.9) add and lift them;
 // row-scoped reads are the data layer's (storage/pg/data-layer.ts).
 import type { Queryable } from './client.js';
 import { isUuid } from '../../mail/uuid.js';

@@ -1,4 +1,4 @@
-// Templates (spec §4.13): an organization's templates and every version each has had. Who may see
+// Templates (docs/api.md §4.13): an organization's templates and every version each has had. Who may see
 // or change which template is the handler's decision (control/handlers/templates.ts); these queries
 // only keep a write to the owning organization (`organization_id = $n` in every write).
 //

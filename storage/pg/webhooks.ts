@@ -1,4 +1,4 @@
-// Webhook endpoints and their delivery attempts (spec §4.8, §6 rules 2-3; gaps-filled.md #5).
+// Webhook endpoints and their delivery attempts (docs/api.md §4.8, §6 rules 2-3; docs/decisions.md #5).
 //
 // Fan-out is transactional: the first attempt of every (event, endpoint) pair is inserted by the
 // statement after the one that inserts the events, in the same transaction (recordOutcomes,
@@ -10,7 +10,7 @@
 import type { Queryable } from './client.js';
 import { isUuid } from '../../mail/uuid.js';
 
-/** Spec §2.2 WebhookEvent: the message event types a webhook may subscribe to. */
+/** docs/api.md §2.2 WebhookEvent: the message event types a webhook may subscribe to. */
 export const WEBHOOK_EVENT_TYPES = ['delivered', 'deferred', 'bounced', 'failed', 'suppressed', 'complained'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 const KINDS: ReadonlySet<string> = new Set(WEBHOOK_EVENT_TYPES);

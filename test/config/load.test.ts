@@ -1,4 +1,4 @@
-// loadConfig(env) against the operator contract (shared/design/operator-contract.md): its defaults,
+// loadConfig(env) against the operator contract (docs/configuration.md): its defaults,
 // one problem line per bad variable, and describeConfig never printing a secret.
 import t, { type Test } from 'tap';
 import os from 'node:os';

@@ -1,4 +1,4 @@
-// Spec §4.14 admin routes (users, their projects and account tokens), gaps-filled.md #6 and #8, and the
+// docs/api.md §4.14 admin routes (users, their projects and account tokens), docs/decisions.md #6 and #8, and the
 // audit-log reads of §4.14 and §4.10.
 import t from 'tap';
 import { createClient, SvcError, type Client } from '@svc-mail/sdk';
@@ -90,7 +90,7 @@ t.test('users: create and list, with the platform key and a staff token', async 
   t.same((await admin.admin.users.list({ email: 'nobody@example.test' })).users, [], 'unknown email: none');
   t.same((await admin.admin.users.list({ email: staffEmail.slice(0, 8) })).users, [], 'a prefix is not a match');
 
-  // gaps-filled.md #6: limit.
+  // docs/decisions.md #6: limit.
   const more = await svc.signup();
   t.same(
     (await admin.admin.users.list({ limit: 1 })).users.map((u) => u.id),
@@ -185,7 +185,7 @@ t.test('admin routes: a customer token is 403, other credentials 401', async (t)
   t.ok(project.id);
 });
 
-t.test('gaps-filled.md #8: a staff token acts as staff on every organization', async (t) => {
+t.test('docs/decisions.md #8: a staff token acts as staff on every organization', async (t) => {
   const svc = await startTestService(t);
   const owner = await svc.signup();
   const outsider = await svc.signup();

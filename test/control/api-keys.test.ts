@@ -1,6 +1,6 @@
-// Spec §4.7 project API keys: platform-managed tk_ keys (scopes, allowedCidrs, rotation with a 24 h
+// docs/api.md §4.7 project API keys: platform-managed tk_ keys (scopes, allowedCidrs, rotation with a 24 h
 // grace) and older local svc_ keys (renamable, not rotatable, same signing scheme); §5.3 scopes;
-// §3 and §8 (rotation grace); gaps-filled.md #1.
+// §3 and §8 (rotation grace); docs/decisions.md #1.
 import t from 'tap';
 import net from 'node:net';
 import { SvcError, createClient, type Client, type Scope } from '@svc-mail/sdk';

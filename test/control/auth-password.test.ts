@@ -1,5 +1,5 @@
-// Spec §4.2 password change, forgot and reset; §8 (reset link valid 1 h, single use);
-// gaps-filled.md #12 (at least 10 characters) and #14 (a reset revokes all the user's account tokens).
+// docs/api.md §4.2 password change, forgot and reset; §8 (reset link valid 1 h, single use);
+// docs/decisions.md #12 (at least 10 characters) and #14 (a reset revokes all the user's account tokens).
 import t from 'tap';
 import { SvcError, type Client } from '@svc-mail/sdk';
 import { listNotifications, type OutboxRow } from '../../storage/pg/notification-outbox.js';

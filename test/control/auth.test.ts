@@ -1,4 +1,4 @@
-// Spec §4.2 (signup, login, logout), §4.12 (whoami), §1 rule 4 (health); gaps-filled.md #1 and #12.
+// docs/api.md §4.2 (signup, login, logout), §4.12 (whoami), §1 rule 4 (health); docs/decisions.md #1 and #12.
 // Password flows are in auth-password.test.ts, account-token routes in auth-tokens.test.ts.
 import t from 'tap';
 import { SvcError } from '@svc-mail/sdk';

@@ -1,4 +1,4 @@
-// Spec §4.4 custom webmail domains, §3 (their states), §4.12 (the public allow check), §5.4 (non-members
+// docs/api.md §4.4 custom webmail domains, §3 (their states), §4.12 (the public allow check), §5.4 (non-members
 // 404, roles 403) and §7 (invalid_domain, cname_not_found, custom_domain_taken), through the SDK against
 // the real service, whose resolver asks a real dns2 server on loopback (SVC_DNS_SERVERS).
 import t from 'tap';
@@ -447,7 +447,7 @@ t.test('access: non-members 404, roles without domains:manage 403, org token and
     'malformed domain id',
   );
 
-  // Roles (spec §5.5): auditor and billing read, but may not write; member may.
+  // Roles (docs/api.md §5.5): auditor and billing read, but may not write; member may.
   for (const role of ['auditor', 'billing'] as const) {
     const u = await joined(org, role);
     tick();

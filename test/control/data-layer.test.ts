@@ -1,6 +1,6 @@
-// Spec §4.1 data layer /v1/<table>/<verb> through the SDK against the live service: the routes the
+// docs/api.md §4.1 data layer /v1/<table>/<verb> through the SDK against the live service: the routes the
 // registry generates, row scoping per credential (§4.1 rule 1, §5.3), the writable tables (rule 3),
-// the users self update and self delete (rules 4 and 5), limit (gaps-filled.md #6), roles (§5.5)
+// the users self update and self delete (rules 4 and 5), limit (docs/decisions.md #6), roles (§5.5)
 // and that no response ever carries a secret column.
 import t from 'tap';
 import { routeTable, createClient, SvcError, type Client, type Credential } from '@svc-mail/sdk';
@@ -11,7 +11,7 @@ const svc = await startTestService(t);
 const db = svc.running.storage.db;
 
 // Every answer of this file, to scan for secret columns at the end. Each request also moves the
-// service clock a second on, so no credential's rate-limit bucket (gaps-filled.md #7) runs dry.
+// service clock a second on, so no credential's rate-limit bucket (docs/decisions.md #7) runs dry.
 const answers: { method: string; path: string; status: number; text: string }[] = [];
 const recording = (async (url: string | URL | Request, init?: RequestInit) => {
   svc.clock.advance(1000);
@@ -86,7 +86,7 @@ t.test('the route table holds exactly the registered tables and their enabled ve
   const found: Record<string, string[]> = {};
   for (const [name, r] of Object.entries(routeTable)) {
     const m = /^v1\.(\w+)\.(\w+)$/.exec(name);
-    // /v1/messages/get and /events are the message reads of spec §4.11 (sdk/src/api/messages.ts), not
+    // /v1/messages/get and /events are the message reads of docs/api.md §4.11 (sdk/src/api/messages.ts), not
     // generated routes: the messages table of the registry has list only, its get is that route.
     if (!m || m[1] === 'services' || name === 'v1.messages.get' || name === 'v1.messages.events') continue;
     const [, table = '', verb = ''] = m;
@@ -115,7 +115,7 @@ t.test('the route table holds exactly the registered tables and their enabled ve
   t.equal(
     routeTable['v1.messages.get'].path,
     '/v1/messages/get',
-    'the get of messages is the message read of spec §4.11',
+    'the get of messages is the message read of docs/api.md §4.11',
   );
 });
 
@@ -170,7 +170,7 @@ t.test('404 not_found for an unknown table, an unknown verb and a write that is 
     ['POST', '/v1/rate_limits/delete'],
     ['POST', '/v1/users/create'],
     ['POST', '/v1/account_tokens/update'],
-    // Spec §4.1 rule 6 and §6 rule 1: messages are written by sendEmail only; the engine tables never.
+    // docs/api.md §4.1 rule 6 and §6 rule 1: messages are written by sendEmail only; the engine tables never.
     ['POST', '/v1/messages/create'],
     ['POST', '/v1/messages/update'],
     ['POST', '/v1/messages/upsert'],
@@ -316,7 +316,7 @@ t.test('api_keys: create returns the secret once; update renames local keys only
     'list never shows secrets',
   );
 
-  // Spec §4.7: the label of a platform-managed key is not renamed; a local key's is.
+  // docs/api.md §4.7: the label of a platform-managed key is not renamed; a local key's is.
   t.match(await errorOf(a.owner.client.v1.api_keys.update({ id: key.id, label: 'x' })), {
     status: 400,
     code: 'invalid_request',
@@ -759,7 +759,7 @@ t.test(
       'one audit row names the organization, the project and the address',
     );
 
-    // Spec §6 rule 4: a message to a suppressed address is suppressed, whatever the case of its domain.
+    // docs/api.md §6 rule 4: a message to a suppressed address is suppressed, whatever the case of its domain.
     t.equal((await send('Bob.Smith@EXAMPLE.com')).status, 'suppressed', 'sendEmail to the address is suppressed');
     t.equal((await send('bob.smith@example.com')).status, 'queued', 'the local part keeps its case: another address');
 
@@ -849,7 +849,7 @@ t.test(
       code: 'invalid_request',
     });
 
-    // Scopes (spec §5.3): suppressions:read to read, suppressions:write to add and lift.
+    // Scopes (docs/api.md §5.3): suppressions:read to read, suppressions:write to add and lift.
     t.match(
       await errorOf(s.sendClient.v1.suppressions.list()),
       { status: 403, code: 'forbidden' },
@@ -878,7 +878,7 @@ t.test(
     t.match(byKey, { project_id: s.projectId, reason: 'complaint' }, 'suppressions:write adds');
     t.strictSame(await writer.v1.suppressions.delete({ id: byKey.id }), { ok: true }, 'and lifts');
 
-    // Roles (spec §5.5): suppressions are projects:manage; an auditor reads only.
+    // Roles (docs/api.md §5.5): suppressions are projects:manage; an auditor reads only.
     const auditor = await joinAs(owner, s.orgId, 'auditor');
     t.same((await auditor.client.v1.suppressions.list()).rows.length, 3, 'an auditor reads');
     t.match(
@@ -890,7 +890,7 @@ t.test(
       code: 'forbidden',
     });
 
-    // The project detail (spec §4.6) shows the newest suppressions and messages.
+    // The project detail (docs/api.md §4.6) shows the newest suppressions and messages.
     const detail = await owner.console.projects.get({ id: s.projectId });
     t.same(
       detail.suppressions.map((x) => x.address),
@@ -959,7 +959,7 @@ t.test('messages, message_events, idempotency_keys: read-only, scoped, filtered'
   });
   await db.query(`UPDATE messages SET status = 'delivered' WHERE id = $1`, [first.providerMessageId]);
 
-  // messages: list has the rows of /v1/messages/get (gaps-filled.md #4), newest first.
+  // messages: list has the rows of /v1/messages/get (docs/decisions.md #4), newest first.
   const { rows } = await owner.v1.messages.list();
   t.same(
     rows.map((r) => r.id),
@@ -1057,7 +1057,7 @@ t.test('messages, message_events, idempotency_keys: read-only, scoped, filtered'
   t.same((await owner.v1.idempotency_keys.list({ project_id: s.projectId })).rows.length, 1, 'project_id filter');
   t.match(await errorOf(owner.v1.idempotency_keys.get({ id: 'order-0001' })), { status: 404, code: 'not_found' });
 
-  // Reading them takes messages:read (spec §5.3).
+  // Reading them takes messages:read (docs/api.md §5.3).
   const sendOnly = await owner.v1.api_keys.create({ project_id: s.projectId, scopes: ['messages:send'] });
   const sendOnlyClient = clientOf({ keyId: sendOnly.row.key_id, secret: sendOnly.row.secret });
   for (const table of ['messages', 'message_events', 'idempotency_keys'] as const) {

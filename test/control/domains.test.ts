@@ -1,4 +1,4 @@
-// Spec §4.5 domain claims, their outbound (DKIM) and inbound (MX) capabilities, and the admin
+// docs/api.md §4.5 domain claims, their outbound (DKIM) and inbound (MX) capabilities, and the admin
 // force-verify of §4.14, through the SDK against the running service. Every DNS answer comes from a
 // real dns2 authoritative server on loopback (test/helpers/dns-zone.ts) that the tests publish into.
 // The 10 s verify throttle is crossed by advancing the service's clock, never by sleeping.
@@ -13,7 +13,7 @@ import { errorOf } from '../helpers/errors.js';
 type Claim = Static<typeof DomainClaim>;
 
 const MX_HOST = 'mx.svc.test';
-/** Longer than the 10 s verify throttle of spec §8. */
+/** Longer than the 10 s verify throttle of docs/api.md §8. */
 const PAST_THROTTLE_MS = 11_000;
 
 interface Tenant {
@@ -881,7 +881,7 @@ t.test('non-members get 404, an auditor 403 on writes', async (t) => {
     t.match(await errorOf(call(auditor.client)), { status: 403, code: 'forbidden' }, `auditor, ${what}: 403`);
   }
 
-  // Project keys: project:admin manages the sender domains (spec §5.3), other scopes do not.
+  // Project keys: project:admin manages the sender domains (docs/api.md §5.3), other scopes do not.
   const key = (scopes: ('messages:send' | 'project:admin')[]) =>
     owner.client.console.projects.apiKeys
       .create({ id, label: scopes.join(' '), scopes })

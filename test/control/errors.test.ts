@@ -1,4 +1,4 @@
-// gaps-filled.md #1: every non-2xx body is { error: { code, message, details?, requestId } } and
+// docs/decisions.md #1: every non-2xx body is { error: { code, message, details?, requestId } } and
 // every response, success or error, carries an X-Request-Id header (equal to requestId on errors).
 import t, { type Test } from 'tap';
 import { Writable } from 'node:stream';

@@ -79,7 +79,7 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, 'victim-suppressed@example.test', 'hard_bounce', now()) RETURNING id`,
     [project.id],
   );
-  // A private template of the victim (spec §4.13), for the template routes' `id`.
+  // A private template of the victim (docs/api.md §4.13), for the template routes' `id`.
   const { template: victimTemplate } = await owner.client.modules.templates.templates.create({
     organizationId: org.id,
     name: 'Victim template',
@@ -87,7 +87,7 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     text: 'victim template body',
   });
 
-  // A webhook of the victim's project and one delivery attempt of its event (spec §4.8, §6 rule 3).
+  // A webhook of the victim's project and one delivery attempt of its event (docs/api.md §4.8, §6 rule 3).
   const victimHook = await owner.client.console.projects.webhooks.create({
     id: project.id,
     url: 'https://victim-hooks.example.test/h',

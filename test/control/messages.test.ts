@@ -1,5 +1,5 @@
-// Message reads: spec §4.11 (GET /v1/messages/get and /events, scope messages:read), §4.10 (the
-// project's messages), §4.14 (admin messages and stats), §5.3 and §5.4; gaps-filled.md #4 and #6.
+// Message reads: docs/api.md §4.11 (GET /v1/messages/get and /events, scope messages:read), §4.10 (the
+// project's messages), §4.14 (admin messages and stats), §5.3 and §5.4; docs/decisions.md #4 and #6.
 // Messages are seeded with SQL (sending has its own tests), each read goes through the SDK.
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
@@ -174,7 +174,7 @@ t.test('message reads: shapes, order and who may read', async (t) => {
     createdAt: new Date(t0),
   });
 
-  t.test('get: gaps-filled.md #4 row', async (t) => {
+  t.test('get: docs/decisions.md #4 row', async (t) => {
     const res = await readKey.v1.messages.get({ id });
     t.strictSame(Object.keys(res), ['row']);
     t.strictSame(Object.keys(res.row).sort(), ROW_KEYS);
@@ -367,7 +367,7 @@ t.test('message reads: shapes, order and who may read', async (t) => {
       code: 'invalid_request',
     });
 
-    // Who may read the view (spec §4.10: account token, project:admin, staff).
+    // Who may read the view (docs/api.md §4.10: account token, project:admin, staff).
     t.equal(
       (await c.adminKeyClient.console.projects.messages({ id: c.projectId })).messages.length,
       5,
@@ -396,7 +396,7 @@ t.test('message reads: shapes, order and who may read', async (t) => {
       "another project's key",
     );
 
-    // gaps-filled.md #6: default 50, clamped at 200.
+    // docs/decisions.md #6: default 50, clamped at 200.
     await db.query(
       `INSERT INTO messages (id, project_id, organization_id, status, from_header, from_address, to_address, subject,
          message_id_header, return_path, size_bytes, attempts, created_at, updated_at)

@@ -1,5 +1,5 @@
 // Two control-plane nodes on one Postgres: a nonce used on one node is refused by the other, and
-// they share each credential's rate-limit bucket (spec §5.1 rule 2, gaps-filled.md #7).
+// they share each credential's rate-limit bucket (docs/api.md §5.1 rule 2, docs/decisions.md #7).
 import t from 'tap';
 import { signHeaders } from '@svc-mail/sdk';
 import { startTestService } from '../helpers/service.js';

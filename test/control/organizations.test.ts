@@ -1,6 +1,6 @@
-// Spec §4.3 organizations (members, tokens, invitations, join codes, plan), §3 (join code and
+// docs/api.md §4.3 organizations (members, tokens, invitations, join codes, plan), §3 (join code and
 // invitation states), §4.12 whoami of an organization token, §5.4 (non-members get 404, roles 403),
-// §5.5 (roles; the last owner can never be demoted or removed), §7, §8 and gaps-filled.md #1.
+// §5.5 (roles; the last owner can never be demoted or removed), §7, §8 and docs/decisions.md #1.
 import t from 'tap';
 import { createHash } from 'node:crypto';
 import { SvcError, type Client } from '@svc-mail/sdk';

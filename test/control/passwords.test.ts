@@ -1,4 +1,4 @@
-// Password hashes (gaps-filled.md #12): scrypt at N=2^15 by default; the cost travels with each hash, so a
+// Password hashes (docs/decisions.md #12): scrypt at N=2^15 by default; the cost travels with each hash, so a
 // hash made at another cost (tests use 2^10) verifies the same way.
 import t from 'tap';
 import { hashPassword, verifyPassword, unusableHash, LOG_N } from '../../core/passwords.js';

@@ -1,5 +1,5 @@
-// The permission matrix of spec §5.5, generated from the route table: each of the five roles calls
-// every route that declares a permission (or a role, spec §4.13), on fresh fixtures of its own
+// The permission matrix of docs/api.md §5.5, generated from the route table: each of the five roles calls
+// every route that declares a permission (or a role, docs/api.md §4.13), on fresh fixtures of its own
 // organization, and gets the route's success status exactly when ROLE_PERMISSIONS grants that
 // permission (or the caller has that role), 403 `forbidden` otherwise. A new write route is covered
 // as soon as it declares its permission.
@@ -53,7 +53,7 @@ t.test('five roles × every route that declares a permission', async (t) => {
       v.projectId = p.project.id;
       v.project_id = p.project.id;
       if (needs('keyId') || name.startsWith('v1.api_keys.')) {
-        // Renaming works on local keys only (spec §4.7), rotating on platform keys only.
+        // Renaming works on local keys only (docs/api.md §4.7), rotating on platform keys only.
         const local = name.endsWith('apiKeys.update') || name === 'v1.api_keys.update';
         const k = await mintProjectKey(svc.running.storage.db, svc.running.storage.sealer, {
           projectId: p.project.id,
@@ -65,7 +65,7 @@ t.test('five roles × every route that declares a permission', async (t) => {
         v.keyId = k.keyId;
         v.keyRowId = k.id;
       }
-      // A URL to register, and for a webhook's own routes one registered (spec §4.8).
+      // A URL to register, and for a webhook's own routes one registered (docs/api.md §4.8).
       if (name.includes('.webhooks.') || name.startsWith('v1.webhook_endpoints.')) {
         v.url = `https://hooks-${randomUUID().slice(0, 8)}.example.com/h`;
         if (needs('webhookId') || name === 'v1.webhook_endpoints.delete' || name === 'v1.webhook_endpoints.update') {
@@ -153,7 +153,7 @@ t.test('five roles × every route that declares a permission', async (t) => {
       v.userId = m.userId;
       v.role = 'auditor';
     }
-    // Templates (spec §4.13): a part to create one with, and for update and delete an own template.
+    // Templates (docs/api.md §4.13): a part to create one with, and for update and delete an own template.
     if (name.startsWith('modules.templates.')) {
       v.text = 'Hello {{name}}';
       if (needs('id')) {

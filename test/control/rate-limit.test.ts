@@ -1,4 +1,4 @@
-// gaps-filled.md #7: a token bucket per credential, burst 100, refilling 20 per second; over it,
+// docs/decisions.md #7: a token bucket per credential, burst 100, refilling 20 per second; over it,
 // 429 `rate_limited` with a Retry-After header. The clock is frozen so refill happens only when the
 // test advances it: the counts below are exact.
 import t, { type Test } from 'tap';

@@ -1,4 +1,4 @@
-// Spec §5.5 roles as served by the public roles route, and the router's literal-before-parameter order.
+// docs/api.md §5.5 roles as served by the public roles route, and the router's literal-before-parameter order.
 import t from 'tap';
 import { startTestService } from '../helpers/service.js';
 import { byPathSpecificity } from '../../control/app.js';

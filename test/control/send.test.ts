@@ -1,5 +1,5 @@
-// Spec §4.11 sendEmail: validation, the sender check, suppression, idempotency (gaps-filled.md #3),
-// the daily quota (§8, gaps-filled.md #11, #13), header injection, durability before the answer,
+// docs/api.md §4.11 sendEmail: validation, the sender check, suppression, idempotency (docs/decisions.md #3),
+// the daily quota (§8, docs/decisions.md #11, #13), header injection, durability before the answer,
 // send-on-behalf and the test-message routes.
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
@@ -66,7 +66,7 @@ t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
   t.equal(detail.usage.usedToday, 1, 'counted in usage');
 });
 
-t.test('display-name rule (spec §4.11)', async (t) => {
+t.test('display-name rule (docs/api.md §4.11)', async (t) => {
   const svc = await startTestService(t);
   const s = await sender(svc, { displayName: 'Acme Support' });
   const from = async (f: string) =>
@@ -196,7 +196,7 @@ t.test('a suppressed recipient is accepted as suppressed and never spooled', asy
   );
 });
 
-t.test('idempotency (gaps-filled.md #3)', async (t) => {
+t.test('idempotency (docs/decisions.md #3)', async (t) => {
   const svc = await startTestService(t);
   const s = await sender(svc);
   const body = {
@@ -255,7 +255,7 @@ async function fetchSend(svc: TestService, s: Sender, body: unknown) {
   };
 }
 
-t.test('the daily quota is shared by the organization, race-safe (spec §8)', async (t) => {
+t.test('the daily quota is shared by the organization, race-safe (docs/api.md §8)', async (t) => {
   const svc = await startTestService(t);
   svc.clock.freeze();
   const s = await sender(svc);

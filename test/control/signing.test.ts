@@ -1,4 +1,4 @@
-// Spec §5 request signing, exercised with raw HTTP so every part of the string to sign can be bent:
+// docs/api.md §5 request signing, exercised with raw HTTP so every part of the string to sign can be bent:
 // each of the five lines, the secret, the key id, the Authorization header, the ±5 min window and
 // the single-use nonce. Every failure must be the same 401 `unauthorized` with the same message
 // (the client is not told which part failed). Also the platform key of §5.3.

@@ -1,4 +1,4 @@
-// Spec §4.9: a project's suppression list in the console: add (reason default manual), list with
+// docs/api.md §4.9: a project's suppression list in the console: add (reason default manual), list with
 // the address filter, delete by address; addresses normalized (the domain case-insensitive) on
 // write, filter and delete; the same rows as the data layer's and sendEmail's.
 import t from 'tap';
@@ -37,7 +37,7 @@ t.test('add, list, filter and delete, normalized', async (t) => {
   t.match(
     await errorOf(S.create({ id, address: 'a@b.example', reason: 'whim' as never })),
     { status: 400 },
-    'reasons are spec §2.2 SuppressionReason',
+    'reasons are docs/api.md §2.2 SuppressionReason',
   );
 
   t.same(

@@ -1,4 +1,4 @@
-// control/compose.ts: the `from`/`to` address rules of sendEmail (spec §4.11, RFC 5321/5322) and the
+// control/compose.ts: the `from`/`to` address rules of sendEmail (docs/api.md §4.11, RFC 5321/5322) and the
 // MIME message built from customer JSON (issue 5 item 2).
 import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';

@@ -1,4 +1,4 @@
-// mta/verp.ts: the VERP return path of gaps-filled.md #10, b-<message uuid without dashes>@<return-path domain>.
+// mta/verp.ts: the VERP return path of docs/decisions.md #10, b-<message uuid without dashes>@<return-path domain>.
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
 import { decodeReturnPath, encodeReturnPath } from '../../mail/verp.js';

@@ -1,4 +1,4 @@
-// Spec §4.13 templates and §4.11 templateId/variables (issue 6 items 6-8): CRUD with owner-only
+// docs/api.md §4.13 templates and §4.11 templateId/variables (issue 6 items 6-8): CRUD with owner-only
 // writes and member reads, public templates, the cross-tenant 404s, rendering (escaping, missing
 // variables, prototype names, the output bound), versions, and sendEmail rendering into the spool.
 import t from 'tap';

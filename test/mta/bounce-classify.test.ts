@@ -1,4 +1,4 @@
-// mta/outbound/bounce-classify.ts against config/bounce-rules.txt (style.md #5): every rule is tested
+// mta/outbound/bounce-classify.ts against config/bounce-rules.txt (docs/conventions.md #5): every rule is tested
 // with the real replies quoted above it, read from the file here without the module's loader, so a
 // rule added to the file is tested without touching this file. Then the enhanced-code and basic-code
 // fallbacks, connection errors, and the loader's refusal of bad lines.

@@ -53,7 +53,7 @@ t.test('kill -9 during a burst loses no acknowledged message', async (t) => {
           });
           acked.add(r.providerMessageId);
         } catch (err) {
-          // The key's rate limit (gaps-filled.md #7: 100 burst, 20/s) answers 429: wait and send it again.
+          // The key's rate limit (docs/decisions.md #7: 100 burst, 20/s) answers 429: wait and send it again.
           if ((err as { status?: number }).status === 429 && !killed) {
             await new Promise((r) => setTimeout(r, 100));
             continue;

@@ -48,7 +48,7 @@ async function allSigned(t: Test, w: World): Promise<void> {
   t.same(bad, [], `python3-dkim: ${results.length} delivered messages, rsa-sha256 and ed25519-sha256 pass`);
 }
 
-// Waiting reads the database: polling the API would spend the key's rate limit (gaps-filled.md #7).
+// Waiting reads the database: polling the API would spend the key's rate limit (docs/decisions.md #7).
 const statusOf = async (w: World, id: string) =>
   (await w.svc.running.storage.db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [id]))[0]
     ?.status;

@@ -1,4 +1,4 @@
-// Issue 6 item 4 (gaps-filled.md #10): asynchronous reports sent over SMTP, with swaks, to the MX
+// Issue 6 item 4 (docs/decisions.md #10): asynchronous reports sent over SMTP, with swaks, to the MX
 // listener at the VERP return path of a delivered message. Fixtures follow the RFCs' examples
 // (RFC 3464 Appendix, RFC 5965 §B.1) and common MTA formats (Postfix, Exim, qmail).
 import t, { type Test } from 'tap';

@@ -1,4 +1,4 @@
-// mta/outbound/retry.ts: the default SVC_RETRY_DELAYS schedule (gaps-filled.md #16) walked failure by
+// mta/outbound/retry.ts: the default SVC_RETRY_DELAYS schedule (docs/decisions.md #16) walked failure by
 // failure with exact times, the give-up point, the total span RFC 5321 §4.5.4.1 asks for, and a
 // custom list.
 import t from 'tap';
@@ -12,7 +12,7 @@ const T0 = Date.UTC(2025, 0, 6, 9, 30, 0);
 
 t.test('the default schedule, one failure at a time', async (t) => {
   const { retryDelaysMs } = loadConfig({});
-  // gaps-filled.md #16: 1m,5m,15m,30m,1h,2h,4h,8h,16h,24h,24h,24h,16h.
+  // docs/decisions.md #16: 1m,5m,15m,30m,1h,2h,4h,8h,16h,24h,24h,24h,16h.
   const expectedWaits = [
     1 * MIN,
     5 * MIN,

@@ -1,5 +1,5 @@
 // The SDK, the OpenAPI document and the route table cannot drift apart: every route has its SDK
-// method and its operation, named after its path as spec §1 rule 5 says, and the SDK sends each call
+// method and its operation, named after its path as docs/api.md §1 rule 5 says, and the SDK sends each call
 // to the method and path of its route.
 import t from 'tap';
 import { routeTable, type RouteSpec, createClient, SvcError } from '@svc-mail/sdk';
@@ -13,7 +13,7 @@ const camel = (segment: string) => segment.replace(/[-_]+([a-z0-9])/g, (_, c: st
 const isParam = (segment: string) => /^\{\w+\}$/.test(segment);
 const pathParams = (p: string) => [...p.matchAll(/\{(\w+)\}/g)].map((m) => m[1] as string);
 
-/** The product of a path (spec §1 layout) and its literal segments after the product and version. */
+/** The product of a path (docs/api.md §1 layout) and its literal segments after the product and version. */
 function splitPath(p: string): { product: string; literals: string[] } | null {
   if (p === '/health') return { product: 'health', literals: [] };
   const segs = p.split('/').slice(1);
@@ -35,7 +35,7 @@ function splitPath(p: string): { product: string; literals: string[] } | null {
     rest = segs.slice(2);
   } else return null;
   if (rest.some((s) => s === '')) return null;
-  // Spec §1 rule 5: client.v1.<table>.<verb>() keeps the data layer's table name as it is
+  // docs/api.md §1 rule 5: client.v1.<table>.<verb>() keeps the data layer's table name as it is
   // (api_keys); every other literal segment is camelCased (account-tokens → accountTokens).
   const literals = rest.filter((s) => !isParam(s));
   return { product, literals: product === 'v1' && literals[0] !== 'services' ? literals : literals.map(camel) };
@@ -56,7 +56,7 @@ t.test('helpers of this test', async (t) => {
     literals: ['templates', 'templates', 'render'],
   });
   t.same(splitPath('/v1/services/whoami'), { product: 'v1', literals: ['services', 'whoami'] });
-  t.equal(splitPath('/api/console/v1/x'), null, 'no /api prefix (spec §1 rule 1)');
+  t.equal(splitPath('/api/console/v1/x'), null, 'no /api prefix (docs/api.md §1 rule 1)');
   t.equal(splitPath('/console/x'), null, 'a product path without its version');
   t.ok(inOrder(['a', 'c'], ['a', 'b', 'c']));
   t.notOk(inOrder(['c', 'a'], ['a', 'b', 'c']));
@@ -66,7 +66,7 @@ t.test('the route table is not empty and has /health', async (t) => {
   t.ok(routes.length >= 2);
   t.ok(
     routes.some(([, r]) => r.method === 'GET' && r.path === '/health'),
-    'GET /health (spec §1 rule 4)',
+    'GET /health (docs/api.md §1 rule 4)',
   );
 });
 
@@ -80,7 +80,7 @@ t.test('every route has an SDK method at its dotted name', async (t) => {
   t.type(client.request, 'function', 'client.request, the raw call');
 });
 
-t.test('every name follows spec §1 rule 5', async (t) => {
+t.test('every name follows docs/api.md §1 rule 5', async (t) => {
   for (const [name, r] of routes) {
     const parts = name.split('.');
     const split = splitPath(r.path);

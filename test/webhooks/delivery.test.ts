@@ -114,7 +114,7 @@ t.test('delivered, bounced, deferred and suppressed each reach every subscribed 
       detail: { attempt: 1, reply: /^250/ },
     },
   });
-  t.same(Object.keys(byType.delivered!.json).sort(), ['createdAt', 'data', 'type'], 'the body of gaps-filled.md #5');
+  t.same(Object.keys(byType.delivered!.json).sort(), ['createdAt', 'data', 'type'], 'the body of docs/decisions.md #5');
   t.same(Object.keys(byType.delivered!.json.data).sort(), [
     'detail',
     'from',

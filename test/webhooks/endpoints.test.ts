@@ -1,4 +1,4 @@
-// Spec §4.8 webhook endpoints through the SDK against the live service: register (the whsec_ secret
+// docs/api.md §4.8 webhook endpoints through the SDK against the live service: register (the whsec_ secret
 // once, sealed at rest), list, delete, the events list, the URL rules (private targets refused unless
 // SVC_ALLOW_PRIVATE_WEBHOOKS=1), the per-project limit, and the same through the data layer
 // (webhook_endpoints; webhook_deliveries read-only).
@@ -34,7 +34,7 @@ t.test('register, list, delete; the secret is returned once and sealed at rest',
   t.match(created.secret, /^whsec_[A-Za-z0-9+/]{43}=$/, 'whsec_ and base64 of 32 bytes');
   t.match(created.createdAt, /^\d{4}-\d\d-\d\dT/);
   const all = await c.create({ id: a.project.id, url: 'https://hooks.example.com/all' });
-  t.same(all.events, [], 'no events: every kind (gaps-filled.md #5)');
+  t.same(all.events, [], 'no events: every kind (docs/decisions.md #5)');
   t.same((await c.create({ id: a.project.id, url: 'https://hooks.example.com/empty', events: [] })).events, []);
 
   const listed = await c.list({ id: a.project.id });
@@ -54,7 +54,7 @@ t.test('register, list, delete; the secret is returned once and sealed at rest',
     'the project detail lists them',
   );
   t.notOk(JSON.stringify(detail).includes(created.secret), 'and never the secret');
-  // A project key with project:admin manages them too (spec §5.3).
+  // A project key with project:admin manages them too (docs/api.md §5.3).
   t.same((await a.admin.console.projects.webhooks.list({ id: a.project.id })).webhooks.length, 3);
 
   // At rest: sealed with the master key, bound to its row.

@@ -1,4 +1,4 @@
-// Failed webhook attempts and their retries (gaps-filled.md #5): each attempt is a row with its
+// Failed webhook attempts and their retries (docs/decisions.md #5): each attempt is a row with its
 // status code, latency and error; the next is scheduled with backoff on the injected clock, which
 // the tests advance instead of sleeping; the webhook-id stays the same; a restart in the middle of
 // the retries still delivers; after 24 h the delivery is given up.

@@ -35,7 +35,7 @@ CREATE TABLE password_resets (
   created_at timestamptz NOT NULL
 );
 
--- Spec §5.1 rule 2: a nonce is single use within the ±5 min window. Kept in Postgres, not in
+-- docs/api.md §5.1 rule 2: a nonce is single use within the ±5 min window. Kept in Postgres, not in
 -- memory, so neither a restart nor a second control-plane node accepts a replay.
 CREATE TABLE request_nonces (
   key_id text NOT NULL,
@@ -45,7 +45,7 @@ CREATE TABLE request_nonces (
 );
 CREATE INDEX request_nonces_expiry_idx ON request_nonces (expires_at);
 
--- gaps-filled.md #7: one token bucket per credential, shared by every control-plane node.
+-- docs/decisions.md #7: one token bucket per credential, shared by every control-plane node.
 CREATE TABLE rate_limits (
   key text PRIMARY KEY,
   tokens double precision NOT NULL,

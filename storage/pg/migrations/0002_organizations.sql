@@ -1,5 +1,5 @@
 -- Organizations, members, organization tokens, invitations, join codes, projects, project API keys
--- and the audit log (spec §4.1, §4.3, §4.6, §4.7, §5.3-§5.5).
+-- and the audit log (docs/api.md §4.1, §4.3, §4.6, §4.7, §5.3-§5.5).
 
 CREATE TABLE organizations (
   id uuid PRIMARY KEY,
@@ -19,7 +19,7 @@ CREATE TABLE organization_members (
 );
 CREATE INDEX organization_members_user_idx ON organization_members (user_id);
 
--- Spec §8: a user can create at most one organization. Enforced by the database, not read-then-write.
+-- docs/api.md §8: a user can create at most one organization. Enforced by the database, not read-then-write.
 CREATE UNIQUE INDEX organizations_one_per_creator ON organizations (created_by);
 
 CREATE TABLE organization_tokens (
@@ -70,12 +70,12 @@ CREATE TABLE projects (
   created_by uuid REFERENCES users (id) ON DELETE SET NULL,
   created_at timestamptz NOT NULL,
   updated_at timestamptz NOT NULL,
-  -- Soft delete (spec §3): the row stays for history, leaves every list, and its keys stop working.
+  -- Soft delete (docs/api.md §3): the row stays for history, leaves every list, and its keys stop working.
   deleted_at timestamptz
 );
 CREATE INDEX projects_org_idx ON projects (organization_id) WHERE deleted_at IS NULL;
 
--- expires_at is set on rotation (spec §3: the old key works 24 h more); revoked_at on revoke.
+-- expires_at is set on rotation (docs/api.md §3: the old key works 24 h more); revoked_at on revoke.
 CREATE TABLE api_keys (
   id uuid PRIMARY KEY,
   key_id text NOT NULL UNIQUE,

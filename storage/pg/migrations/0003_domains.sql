@@ -1,5 +1,5 @@
 -- Domain claims and their sending (outbound, DKIM) and receiving (inbound, MX) capabilities
--- (spec §4.5).
+-- (docs/api.md §4.5).
 --
 -- Uniqueness across ancestors and descendants is the database's job: the registrable domain (the
 -- apex) is claimed once platform-wide (UNIQUE domain), and a subdomain claim must reference the apex
@@ -21,7 +21,7 @@ CREATE TABLE domain_claims (
 CREATE INDEX domain_claims_project_idx ON domain_claims (project_id);
 CREATE INDEX domain_claims_apex_idx ON domain_claims (apex_claim_id) WHERE apex_claim_id IS NOT NULL;
 
--- One outbound capability per (sub)domain platform-wide (spec §4.11: send-on-behalf resolves the
+-- One outbound capability per (sub)domain platform-wide (docs/api.md §4.11: send-on-behalf resolves the
 -- project from it). DKIM private keys are sealed with the master key; the selector is unique per
 -- capability so that keys can rotate.
 CREATE TABLE outbound_capabilities (
@@ -55,7 +55,7 @@ CREATE TABLE inbound_capabilities (
 );
 CREATE INDEX inbound_capabilities_claim_idx ON inbound_capabilities (claim_id);
 
--- The data layer's `sender_domains` (spec §2.1): the sending capabilities, without key material.
+-- The data layer's `sender_domains` (docs/api.md §2.1): the sending capabilities, without key material.
 CREATE VIEW sender_domains AS
   SELECT id, project_id, claim_id, domain, status, verified_at, dkim_selector, ed25519_selector, return_path_subdomain,
     default_display_name, created_at

@@ -1,4 +1,4 @@
--- Custom webmail domains (spec §2.2, §3, §4.4, §4.12): a host name an organization points at the
+-- Custom webmail domains (docs/api.md §2.2, §3, §4.4, §4.12): a host name an organization points at the
 -- webmail host (SVC_WEBMAIL_HOST) with a CNAME, or an apex at SVC_WEBMAIL_ADDRESSES with A/AAAA.
 --
 -- `domain` is stored normalized (control/domain-names.ts: lower case, no trailing dot, punycode) and

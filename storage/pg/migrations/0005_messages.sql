@@ -1,5 +1,5 @@
--- Messages, their events, idempotency keys, the daily quota and suppressions (spec §4.11, §6, §8;
--- gaps-filled.md #3, #4, #11, #13). Message bodies live in the LMDB spool, not here.
+-- Messages, their events, idempotency keys, the daily quota and suppressions (docs/api.md §4.11, §6, §8;
+-- docs/decisions.md #3, #4, #11, #13). Message bodies live in the LMDB spool, not here.
 
 CREATE TABLE messages (
   id uuid PRIMARY KEY,
@@ -34,7 +34,7 @@ CREATE TABLE message_events (
 );
 CREATE INDEX message_events_message_idx ON message_events (message_id, seq);
 
--- gaps-filled.md #3: a key is per project and lives 24 h; the body hash tells a retry from a reuse.
+-- docs/decisions.md #3: a key is per project and lives 24 h; the body hash tells a retry from a reuse.
 CREATE TABLE idempotency_keys (
   project_id uuid NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
   key text NOT NULL,
@@ -45,7 +45,7 @@ CREATE TABLE idempotency_keys (
   PRIMARY KEY (project_id, key)
 );
 
--- gaps-filled.md #11 and #13: messages answered 200 per organization and UTC day.
+-- docs/decisions.md #11 and #13: messages answered 200 per organization and UTC day.
 CREATE TABLE quota_days (
   organization_id uuid NOT NULL REFERENCES organizations (id) ON DELETE CASCADE,
   day date NOT NULL,

@@ -1,4 +1,4 @@
--- A suppression gets an id of its own, so the data layer can name it (spec §4.1: get?id=, delete
+-- A suppression gets an id of its own, so the data layer can name it (docs/api.md §4.1: get?id=, delete
 -- by key). The primary key stays (project_id, address): sendEmail looks a recipient up by it and the
 -- MTA adds suppressions with ON CONFLICT (project_id, address) DO NOTHING; a row inserted without an
 -- id (as both do) gets one from the default. Existing rows get theirs here, one each.

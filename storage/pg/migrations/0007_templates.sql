@@ -1,4 +1,4 @@
--- The templates module (spec §4.13, issue 6 items 6-8): an organization's templates, every version
+-- The templates module (docs/api.md §4.13, issue 6 items 6-8): an organization's templates, every version
 -- each one has had, and the template a message was rendered from.
 
 -- The current version of each template. `variables` is the list of { name, default? }.

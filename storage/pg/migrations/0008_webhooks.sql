@@ -1,7 +1,7 @@
--- Webhooks (spec §4.8, §6 rules 2-3; gaps-filled.md #5): a project's endpoints, and one row per
+-- Webhooks (docs/api.md §4.8, §6 rules 2-3; docs/decisions.md #5): a project's endpoints, and one row per
 -- delivery attempt of a message event to an endpoint.
 
--- events: the kinds subscribed to; empty means every kind (gaps-filled.md #5). The secret
+-- events: the kinds subscribed to; empty means every kind (docs/decisions.md #5). The secret
 -- (whsec_...) is needed again to sign every request, so it is sealed with the master key, bound to
 -- the row by the associated data `webhook:<id>` (storage/secrets.ts).
 CREATE TABLE webhook_endpoints (

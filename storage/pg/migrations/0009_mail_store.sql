@@ -3,7 +3,7 @@
 -- change journal, and the Postgres blob store. Bodies live in the blob store named by SVC_BLOB_STORE;
 -- `blobs` and `blob_chunks` are used only when that is `postgres`.
 
--- Spec §4.5 inboxes. A live localpart is unique per capability, case-insensitively (RFC 5321 §2.4 lets
+-- docs/api.md §4.5 inboxes. A live localpart is unique per capability, case-insensitively (RFC 5321 §2.4 lets
 -- a local part be case-sensitive; ours never differ by case); a soft-deleted inbox frees its address at
 -- once. storage_limit_bytes: docs/decisions.md #17 (1 GB is 2^30 bytes). used_bytes moves in the same
 -- transaction as the message rows it counts.
