@@ -80,7 +80,9 @@ t.test('swaks delivers into INBOX: prefix fields, size and used bytes, envelope 
   t.match(
     fields[1],
     new RegExp(
-      `^Received: from client\\.test \\(\\[127\\.0\\.0\\.1\\]\\)\\r\\n\\tby mta\\.test \\(svc-mail\\) with ESMTP id \\S+\\r\\n\\tfor <${w.box.address}>; \\w{3}, \\d\\d \\w{3} \\d{4} [\\d:]{8} \\+0000$`,
+      String.raw`^Received: from client\.test \(\[127\.0\.0\.1\]\)\r\n` +
+        String.raw`\tby mta\.test \(svc-mail\) with ESMTP id \S+\r\n` +
+        String.raw`\tfor <${w.box.address}>; \w{3}, \d\d \w{3} \d{4} [\d:]{8} \+0000$`,
     ),
     'Received: from, by, with, id, for; date (RFC 5321 §4.4)',
   );
