@@ -132,6 +132,15 @@ export async function authenticateMessage(message: Readable, o: AuthenticateInpu
   };
 }
 
+/** The verdict when authentication could not run: RFC 8601 §2.2 no-result ("none"), filed in INBOX. */
+export function unauthenticated(authservId: string): Verdict {
+  return {
+    authenticationResults: `Authentication-Results: ${authservId}; none (authentication not performed)\r\n`,
+    receivedSpf: '',
+    junk: false,
+  };
+}
+
 // ---- removing incoming Authentication-Results in our name (RFC 8601 §5) --------------------------
 
 /**

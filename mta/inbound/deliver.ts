@@ -36,6 +36,7 @@ import {
   mailauthResolver,
   removeOurAuthResults,
   traceFields,
+  unauthenticated,
   type Verdict,
 } from './authenticate.js';
 
@@ -179,15 +180,19 @@ async function readMessage(
   const readers = Promise.allSettled([
     guard(storage.mail.blobs.put(stored)),
     guard(parseMimeTreeStream(scanned)),
-    guard(
-      authenticateMessage(original, {
-        ip: session.remoteAddress,
-        helo: session.hostNameAppearsAs || '',
-        sender: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
-        authservId: ctx.config.hostname,
-        resolver: mailauthResolver(ctx.resolver),
-      }),
-    ),
+    // A failure inside mailauth must not refuse the mail on every retry: the message is stored with
+    // "none" as its result (RFC 8601 §2.2) and the rest of the stream read on to nowhere.
+    authenticateMessage(original, {
+      ip: session.remoteAddress,
+      helo: session.hostNameAppearsAs || '',
+      sender: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
+      authservId: ctx.config.hostname,
+      resolver: mailauthResolver(ctx.resolver),
+    }).catch((err: unknown): Verdict => {
+      if (!failure) ctx.log.warn({ err, session: session.id }, 'inbound: authentication failed; stored as none');
+      original.resume();
+      return unauthenticated(ctx.config.hostname);
+    }),
   ]);
 
   let head: Buffer[] | null = [];
