@@ -87,6 +87,16 @@ export const MAILBOX_UNKNOWN = new SmtpReply(550, '5.1.1', 'No such mailbox here
 export const DOMAIN_UNKNOWN = new SmtpReply(550, '5.1.2', 'No such domain');
 /** RFC 7504 §3 556 (domain does not accept mail) + RFC 7505 §4.1 X.1.10 (recipient address has null MX). */
 export const NULL_MX = new SmtpReply(556, '5.1.10', 'The domain does not accept mail (null MX)');
+/**
+ * RFC 5321 §4.2.2 550 + RFC 3463 §3.8 X.7.1 (delivery not authorized, message refused): a recipient at a
+ * domain we do not receive for. We are no open relay (RFC 5321 §3.6.2, §7.1).
+ */
+export const RELAY_DENIED = new SmtpReply(550, '5.7.1', 'Relaying denied: we do not receive mail for that domain');
+/**
+ * RFC 5321 §4.2.2 552 (exceeded storage allocation) + RFC 3463 §3.3 X.2.2 (mailbox full), at RCPT. RFC 5321
+ * §4.5.3.1.10 has clients treat a 552 to RCPT as temporary, so the sender keeps the message and retries.
+ */
+export const MAILBOX_FULL = new SmtpReply(552, '5.2.2', 'mailbox is full');
 /** RFC 5321 §4.2.2 552 (exceeded storage allocation) + RFC 3463 §3.4 X.3.4 (message too big for system). */
 export const MESSAGE_TOO_BIG = new SmtpReply(552, '5.3.4', 'Message too big');
 /**
