@@ -165,11 +165,13 @@ export async function inboxMessageUids(
   q: Queryable,
   inboxId: string,
 ): Promise<{ mailboxId: string; uids: number[] }[]> {
-  return q.query<{ mailboxId: string; uids: number[] }>(
+  const rows = await q.query<{ mailboxId: string; uids: (number | string)[] }>(
     `SELECT mailbox_id AS "mailboxId", array_agg(uid ORDER BY uid) AS uids FROM mail_messages
      WHERE inbox_id = $1 GROUP BY mailbox_id`,
     [inboxId],
   );
+  // pg parses int8 but not int8[] (PGlite does both): the elements may arrive as text.
+  return rows.map((r) => ({ mailboxId: r.mailboxId, uids: r.uids.map(Number) }));
 }
 
 /**
