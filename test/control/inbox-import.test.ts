@@ -170,3 +170,14 @@ t.test('storage: imported bytes count; past the limit an entry fails with mailbo
   await inboxes(e).storage({ ...x.inboxAt, limitGb: 2 });
   t.match(await x.run([{ raw: message({ body: 'c'.repeat(1000) }) }]), { imported: 1 }, 'room again at 2 GB');
 });
+
+t.test('the import body may pass the 1 MB and 10 MB limits of other routes', async (t) => {
+  const e = await inboxEnv(t);
+  const x = await newInbox(e);
+  // 100 messages of ~100 KB: ~13 MB of JSON.
+  const messages = Array.from({ length: 100 }, (_, i) => ({
+    raw: message({ subject: `big ${i}`, body: `${i} `.padEnd(100_000, 'z').replace(/(.{76})/g, '$1\r\n') }),
+  }));
+  t.ok(JSON.stringify({ messages }).length > 10 * 2 ** 20, 'over 10 MB');
+  t.match(await x.run(messages), { total: 100, imported: 100, failed: 0 });
+});
