@@ -2,6 +2,8 @@
 import type { Organization } from '../storage/pg/organizations.js';
 import { acceptedToday } from '../storage/pg/messages.js';
 import type { CoreDeps } from './deps.js';
+import { inboxUsage as billInboxes, type InboxUsage } from './inbox-billing.js';
+import { billedInboxesOfOrganization } from '../storage/pg/inboxes.js';
 
 /** docs/api.md §8: a free organization may send 500 messages per UTC day; payg is unlimited, with 500 free. */
 export const FREE_DAILY_LIMIT = 500;
@@ -19,15 +21,11 @@ export async function orgUsage(deps: CoreDeps, org: Organization, now: Date) {
   };
 }
 
-export async function inboxUsage(_deps: CoreDeps, _org: Organization, now: Date) {
-  // Inboxes arrive with receiving; until then there is nothing to bill.
-  const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString().slice(0, 10);
-  return {
-    activeInboxes: 0,
-    billedCents: 0,
-    storageOverageGb: 0,
-    storageBilledCents: 0,
-    totalBilledCents: 0,
-    monthStart,
-  };
+/**
+ * docs/decisions.md #18: inbox billing of the current UTC month, by the rule of core/inbox-billing.ts over the
+ * organization's inboxes that can still count this month (live ones, and those deleted since the 1st).
+ */
+export async function inboxUsage(deps: CoreDeps, org: Organization, now: Date): Promise<InboxUsage> {
+  const monthStart = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+  return billInboxes(await billedInboxesOfOrganization(deps.storage.db, org.id, monthStart), now);
 }

@@ -141,6 +141,24 @@ export interface ChangeNotice {
 
 export type ChangeFilter = { mailboxId: string } | { inboxId: string };
 
+// Inbox notices: the contract between the inbox routes (core/inboxes.ts) and every session of an inbox.
+//
+// A password change and a deletion (docs/api.md §4.5, §3) bump the inbox's credentials version
+// (storage/pg/inboxes.ts, inboxes.credentials_version) and, at the commit of that change, publish an inbox
+// notice: a ChangeNotice whose mailboxId is '' and modseq 0. It reaches subscribers with `{ inboxId }` only
+// (no mailbox has the id ''), in this process and in every other one sharing the database.
+//
+// What a session (IMAP, webmail) does: at login it reads the credentials version (inboxCredentials in
+// storage/pg/inboxes.ts) and subscribes with `{ inboxId }`. When an inbox notice arrives it reads the version
+// again and ends, at once, when the version is larger than the one it logged in with or the inbox is deleted
+// (IMAP: an untagged `BYE` and the connection closed, RFC 9051 §7.1.5; webmail: its session refused). A
+// notice is a wake-up, as ever: a session that reads an unchanged version keeps going.
+
+/** The inbox notice of `inboxId` (see "Inbox notices" above). */
+export const inboxNotice = (inboxId: string): ChangeNotice => ({ inboxId, mailboxId: '', modseq: 0 });
+
+export const isInboxNotice = (notice: ChangeNotice): boolean => notice.mailboxId === '';
+
 export interface ChangeFeed {
   /**
    * Calls `onChange` after each committed change that matches, in this process or (on Postgres) in any

@@ -10,6 +10,7 @@ import { adminHandlers } from './admin.js';
 import { auditHandlers } from './audit.js';
 import { customDomainHandlers } from './custom-domains.js';
 import { domainHandlers } from './domains.js';
+import { inboxHandlers } from './inboxes.js';
 import { messageHandlers } from './messages.js';
 import { sendHandlers } from './send.js';
 import { suppressionHandlers } from './suppressions.js';
@@ -26,6 +27,7 @@ export const handlers: Handlers<RouteTable> = {
   ...auditHandlers,
   ...customDomainHandlers,
   ...domainHandlers,
+  ...inboxHandlers,
   ...messageHandlers,
   ...sendHandlers,
   ...suppressionHandlers,

@@ -4,6 +4,9 @@ import { randomUUID } from 'node:crypto';
 import type { Mailbox } from '../../mail/mail-store.js';
 import { isPgError, PG_UNIQUE_VIOLATION, type Db, type Queryable } from './client.js';
 import { insertDefaultMailboxes } from './mail-store.js';
+import type { ChangeFeedWriter } from './change-feed.js';
+import { inboxNotice } from '../../mail/mail-store.js';
+import { isUuid } from '../../mail/uuid.js';
 
 export type InboxType = 'individual' | 'group';
 
@@ -20,6 +23,8 @@ export interface Inbox {
 }
 
 export interface NewInbox {
+  /** The row's id when the caller needs it beforehand (a sealed value bound to the row); else a new one. */
+  id?: string;
   capabilityId: string;
   localpart: string;
   type: InboxType;
@@ -39,7 +44,7 @@ export async function createInbox(db: Db, n: NewInbox): Promise<{ inbox: Inbox; 
       const [inbox] = await q.query<Inbox>(
         `INSERT INTO inboxes (id, capability_id, localpart, type, password_hash, initial_password_sealed, created_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${INBOX}`,
-        [randomUUID(), n.capabilityId, n.localpart, n.type, n.passwordHash, n.initialPasswordSealed, n.now],
+        [n.id ?? randomUUID(), n.capabilityId, n.localpart, n.type, n.passwordHash, n.initialPasswordSealed, n.now],
       );
       if (!inbox) throw new Error('inbox insert returned no row');
       return { inbox, mailboxes: await insertDefaultMailboxes(q, inbox.id, n.now) };
@@ -118,4 +123,154 @@ export async function findInboundRecipient(
  */
 export async function setUsedBytes(q: Queryable, inboxId: string, usedBytes: number): Promise<void> {
   await q.query('UPDATE inboxes SET used_bytes = $2 WHERE id = $1', [inboxId, usedBytes]);
+}
+
+// ---- the inbox routes of docs/api.md §4.5 (core/inboxes.ts) and inbox billing (core/usage.ts) --------------
+
+/** A live inbox as the listing shows it: the initial password still sealed, null after the first login. */
+export interface ListedInbox extends Inbox {
+  initialPasswordSealed: string | null;
+}
+
+/** Live inboxes of a capability, oldest first. */
+export async function listLiveInboxes(q: Queryable, capabilityId: string): Promise<ListedInbox[]> {
+  return q.query<ListedInbox>(
+    `SELECT ${INBOX}, initial_password_sealed AS "initialPasswordSealed" FROM inboxes
+     WHERE capability_id = $1 AND deleted_at IS NULL ORDER BY created_at, id`,
+    [capabilityId],
+  );
+}
+
+/** The live inbox of that id on that capability, or null. */
+export async function findLiveInbox(q: Queryable, capabilityId: string, inboxId: string): Promise<Inbox | null> {
+  if (!isUuid(inboxId)) return null;
+  const rows = await q.query<Inbox>(
+    `SELECT ${INBOX} FROM inboxes WHERE id = $1 AND capability_id = $2 AND deleted_at IS NULL`,
+    [inboxId, capabilityId],
+  );
+  return rows[0] ?? null;
+}
+
+/** Sets the storage limit of a live inbox; null when it is gone. */
+export async function setStorageLimit(
+  q: Queryable,
+  inboxId: string,
+  limitBytes: number,
+): Promise<{ usedBytes: number; limitBytes: number } | null> {
+  const rows = await q.query<{ usedBytes: number; limitBytes: number }>(
+    `UPDATE inboxes SET storage_limit_bytes = $2 WHERE id = $1 AND deleted_at IS NULL
+     RETURNING used_bytes AS "usedBytes", storage_limit_bytes AS "limitBytes"`,
+    [inboxId, limitBytes],
+  );
+  return rows[0] ?? null;
+}
+
+/**
+ * Moves a live inbox's credentials (mail/mail-store.ts, "Inbox notices"): `change` runs in the transaction
+ * that bumps credentials_version, the inbox notice goes out at its commit. False when the inbox is gone.
+ */
+async function changeCredentials(
+  db: Db,
+  feed: ChangeFeedWriter,
+  inboxId: string,
+  change: (q: Queryable) => Promise<unknown[]>,
+): Promise<boolean> {
+  const notice = inboxNotice(inboxId);
+  const changed = await db.tx(async (q) => {
+    if (!(await change(q)).length) return false;
+    await feed.notifyIn(q, notice);
+    return true;
+  });
+  if (changed) feed.publish(notice);
+  return changed;
+}
+
+/** A new password for a live inbox: every session of the old one ends (the listing's initial password stays). */
+export function setInboxPassword(db: Db, feed: ChangeFeedWriter, inboxId: string, passwordHash: string) {
+  return changeCredentials(db, feed, inboxId, (q) =>
+    q.query(
+      `UPDATE inboxes SET password_hash = $2, credentials_version = credentials_version + 1
+       WHERE id = $1 AND deleted_at IS NULL RETURNING id`,
+      [inboxId, passwordHash],
+    ),
+  );
+}
+
+/**
+ * docs/api.md §3: soft-deletes a live inbox. Its address is free at once (the live-localpart index skips it),
+ * it can no longer log in (no password, a new credentials version), the MX and appends find it gone, and its
+ * billing dates stay. Its mail is purged afterwards by the caller, through the mail store.
+ */
+export function softDeleteInbox(db: Db, feed: ChangeFeedWriter, inboxId: string, now: Date) {
+  return changeCredentials(db, feed, inboxId, (q) =>
+    q.query(
+      `UPDATE inboxes SET deleted_at = $2, password_hash = NULL, initial_password_sealed = NULL,
+         credentials_version = credentials_version + 1
+       WHERE id = $1 AND deleted_at IS NULL RETURNING id`,
+      [inboxId, now],
+    ),
+  );
+}
+
+/** What a session checks when an inbox notice wakes it: the credentials version, and whether the inbox lives. */
+export async function inboxCredentials(
+  q: Queryable,
+  inboxId: string,
+): Promise<{ credentialsVersion: number; deleted: boolean } | null> {
+  if (!isUuid(inboxId)) return null;
+  const rows = await q.query<{ credentialsVersion: number; deleted: boolean }>(
+    `SELECT credentials_version AS "credentialsVersion", deleted_at IS NOT NULL AS deleted FROM inboxes WHERE id = $1`,
+    [inboxId],
+  );
+  return rows[0] ?? null;
+}
+
+/** The UIDs of every message of an inbox, per mailbox (what a purge expunges). */
+export async function inboxMessageUids(
+  q: Queryable,
+  inboxId: string,
+): Promise<{ mailboxId: string; uids: number[] }[]> {
+  const rows = await q.query<{ mailboxId: string; uids: (number | string)[] }>(
+    `SELECT mailbox_id AS "mailboxId", array_agg(uid ORDER BY uid) AS uids FROM mail_messages
+     WHERE inbox_id = $1 GROUP BY mailbox_id`,
+    [inboxId],
+  );
+  // pg parses int8 but not int8[] (PGlite does both): the elements may arrive as text.
+  return rows.map((r) => ({ mailboxId: r.mailboxId, uids: r.uids.map(Number) }));
+}
+
+/**
+ * docs/decisions.md #20: which of these messages are already in the inbox, whichever way they came in: by
+ * import key, by Message-ID, or (for a message without one) by the SHA-256 of its body, which is its blob
+ * address. Answers the matching rows' keys; the import's unique index settles races (storage/pg/mail-store.ts).
+ */
+export async function messagesPresent(
+  q: Queryable,
+  inboxId: string,
+  look: { importKeys: string[]; messageIds: string[]; blobAddresses: string[] },
+): Promise<{ importKey: string | null; messageId: string | null; blobAddress: string }[]> {
+  return q.query(
+    `SELECT import_key AS "importKey", message_id AS "messageId", blob_address AS "blobAddress" FROM mail_messages
+     WHERE inbox_id = $1 AND (import_key = ANY($2::text[]) OR message_id = ANY($3::text[])
+       OR (message_id IS NULL AND blob_address = ANY($4::text[])))`,
+    [inboxId, look.importKeys, look.messageIds, look.blobAddresses],
+  );
+}
+
+/**
+ * The inboxes an organization is billed for this month (docs/decisions.md #18): live ones, and those deleted
+ * since `monthStart`, across its projects' inbound capabilities, in one query.
+ */
+export async function billedInboxesOfOrganization(
+  q: Queryable,
+  organizationId: string,
+  monthStart: Date,
+): Promise<{ billingStartedAt: Date | null; deletedAt: Date | null; limitBytes: number }[]> {
+  return q.query(
+    `SELECT i.billing_started_at AS "billingStartedAt", i.deleted_at AS "deletedAt",
+       i.storage_limit_bytes AS "limitBytes"
+     FROM inboxes i JOIN inbound_capabilities c ON c.id = i.capability_id JOIN projects p ON p.id = c.project_id
+     WHERE p.organization_id = $1 AND (i.deleted_at IS NULL OR i.deleted_at >= $2)`,
+    [organizationId, monthStart],
+  );
 }

@@ -7,6 +7,7 @@
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
 import { routeTable, type RouteSpec, type Client } from '@svc-mail/sdk';
+import { createInbox } from '../../storage/pg/inboxes.js';
 import { startTestService } from '../helpers/service.js';
 import { sample } from '../helpers/sample.js';
 
@@ -46,6 +47,15 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   const withCaps = await owner.client.console.projects.domains.capabilities({ id: project.id, domainId: claim.id });
   const outboundCap = withCaps.outbound[0]!;
   const inboundCap = withCaps.inbound[0]!;
+  // An inbox of the victim's inbound capability (docs/api.md §4.5), seeded: verifying receiving needs DNS.
+  const victimInbox = await createInbox(svc.running.storage.db, {
+    capabilityId: inboundCap.id,
+    localpart: 'victim-inbox',
+    type: 'individual',
+    passwordHash: null,
+    initialPasswordSealed: null,
+    now: new Date(),
+  });
   const { customDomain } = await owner.client.console.organizations.customDomains.create({
     id: org.id,
     domain: 'webmail.victim-domain.test',
@@ -124,6 +134,7 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     userId: member.userId,
     keyId: extraKey.keyId,
     webhookId: victimHook.id,
+    inboxId: victimInbox!.inbox.id,
   };
   // Parameters whose victim value depends on the route: {domainId} is a claim under projects and a
   // custom webmail domain under organizations; {capId} an outbound or an inbound capability.
@@ -202,6 +213,7 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     victimTemplate.id,
     'Victim template',
     'victim template body',
+    'victim-inbox',
   ];
   const covered: string[] = [];
 

@@ -132,6 +132,18 @@ t.test('five roles × every route that declares a permission', async (t) => {
         zone.txt(out.dnsRecords.dkim.host, out.dnsRecords.dkim.value);
         zone.mx(c.inbound[0]!.domain, 10, 'mx.matrix.test');
         v.capId = name.includes('inbound') ? c.inbound[0]!.id : out.id;
+        // Inbox routes (docs/api.md §4.5): a verified inbound capability, and for an inbox's own routes an inbox.
+        if (name.includes('.inboxes.')) {
+          const capAt = { id: v.projectId as string, capId: v.capId as string };
+          await owner.client.console.projects.inbound.verify(capAt);
+          v.localpart = `l-${randomUUID().slice(0, 8)}`;
+          v.limitGb = 2;
+          if (needs('inboxId')) {
+            tick();
+            const made = await owner.client.console.projects.inbound.inboxes.create({ ...capAt, localpart: 'fixture' });
+            v.inboxId = made.inbox.id;
+          }
+        }
       }
     }
     if (name === 'console.projects.testMessage') {

@@ -10,6 +10,7 @@ import { adminRoutes } from './admin.js';
 import { auditRoutes } from './audit.js';
 import { customDomainRoutes } from './custom-domains.js';
 import { domainRoutes } from './domains.js';
+import { inboxRoutes } from './inboxes.js';
 import { messageRoutes } from './messages.js';
 import { sendRoutes } from './send.js';
 import { suppressionRoutes } from './suppressions.js';
@@ -26,6 +27,7 @@ export const routeTable = {
   ...auditRoutes,
   ...customDomainRoutes,
   ...domainRoutes,
+  ...inboxRoutes,
   ...messageRoutes,
   ...sendRoutes,
   ...suppressionRoutes,
@@ -43,6 +45,7 @@ export * from './auth.js';
 export * from './custom-domains.js';
 export * from './data-layer.js';
 export * from './domains.js';
+export * from './inboxes.js';
 export * from './mail-records.js';
 export * from './messages.js';
 export * from './organizations.js';
