@@ -69,8 +69,6 @@ export interface ConnectionGuard {
   onConnect(session: SMTPServerSession): Promise<void>;
   /** smtp-server's onClose: forgets the session. Called for every closed connection, admitted or not. */
   onClose(session: SMTPServerSession): void;
-  /** Sessions admitted and not yet closed, per client key (tests and logs). */
-  counts(): ReadonlyMap<string, number>;
 }
 
 /** How often a session past its deadline looks again while the listener owes its client a reply. */
@@ -117,7 +115,6 @@ export function connectionGuard(l: MxLimits, server: () => SMTPServer): Connecti
       if (n > 0) perKey.set(entry.key, n);
       else perKey.delete(entry.key);
     },
-    counts: () => perKey,
   };
 }
 

@@ -15,6 +15,7 @@ import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { connect, delayedDsn, selfSigned, verpAddress, type Wire } from './mx-limits-wire.js';
+import { clientKey } from '../../mta/inbound/limits.js';
 
 interface World {
   svc: TestService;
@@ -189,6 +190,16 @@ t.test('SVC_MAX_MESSAGE_BYTES is advertised and enforced', async (t) => {
   t.match(r.text, /^552 5\.3\.4 Message too big \(at most 100000 bytes\)/);
   t.same(await events(w, verp), [], 'nothing recorded');
   t.equal((await wire.command('QUIT')).code, 221);
+});
+
+t.test('connections are counted per IPv4 address and per IPv6 /64', async (t) => {
+  t.equal(clientKey('192.0.2.1'), '192.0.2.1');
+  t.equal(clientKey('::ffff:192.0.2.1'), '192.0.2.1', 'an IPv4-mapped address is its IPv4 address');
+  t.equal(clientKey('2001:db8:1:2:3:4:5:6'), '2001:db8:1:2::/64');
+  t.equal(clientKey('2001:DB8:1:2::ffff'), '2001:db8:1:2::/64', 'case and compression do not matter');
+  t.equal(clientKey('2001:db8::1'), '2001:db8:0:0::/64');
+  t.equal(clientKey('2001:0db8:0001:0002:0:0:0:1'), '2001:db8:1:2::/64', 'leading zeros do not matter');
+  t.equal(clientKey('1:2::4:5:6:1.2.3.4'), '1:2:0:4::/64', 'an embedded IPv4 tail is two groups');
 });
 
 t.test('connections: overall and per client address', async (t) => {
