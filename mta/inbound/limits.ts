@@ -121,7 +121,7 @@ export function connectionGuard(l: MxLimits, server: () => SMTPServer): Connecti
 type RcptHook = NonNullable<SMTPServerOptions['onRcptTo']>;
 
 /**
- * Wraps an onRcptTo option so that a transaction holds at most `max` recipients: one more is answered
+ * Wraps an onRcptTo handler so that a transaction holds at most `max` recipients: one more is answered
  * 452 4.5.3 before the recipient policy runs. A repeated recipient replaces its entry (smtp-server), so
  * it is let through. smtp-server's own maxRecipients would answer without the enhanced code.
  */

@@ -13,8 +13,8 @@ import { parseReport, reportOutcome } from './reports.js';
 import { capRecipients, connectionGuard, limitOptions, readCapped } from './limits.js';
 
 /**
- * Reports are small: a DSN carries the headers of the original, or the original itself; RFC 3462 §2
- * lets it be cut. 2 MB holds the returned message of any normal send; past that it is refused (552).
+ * Reports are small: a DSN carries the headers of the original, or the original itself, which RFC 3462 §2
+ * lets the reporter cut. 2 MB holds the returned message of any normal send; past that it is refused (552).
  */
 const MAX_REPORT_BYTES = 2 * 1024 * 1024;
 
@@ -39,63 +39,6 @@ export async function listenMx(
   const { config, log, clock } = ctx;
   const tls = opts.tls ?? null;
   const guard = connectionGuard(config, () => server);
-  const hooks = smtpHooks(
-    {
-      onConnect: guard.onConnect,
-      async onRcptTo(address) {
-        if (!(await lookup(storage, address.address))) throw MAILBOX_UNKNOWN;
-      },
-      async onData(stream, session) {
-        const raw = await readCapped(stream, Math.min(MAX_REPORT_BYTES, config.maxMessageBytes));
-        if (!raw) {
-          throw MESSAGE_TOO_BIG.with(
-            stream.sizeExceeded
-              ? `Message too big (at most ${config.maxMessageBytes} bytes)`
-              : `Report too big (at most ${MAX_REPORT_BYTES} bytes)`,
-          );
-        }
-        const ours = [];
-        for (const rcpt of session.envelope.rcptTo) {
-          const m = await lookup(storage, rcpt.address);
-          if (m) ours.push(m);
-        }
-        // Parsed once, however many of our messages it is addressed about (one per VERP recipient).
-        const report = await parseReport(raw);
-        log.debug({ bytes: raw.length, recipients: ours.length, session: session.id }, 'report parsed');
-        for (const m of ours) {
-          const outcome = reportOutcome(report, m.to);
-          if (outcome.kind === 'ignored') {
-            log.info({ messageId: m.id, why: outcome.why }, 'report received and ignored');
-            continue;
-          }
-          const reason =
-            outcome.kind === 'complained'
-              ? 'complaint'
-              : outcome.kind === 'bounced' && outcome.suppress
-                ? 'hard_bounce'
-                : null;
-          await recordReport(storage.db, {
-            messageId: m.id,
-            projectId: m.projectId,
-            type: outcome.kind,
-            detail: outcome.detail,
-            at: new Date(clock.now()),
-            suppress: reason
-              ? {
-                  address: m.to,
-                  reason,
-                  detail: String(
-                    outcome.detail.diagnostic ?? outcome.detail.message ?? outcome.detail.feedbackType ?? outcome.kind,
-                  ),
-                }
-              : undefined,
-          });
-          log.info({ messageId: m.id, type: outcome.kind }, 'asynchronous report recorded');
-        }
-      },
-    },
-    log,
-  );
   const server: SMTPServer = new SMTPServer({
     name: config.hostname,
     banner: 'svc-mail ESMTP',
@@ -110,10 +53,70 @@ export async function listenMx(
     disableReverseLookup: true,
     logger: false,
     // Every refusal below is an SmtpReply; anything else thrown answers 451 4.3.0 (docs/conventions.md #3).
-    ...hooks,
-    onRcptTo: capRecipients(config.mxMaxRecipients, hooks.onRcptTo!),
+    ...smtpHooks(
+      {
+        onConnect: guard.onConnect,
+        async onRcptTo(address) {
+          if (!(await lookup(storage, address.address))) throw MAILBOX_UNKNOWN;
+        },
+        async onData(stream, session) {
+          const raw = await readCapped(stream, Math.min(MAX_REPORT_BYTES, config.maxMessageBytes));
+          if (!raw) {
+            throw MESSAGE_TOO_BIG.with(
+              stream.sizeExceeded
+                ? `Message too big (at most ${config.maxMessageBytes} bytes)`
+                : `Report too big (at most ${MAX_REPORT_BYTES} bytes)`,
+            );
+          }
+          const ours = [];
+          for (const rcpt of session.envelope.rcptTo) {
+            const m = await lookup(storage, rcpt.address);
+            if (m) ours.push(m);
+          }
+          // Parsed once, however many of our messages it is addressed about (one per VERP recipient).
+          const report = await parseReport(raw);
+          log.debug({ bytes: raw.length, recipients: ours.length, session: session.id }, 'report parsed');
+          for (const m of ours) {
+            const outcome = reportOutcome(report, m.to);
+            if (outcome.kind === 'ignored') {
+              log.info({ messageId: m.id, why: outcome.why }, 'report received and ignored');
+              continue;
+            }
+            const reason =
+              outcome.kind === 'complained'
+                ? 'complaint'
+                : outcome.kind === 'bounced' && outcome.suppress
+                  ? 'hard_bounce'
+                  : null;
+            await recordReport(storage.db, {
+              messageId: m.id,
+              projectId: m.projectId,
+              type: outcome.kind,
+              detail: outcome.detail,
+              at: new Date(clock.now()),
+              suppress: reason
+                ? {
+                    address: m.to,
+                    reason,
+                    detail: String(
+                      outcome.detail.diagnostic ??
+                        outcome.detail.message ??
+                        outcome.detail.feedbackType ??
+                        outcome.kind,
+                    ),
+                  }
+                : undefined,
+            });
+            log.info({ messageId: m.id, type: outcome.kind }, 'asynchronous report recorded');
+          }
+        },
+      },
+      log,
+    ),
     onClose: guard.onClose,
   });
+  // Before the recipient policy runs (a refused recipient is not looked up).
+  server.onRcptTo = capRecipients(config.mxMaxRecipients, server.onRcptTo.bind(server));
   // A reloaded certificate is used by the connections that start TLS from now on.
   const unsubscribe = tls?.onChange((c) => server.updateSecureContext({ key: c.key, cert: c.cert }));
   server.on('error', (err: Error) => log.warn({ err }, 'MX listener connection error'));
