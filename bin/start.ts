@@ -3,6 +3,7 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import { createLogger, systemClock, type Clock, type Context } from '../config/context.js';
+import { loadTls, type Certificate, type TlsCertificates } from '../config/tls.js';
 import { openStorage, type Storage } from '../storage/index.js';
 import { sweepExpired } from '../storage/pg/request-guard.js';
 import { createApp } from '../control/app.js';
@@ -48,6 +49,13 @@ export interface RunningService {
   ports: { http?: number; smtp?: number };
   /** The MTA's pollers, when this process runs the MTA (tests wait on their polledAt()). */
   mta?: { worker: DeliveryWorker; webhooks: WebhookDispatcher };
+  /** The certificate of SVC_TLS_CERT/SVC_TLS_KEY, when configured and this process runs a TLS listener. */
+  tls: TlsCertificates | null;
+  /**
+   * Rereads the certificate files (what SIGHUP does): resolves with the new certificate, null when none is
+   * configured; a failure is logged and the certificate in use is kept.
+   */
+  reloadTls(): Promise<Certificate | null>;
   publicUrl: string;
   stop(): Promise<void>;
 }
@@ -69,6 +77,15 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
     log: opts.log ?? createLogger(config.logLevel),
     resolver: createResolver({ servers: config.dnsServers, clock }),
   };
+  // Before anything opens: a certificate that cannot be used stops the start with one line (ConfigError).
+  const tls = role === 'control' ? null : await loadTls(config);
+  if (tls) {
+    const c = tls.current();
+    ctx.log.info(
+      { subject: c.subject, fingerprint256: c.fingerprint256, validTo: c.validTo },
+      'TLS certificate loaded',
+    );
+  }
   const storage = await openStorage(config, ctx.log);
   const stops: (() => Promise<void>)[] = [];
   const ports: RunningService['ports'] = {};
@@ -90,7 +107,7 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
       ctx.log.info({ role, outboundPort: config.outboundPort, hostname: config.hostname }, 'MTA delivering');
       // The MX listener (DSN and ARF reports at the VERP return paths). Pushed after the worker, so it
       // stops first: no report is taken while the drain runs.
-      const mx = await listenMx(ctx, storage);
+      const mx = await listenMx(ctx, storage, { tls });
       ports.smtp = mx.port;
       stops.push(mx.close);
       ctx.log.info({ role, smtp: mx.port, host: config.bindHost }, 'MX listener accepting');
@@ -123,12 +140,39 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
     throw err;
   }
 
+  const reloadTls = async (): Promise<Certificate | null> => {
+    if (!tls) {
+      ctx.log.info('SIGHUP: no TLS certificate configured, nothing to reload');
+      return null;
+    }
+    try {
+      const c = await tls.reload();
+      ctx.log.info(
+        { subject: c.subject, fingerprint256: c.fingerprint256, validTo: c.validTo },
+        'TLS certificate reloaded',
+      );
+      return c;
+    } catch (err) {
+      ctx.log.error({ err }, 'TLS certificate reload failed; the certificate in use is kept');
+      return null;
+    }
+  };
+  // SIGHUP rereads the certificate (a renewal, as with Postfix and Dovecot `reload`). Without a handler
+  // Node would exit on SIGHUP; with one, the process stays up whatever the reload gives.
+  const onHup = () => void reloadTls();
+  process.on('SIGHUP', onHup);
+  stops.push(async () => {
+    process.off('SIGHUP', onHup);
+  });
+
   let stopping: Promise<void> | null = null;
   return {
     ctx,
     storage,
     ports,
     mta: pollers,
+    tls,
+    reloadTls,
     get publicUrl() {
       return publicUrl;
     },

@@ -2,7 +2,7 @@
 // variable and the problem; every bad variable is listed, not just the first.
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
-import { fields, formats, type Config } from './schema.js';
+import { crossChecks, fields, formats, type Config } from './schema.js';
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -44,6 +44,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     const v = raw[fl.env];
     (out as Record<string, unknown>)[fl.key] = v === undefined ? fl.fallback(out) : fl.parse(v);
   }
+  const problems = crossChecks.map((check) => check(out as Config)).filter((p): p is string => p !== null);
+  if (problems.length) throw new ConfigError(problems);
   return Object.freeze(out as Config);
 }
 
@@ -61,7 +63,10 @@ export function describeConfig(config: Readonly<Config>): string {
   return fields
     .map((fl) => {
       const v = config[fl.key];
-      let value = fl.secret && v !== null ? '(set, redacted)' : show(v);
+      // Durations are held in ms; a bare number in a duration variable means seconds, so the unit is written.
+      const ms = fl.key.endsWith('Ms');
+      const shown = ms && typeof v === 'number' ? `${v}ms` : ms && Array.isArray(v) ? v.map((x) => `${x}ms`) : v;
+      let value = fl.secret && v !== null ? '(set, redacted)' : show(shown);
       if (fl.key === 'publicUrl' && v === null) value = `(unset: http://${config.bindHost}:<bound HTTP port>)`;
       return `${fl.env}=${value}\n    # ${fl.doc}`;
     })

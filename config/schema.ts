@@ -34,6 +34,24 @@ export interface Config {
   /** Local addresses deliveries leave from: a default, and per sending domain (dedicated IPs). */
   sourceAddresses: SourceAddresses;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** PEM certificate (chain) file the MX and IMAP listeners offer; null: no STARTTLS. Set with tlsKey. */
+  tlsCert: string | null;
+  /** PEM private key file of tlsCert. */
+  tlsKey: string | null;
+  /** Implicit-TLS IMAP port; null: no such listener. Needs tlsCert. */
+  imapsPort: number | null;
+  /** Largest message the MX listener takes, advertised with SIZE (RFC 1870). */
+  maxMessageBytes: number;
+  /** Concurrent MX connections overall. */
+  mxMaxConnections: number;
+  /** Concurrent MX connections from one client address (one IPv6 /64). */
+  mxMaxConnectionsPerIp: number;
+  /** Recipients of one MX transaction. */
+  mxMaxRecipients: number;
+  /** How long an MX client may stay silent while we wait for a command or data. */
+  mxIdleTimeoutMs: number;
+  /** How long an MX session may last at all, busy or not. */
+  mxSessionTimeoutMs: number;
 }
 
 export interface SourceAddresses {
@@ -57,6 +75,7 @@ export interface Field<K extends keyof Config = keyof Config> {
 }
 
 const port: JsonSchema = { type: 'integer', minimum: 0, maximum: 65535 };
+const count = (minimum: number): JsonSchema => ({ type: 'integer', minimum, maximum: Number.MAX_SAFE_INTEGER });
 const portExpect = 'must be a TCP port, an integer from 0 to 65535';
 const hostname = HOSTNAME_PATTERN;
 
@@ -284,12 +303,116 @@ export const fields = [
     parse: (raw) => raw as Config['logLevel'],
     fallback: () => 'info' as const,
   }),
+  f({
+    env: 'SVC_TLS_CERT',
+    key: 'tlsCert',
+    doc:
+      'PEM file of the certificate (leaf first, then its chain) the MX and IMAP listeners offer with STARTTLS; ' +
+      'set together with SVC_TLS_KEY, reread on SIGHUP. Unset: no STARTTLS.',
+    schema: { type: 'string', minLength: 1 },
+    expect: 'must be the path of a PEM certificate file',
+    parse: (raw) => raw,
+    fallback: () => null,
+  }),
+  f({
+    env: 'SVC_TLS_KEY',
+    key: 'tlsKey',
+    doc: 'PEM file of the private key of SVC_TLS_CERT; reread with it on SIGHUP.',
+    schema: { type: 'string', minLength: 1 },
+    expect: 'must be the path of a PEM private key file',
+    parse: (raw) => raw,
+    fallback: () => null,
+  }),
+  f({
+    env: 'SVC_IMAPS_PORT',
+    key: 'imapsPort',
+    doc: 'Implicit-TLS IMAP listener port (RFC 8314), with the certificate of SVC_TLS_CERT; unset: none.',
+    schema: port,
+    expect: portExpect,
+    parse: Number,
+    fallback: () => null,
+  }),
+  f({
+    env: 'SVC_MAX_MESSAGE_BYTES',
+    key: 'maxMessageBytes',
+    doc: 'Largest message in bytes the MX listener accepts, advertised with SIZE (RFC 1870).',
+    // RFC 5321 §4.5.3.1.7: a server must take messages of at least 64K octets.
+    schema: count(65536),
+    expect: 'must be a number of bytes, at least 65536 (RFC 5321 §4.5.3.1.7)',
+    parse: Number,
+    fallback: () => 26_214_400,
+  }),
+  f({
+    env: 'SVC_MX_MAX_CONNECTIONS',
+    key: 'mxMaxConnections',
+    doc: 'Concurrent connections the MX listener serves; one more is answered 421 and closed.',
+    schema: count(1),
+    expect: 'must be a whole number of at least 1',
+    parse: Number,
+    fallback: () => 500,
+  }),
+  f({
+    env: 'SVC_MX_MAX_CONNECTIONS_PER_IP',
+    key: 'mxMaxConnectionsPerIp',
+    doc: 'Concurrent MX connections from one client address (IPv6: one /64); one more is answered 421 and closed.',
+    schema: count(1),
+    expect: 'must be a whole number of at least 1',
+    parse: Number,
+    fallback: () => 20,
+  }),
+  f({
+    env: 'SVC_MX_MAX_RECIPIENTS',
+    key: 'mxMaxRecipients',
+    doc: 'Recipients of one MX transaction; the next RCPT is answered 452 4.5.3 and the client sends the rest later.',
+    // RFC 5321 §4.5.3.1.8: a server must buffer at least 100 recipients.
+    schema: count(100),
+    expect: 'must be a whole number of at least 100 (RFC 5321 §4.5.3.1.8)',
+    parse: Number,
+    fallback: () => 100,
+  }),
+  f({
+    env: 'SVC_MX_IDLE_TIMEOUT',
+    key: 'mxIdleTimeoutMs',
+    doc: 'How long an MX client may stay silent while the listener waits for a command or data before a 421.',
+    schema: { type: 'string', format: 'duration' },
+    expect: 'must be a duration such as 30s, 5m or 1h',
+    parse: (raw) => parseDuration(raw) as number,
+    // RFC 5321 §4.5.3.2.7: a server should wait at least 5 minutes for the next command.
+    fallback: () => 5 * 60_000,
+  }),
+  f({
+    env: 'SVC_MX_SESSION_TIMEOUT',
+    key: 'mxSessionTimeoutMs',
+    doc: 'How long one MX session may last in all, however busy, before it is closed with 421 4.4.2.',
+    schema: { type: 'string', format: 'duration' },
+    expect: 'must be a duration such as 30s, 5m or 1h',
+    parse: (raw) => parseDuration(raw) as number,
+    fallback: () => 10 * 60_000,
+  }),
 ] as const satisfies readonly Field<keyof Config>[];
+
+/**
+ * Rules that tie variables together, checked once every variable is valid on its own: one line each,
+ * naming the variables involved.
+ */
+export const crossChecks: ((c: Readonly<Config>) => string | null)[] = [
+  (c) =>
+    (c.tlsCert === null) !== (c.tlsKey === null)
+      ? `invalid configuration: SVC_TLS_CERT and SVC_TLS_KEY must be set together (only ${
+          c.tlsCert ? 'SVC_TLS_CERT' : 'SVC_TLS_KEY'
+        } is set)`
+      : null,
+  (c) =>
+    c.imapsPort !== null && c.tlsCert === null
+      ? 'invalid configuration: SVC_IMAPS_PORT needs a certificate (SVC_TLS_CERT and SVC_TLS_KEY)'
+      : null,
+];
 
 export const formats: Record<string, (raw: string) => boolean> = {
   'host-port-list': (raw) => list(raw).length > 0 && list(raw).every((s) => parseHostPort(s, 53) !== null),
   'ip-list': (raw) => list(raw).every((s) => isIP(s) !== 0),
   'duration-list': (raw) => parseDurationList(raw) !== null,
+  duration: (raw) => parseDuration(raw) !== null,
   'source-address-list': (raw) => {
     try {
       parseSourceAddresses(raw);

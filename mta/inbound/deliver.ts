@@ -28,7 +28,8 @@ import type { BlobRef } from '../../mail/blob-store.js';
 import { parseMimeTreeStream, type MimeTree } from '../../mail/mime-tree.js';
 import { MESSAGE_TOO_BIG } from '../../mail/smtp-reply.js';
 import { recordReport } from '../../storage/pg/reports.js';
-import { readReport } from './reports.js';
+import { parseReport, reportOutcome } from './reports.js';
+import { readCapped } from './limits.js';
 import { recipientsOf, type InboxRecipient, type ReportRecipient } from './recipients.js';
 import {
   authenticateMessage,
@@ -40,8 +41,12 @@ import {
   type Verdict,
 } from './authenticate.js';
 
-/** The largest DSN or ARF report read (they are read whole). */
-export const MAX_REPORT_BYTES = 10 * 1024 * 1024;
+/**
+ * The largest DSN or ARF report read (they are read whole). Reports are small: a DSN carries the headers of
+ * the original, or the original itself, which RFC 3464 §2 lets the reporter cut. 2 MB holds the returned
+ * message of any normal send; past that it is refused (552).
+ */
+export const MAX_REPORT_BYTES = 2 * 1024 * 1024;
 /**
  * The largest header block held while its Authentication-Results fields are looked at. Postfix holds at
  * most 100 KB of one header field (header_size_limit); a whole block past 1 MiB is not mail.
@@ -63,8 +68,12 @@ const tooBig = (maxBytes: number) => MESSAGE_TOO_BIG.with(`Message too big (at m
 export async function receiveMessage(stream: DataStream, session: SMTPServerSession, deps: ReceiveDeps): Promise<void> {
   const { inboxes, reports } = recipientsOf(session.envelope);
   if (!inboxes.length) {
-    const raw = await readAll(stream);
-    if (!raw) throw tooBig(deps.maxBytes);
+    const raw = await readCapped(stream, Math.min(MAX_REPORT_BYTES, deps.maxBytes));
+    if (!raw) {
+      throw stream.sizeExceeded
+        ? tooBig(deps.maxBytes)
+        : MESSAGE_TOO_BIG.with(`Report too big (at most ${MAX_REPORT_BYTES} bytes)`);
+    }
     await recordReports(raw, reports, deps);
     return;
   }
@@ -246,18 +255,14 @@ async function readMessage(
   return { blob: put.value, tree: tree.value, verdict: verdict.value, raw: raw ? Buffer.concat(raw) : null };
 }
 
-/** The whole message, or null when it went past the listener's SIZE. */
-async function readAll(stream: DataStream): Promise<Buffer | null> {
-  const chunks: Buffer[] = [];
-  for await (const c of stream as Readable) chunks.push(c as Buffer);
-  return stream.sizeExceeded ? null : Buffer.concat(chunks);
-}
-
 /** DSNs and ARF reports to the VERP return paths of sent messages (docs/decisions.md #10). */
 async function recordReports(raw: Buffer, reports: readonly ReportRecipient[], { ctx, storage }: ReceiveDeps) {
   const { log, clock } = ctx;
+  // Parsed once, however many of our messages it is addressed about (one per VERP recipient).
+  const report = await parseReport(raw);
+  log.debug({ bytes: raw.length, recipients: reports.length }, 'report parsed');
   for (const { message: m } of reports) {
-    const outcome = await readReport(raw, m.to);
+    const outcome = reportOutcome(report, m.to);
     if (outcome.kind === 'ignored') {
       log.info({ messageId: m.id, why: outcome.why }, 'report received and ignored');
       continue;

@@ -126,9 +126,18 @@ function fromPlain(parts: Part[]): ReportOutcome {
   };
 }
 
+/** A received report, MIME-parsed once, whatever the number of our messages it is addressed about. */
+export interface ParsedReport {
+  parts: Part[];
+}
+
+export async function parseReport(raw: Buffer): Promise<ParsedReport> {
+  return { parts: await mimeParts(raw) };
+}
+
 /** `recipient`: the original recipient of our message (to pick its block out of a multi-recipient DSN). */
-export async function readReport(raw: Buffer, recipient: string): Promise<ReportOutcome> {
-  const parts = await mimeParts(raw);
+export function reportOutcome(report: ParsedReport, recipient: string): ReportOutcome {
+  const { parts } = report;
   const outer = parts.filter((p) => !p.embedded);
   const dsn = outer.find(
     (p) => p.contentType === 'message/delivery-status' || p.contentType === 'message/global-delivery-status',

@@ -60,6 +60,15 @@ t.test('defaults match the operator contract table', async (t) => {
   const total = c.retryDelaysMs.reduce((a, b) => a + b, 0);
   t.ok(total > 4.5 * 24 * HOUR && total < 5.5 * 24 * HOUR, `retries span about 5 days (${total / HOUR} h)`);
   t.equal(c.masterKey, null, 'SVC_MASTER_KEY unset: generated into the data dir');
+  t.equal(c.tlsCert, null, 'SVC_TLS_CERT unset: no STARTTLS');
+  t.equal(c.tlsKey, null, 'SVC_TLS_KEY');
+  t.equal(c.imapsPort, null, 'SVC_IMAPS_PORT unset: no implicit-TLS IMAP listener');
+  t.equal(c.maxMessageBytes, 26214400, 'SVC_MAX_MESSAGE_BYTES: 25 MB');
+  t.equal(c.mxMaxConnections, 500, 'SVC_MX_MAX_CONNECTIONS');
+  t.equal(c.mxMaxConnectionsPerIp, 20, 'SVC_MX_MAX_CONNECTIONS_PER_IP');
+  t.equal(c.mxMaxRecipients, 100, 'SVC_MX_MAX_RECIPIENTS (RFC 5321 §4.5.3.1.8)');
+  t.equal(c.mxIdleTimeoutMs, 5 * MIN, 'SVC_MX_IDLE_TIMEOUT (RFC 5321 §4.5.3.2.7)');
+  t.equal(c.mxSessionTimeoutMs, 10 * MIN, 'SVC_MX_SESSION_TIMEOUT');
   t.ok(Object.isFrozen(c), 'the config object is frozen');
 });
 
@@ -99,6 +108,15 @@ const bad: [string, string][] = [
   ['SVC_DATABASE_URL', 'mysql://x'],
   ['SVC_PUBLIC_URL', 'ftp://x'],
   ['SVC_WEBMAIL_ADDRESSES', '1.2.3.4,nope'],
+  ['SVC_IMAPS_PORT', '70000'],
+  ['SVC_MAX_MESSAGE_BYTES', '65535'],
+  ['SVC_MAX_MESSAGE_BYTES', '25MB'],
+  ['SVC_MX_MAX_CONNECTIONS', '0'],
+  ['SVC_MX_MAX_CONNECTIONS_PER_IP', '-1'],
+  ['SVC_MX_MAX_RECIPIENTS', '99'],
+  ['SVC_MX_MAX_RECIPIENTS', '1.5'],
+  ['SVC_MX_IDLE_TIMEOUT', '0'],
+  ['SVC_MX_SESSION_TIMEOUT', 'soon'],
 ];
 
 t.test('each bad value gives exactly one problem line naming its variable', async (t) => {
@@ -110,7 +128,8 @@ t.test('each bad value gives exactly one problem line naming its variable', asyn
       const line = err.problems[0] ?? '';
       t.notMatch(line, /\n/, 'the problem is a single line');
       t.match(line, new RegExp(`\\b${name}\\b`), 'the line names the variable');
-      const others = fields.map((f) => f.env).filter((env) => env !== name && line.includes(env));
+      // Whole names: SVC_MX_MAX_CONNECTIONS is a prefix of SVC_MX_MAX_CONNECTIONS_PER_IP.
+      const others = fields.map((f) => f.env).filter((env) => env !== name && new RegExp(`\\b${env}\\b`).test(line));
       t.same(others, [], 'the line names no other variable');
       t.equal(err.message, err.problems.join('\n'), 'the message is the problem lines');
     });
@@ -244,4 +263,53 @@ t.test('describeConfig prints DNS servers in a form SVC_DNS_SERVERS reads back',
     loadConfig({ SVC_DNS_SERVERS: servers }).dnsServers,
     'the printed value parses to the same servers',
   );
+});
+
+t.test('the MX limits and the certificate settings parse', async (t) => {
+  const c = loadConfig({
+    SVC_TLS_CERT: '/etc/svc/mx.crt',
+    SVC_TLS_KEY: '/etc/svc/mx.key',
+    SVC_IMAPS_PORT: '993',
+    SVC_MAX_MESSAGE_BYTES: '65536',
+    SVC_MX_MAX_CONNECTIONS: '1',
+    SVC_MX_MAX_CONNECTIONS_PER_IP: '1',
+    SVC_MX_MAX_RECIPIENTS: '1000',
+    SVC_MX_IDLE_TIMEOUT: '90',
+    SVC_MX_SESSION_TIMEOUT: '1h',
+  });
+  t.equal(c.tlsCert, '/etc/svc/mx.crt');
+  t.equal(c.tlsKey, '/etc/svc/mx.key');
+  t.equal(c.imapsPort, 993);
+  t.equal(c.maxMessageBytes, 65536, 'the RFC 5321 §4.5.3.1.7 minimum is allowed');
+  t.equal(c.mxMaxConnections, 1);
+  t.equal(c.mxMaxConnectionsPerIp, 1);
+  t.equal(c.mxMaxRecipients, 1000);
+  t.equal(c.mxIdleTimeoutMs, 90_000, 'a bare number is seconds');
+  t.equal(c.mxSessionTimeoutMs, HOUR);
+});
+
+t.test('SVC_TLS_CERT and SVC_TLS_KEY go together; SVC_IMAPS_PORT needs them', async (t) => {
+  for (const only of ['SVC_TLS_CERT', 'SVC_TLS_KEY']) {
+    const err = configError(t, { [only]: '/etc/svc/x.pem' });
+    if (!err) continue;
+    t.equal(err.problems.length, 1, `${only} alone: one line`);
+    t.match(err.problems[0], /^invalid configuration: SVC_TLS_CERT and SVC_TLS_KEY must be set together/);
+    t.match(err.problems[0], new RegExp(`only ${only} is set`));
+  }
+  const imaps = configError(t, { SVC_IMAPS_PORT: '993' });
+  t.same(imaps?.problems, ['invalid configuration: SVC_IMAPS_PORT needs a certificate (SVC_TLS_CERT and SVC_TLS_KEY)']);
+  // A bad value on its own line first: the rules between variables are checked once each is valid.
+  const both = configError(t, { SVC_TLS_CERT: '/x', SVC_HTTP_PORT: 'abc' });
+  t.equal(both?.problems.length, 1);
+  t.match(both?.problems[0], /SVC_HTTP_PORT/);
+});
+
+t.test('describeConfig prints durations with their unit, so that they read back', async (t) => {
+  const c = loadConfig({ SVC_MX_SESSION_TIMEOUT: '90s', SVC_RETRY_DELAYS: '1m,250ms' });
+  const text = describeConfig(c);
+  const session = /^SVC_MX_SESSION_TIMEOUT=(.*)$/m.exec(text)?.[1] ?? '';
+  const retries = /^SVC_RETRY_DELAYS=(.*)$/m.exec(text)?.[1] ?? '';
+  t.equal(session, '90000ms');
+  t.equal(loadConfig({ SVC_MX_SESSION_TIMEOUT: session }).mxSessionTimeoutMs, 90_000);
+  t.same(loadConfig({ SVC_RETRY_DELAYS: retries }).retryDelaysMs, [60_000, 250]);
 });
