@@ -80,7 +80,8 @@ for (const tool of ['/usr/sbin/postfix', '/usr/sbin/smtp-source', '/usr/sbin/smt
   accessSync(tool, constants.X_OK);
 await run('pgbench', ['--version']).catch(() => {
   throw new Error(
-    'pgbench not found (Debian 12: part of postgresql-15, e.g. apt-get install postgresql-contrib; from PostgreSQL 16 on, postgresql-client-16)',
+    'pgbench not found (Debian 12: part of postgresql-15, e.g. apt-get install postgresql-contrib; ' +
+      'from PostgreSQL 16 on, postgresql-client-16)',
   );
 });
 
@@ -296,7 +297,8 @@ const row = (label: string, rate: string, time: string, notes = '') =>
 console.log(
   [
     '',
-    `svc-mail bench: ${N} messages, ${C} in flight, ${ORGS} orgs; ${summary.machine.cpus} cores (${summary.machine.cpu}), load ${loadAtStart.toFixed(1)} at start`,
+    `svc-mail bench: ${N} messages, ${C} in flight, ${ORGS} orgs; ` +
+      `${summary.machine.cpus} cores (${summary.machine.cpu}), load ${loadAtStart.toFixed(1)} at start`,
     row('end to end', 'rate', 'time'),
     row(
       '  svc: sendEmail → MTA (DKIM) → smtp-sink',
@@ -320,7 +322,8 @@ console.log(
       `  sendEmail, ${C} clients`,
       `${f(seR?.rps)} req/s`,
       `${SECONDS} s`,
-      `p50 ${f(seR?.p50Ms, 1)} ms, p99 ${f(seR?.p99Ms, 1)} ms; CPU/req: svc ${f(seR?.cpuMsPerRequest, 1)} ms + Postgres ${f(seR?.pgCpuMsPerRequest, 1)} ms`,
+      `p50 ${f(seR?.p50Ms, 1)} ms, p99 ${f(seR?.p99Ms, 1)} ms; ` +
+        `CPU/req: svc ${f(seR?.cpuMsPerRequest, 1)} ms + Postgres ${f(seR?.pgCpuMsPerRequest, 1)} ms`,
     ),
     row(
       `  pgbench bench/accept.sql -c ${C} -j 2 -M prepared`,

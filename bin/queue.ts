@@ -313,7 +313,8 @@ async function retryAll(spool: Spool, plan: Extract<Plan, { sub: 'retryAll' }>, 
     await Promise.all(ids.slice(i, i + RETRY_SLICE).map((id) => spool.reschedule(id, now)));
   }
   io.out(
-    `${ids.length} message${ids.length === 1 ? '' : 's'}${matches ? ` for ${clean(plan.domain ?? '')}` : ''} due now (${iso(now)})`,
+    `${ids.length} message${ids.length === 1 ? '' : 's'}` +
+      `${matches ? ` for ${clean(plan.domain ?? '')}` : ''} due now (${iso(now)})`,
   );
   return 0;
 }
@@ -333,7 +334,8 @@ async function retry(spool: Spool, { id }: Extract<Plan, { sub: 'retry' }>, io: 
     return 1;
   }
   io.out(
-    `${clean(id)}: due now (${iso(now)}; was ${iso(before.nextAttemptMs)})${after.cancelledMs !== undefined ? '; still cancelled' : ''}`,
+    `${clean(id)}: due now (${iso(now)}; was ${iso(before.nextAttemptMs)})` +
+      `${after.cancelledMs !== undefined ? '; still cancelled' : ''}`,
   );
   return 0;
 }
@@ -348,7 +350,8 @@ async function cancel(spool: Spool, { id }: Extract<Plan, { sub: 'delete' }>, io
   io.out(
     before?.cancelledMs !== undefined
       ? `${clean(id)}: already cancelled at ${iso(before.cancelledMs)}`
-      : `${clean(id)}: cancelled${at !== undefined ? ` at ${iso(at)}` : ''}; the MTA records it failed ("cancelled by operator") and removes it when it next leases it`,
+      : `${clean(id)}: cancelled${at !== undefined ? ` at ${iso(at)}` : ''}; ` +
+          'the MTA records it failed ("cancelled by operator") and removes it when it next leases it',
   );
   return 0;
 }

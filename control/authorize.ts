@@ -23,7 +23,10 @@ export function checkScope(p: Principal | null, scope: Scope | undefined): void 
   }
 }
 
-/** What a route asks of a member beyond membership: a permission (docs/api.md §5.5) and/or a role (docs/api.md §4.13). */
+/**
+ * What a route asks of a member beyond membership: a permission (docs/api.md §5.5) and/or a role
+ * (docs/api.md §4.13).
+ */
 export interface Requirement {
   permission?: Permission;
   role?: 'owner';

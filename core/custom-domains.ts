@@ -21,7 +21,8 @@ type WebmailConfig = Pick<Config, 'hostname' | 'mxHost' | 'webmailHost' | 'webma
 /** docs/api.md §2.2 custom domain DNS record: what the customer publishes at the domain. */
 export function dnsRecordFor(domain: string, c: WebmailConfig) {
   const apex = c.webmailAddresses.length
-    ? ` An apex domain, which cannot hold a CNAME, may instead have A/AAAA records that all point at ${c.webmailAddresses.join(', ')}.`
+    ? ' An apex domain, which cannot hold a CNAME, may instead have A/AAAA records that all point at ' +
+      `${c.webmailAddresses.join(', ')}.`
     : '';
   return {
     host: domain,
@@ -68,7 +69,8 @@ async function checkWebmailDns(resolver: Resolver, domain: string, c: WebmailCon
   };
   const dnsFailed = (e: DnsError): WebmailDnsVerdict => ({
     ok: false,
-    message: `DNS did not answer the ${e.type} lookup of ${domain} (${e.failure}); nothing was changed, try again later.`,
+    message:
+      `DNS did not answer the ${e.type} lookup of ${domain} (${e.failure}); ` + 'nothing was changed, try again later.',
     details: { expected, dnsFailure: e.failure, lookup: { host: e.host, type: e.type } },
   });
 
@@ -119,7 +121,9 @@ async function checkWebmailDns(resolver: Resolver, domain: string, c: WebmailCon
   if (outside.length === 0) return { ok: true, via: 'addresses' };
   return {
     ok: false,
-    message: `${domain} has no CNAME, and its A/AAAA records include ${outside.join(', ')}, which ${outside.length === 1 ? 'is not a webmail address' : 'are not webmail addresses'}. ${publish}, ${apexHint}.`,
+    message:
+      `${domain} has no CNAME, and its A/AAAA records include ${outside.join(', ')}, which ` +
+      `${outside.length === 1 ? 'is not a webmail address' : 'are not webmail addresses'}. ${publish}, ${apexHint}.`,
     details: { expected, found, notWebmailAddresses: outside },
   };
 }
@@ -169,7 +173,10 @@ export async function verifyCustomDomain(
   return verified;
 }
 
-/** Whether a name (normalized as registration does, so `Mail.Example.COM.` asks about `mail.example.com`) is a verified custom domain. */
+/**
+ * Whether a name (normalized as registration does, so `Mail.Example.COM.` asks about `mail.example.com`) is a
+ * verified custom domain.
+ */
 export async function isCustomDomainAllowed(deps: CoreDeps, name: string): Promise<boolean> {
   const domain = normalizeDomain(name);
   return domain !== null && (await isVerifiedCustomDomain(deps.storage.db, domain));

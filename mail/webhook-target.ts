@@ -115,8 +115,10 @@ export function refusalOf(address: string): Refusal | null {
   const a6 = parseV6(address);
   if (!a6) throw new Error(`${JSON.stringify(address)} is not an IP address`);
   // Addresses carrying an IPv4 address reach that address: judge it instead.
-  if (isPrefix(a6, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])) return refusalOf(a6.slice(12).join('.')); // ::ffff:0:0/96, RFC 4291 §2.5.5.2
-  if (isPrefix(a6, [0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0])) return refusalOf(a6.slice(12).join('.')); // 64:ff9b::/96, RFC 6052
+  // ::ffff:0:0/96, RFC 4291 §2.5.5.2
+  if (isPrefix(a6, [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])) return refusalOf(a6.slice(12).join('.'));
+  // 64:ff9b::/96, RFC 6052
+  if (isPrefix(a6, [0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0])) return refusalOf(a6.slice(12).join('.'));
   if (isPrefix(a6, [0x20, 0x02])) return refusalOf(a6.slice(2, 6).join('.')); // 2002::/16 6to4, RFC 3056
   return V6.find((r) => inRange(a6, r))?.why ?? null;
 }

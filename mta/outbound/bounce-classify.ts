@@ -158,7 +158,8 @@ export function loadRules(text: string, source = 'bounce rules'): BounceRule[] {
     const fields = raw.split(/\t+/).map((f) => f.trim());
     if (fields.length !== 4 || fields.some((f) => f === '')) {
       fail(
-        `expected 4 TAB-separated fields (regex, action, class, message), found ${fields.filter((f) => f !== '').length}`,
+        'expected 4 TAB-separated fields (regex, action, class, message), ' +
+          `found ${fields.filter((f) => f !== '').length}`,
       );
     }
     const [pattern, action, cls, message] = fields as [string, string, string, string];

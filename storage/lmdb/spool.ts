@@ -1,5 +1,6 @@
 // The outbound spool on LMDB: queue entries keyed by [nextAttemptMs, domain, id] so that "what is due"
-// is a range scan (docs/conventions.md #8), and immutable message bodies stored once beside them (docs/conventions.md #9).
+// is a range scan (docs/conventions.md #8), and immutable message bodies stored once beside them
+// (docs/conventions.md #9).
 //
 // Three named databases in the one environment (so one LMDB transaction can span them):
 //   queue   [nextAttemptMs, domain, id] → SpoolEntry   the key order is the schedule

@@ -36,7 +36,8 @@ export async function insertApiKey(
   },
 ): Promise<ApiKey> {
   const rows = await q.query<ApiKey>(
-    `INSERT INTO api_keys (id, key_id, project_id, secret_sealed, label, scopes, managed, allowed_cidrs, rotated_from, created_at)
+    `INSERT INTO api_keys
+       (id, key_id, project_id, secret_sealed, label, scopes, managed, allowed_cidrs, rotated_from, created_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ${COLS}`,
     [
       k.id,

@@ -19,7 +19,8 @@ export interface AuditEntry {
 
 export async function insertAudit(q: Queryable, e: AuditEntry): Promise<void> {
   await q.query(
-    `INSERT INTO audit_log (id, created_at, actor_kind, actor_id, action, method, path, status, organization_id, project_id, target_id, request_id, ip)
+    `INSERT INTO audit_log (id, created_at, actor_kind, actor_id, action, method, path, status,
+       organization_id, project_id, target_id, request_id, ip)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
     [
       e.id,
@@ -44,8 +45,9 @@ export async function listAudit(
   f: { projectId?: string | null; action?: string | null; limit: number },
 ): Promise<AuditEntry[]> {
   return q.query<AuditEntry>(
-    `SELECT id, created_at AS "createdAt", actor_kind AS "actorKind", actor_id AS "actorId", action, method, path, status,
-       organization_id AS "organizationId", project_id AS "projectId", target_id AS "targetId", request_id AS "requestId", ip
+    `SELECT id, created_at AS "createdAt", actor_kind AS "actorKind", actor_id AS "actorId", action, method, path,
+       status, organization_id AS "organizationId", project_id AS "projectId", target_id AS "targetId",
+       request_id AS "requestId", ip
      FROM audit_log WHERE ($1::uuid IS NULL OR project_id = $1::uuid) AND ($2::text IS NULL OR action = $2)
      ORDER BY seq DESC LIMIT $3`,
     [f.projectId ?? null, f.action ?? null, f.limit],

@@ -66,7 +66,8 @@ const projectKey: CredentialLookup = {
     now,
   ) => `SELECT k.id, k.secret_sealed, k.project_id, p.organization_id, k.scopes, k.managed, k.allowed_cidrs
         FROM api_keys k JOIN projects p ON p.id = k.project_id
-        WHERE k.key_id = ${key} AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > ${now}) AND p.deleted_at IS NULL`,
+        WHERE k.key_id = ${key} AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > ${now})
+          AND p.deleted_at IS NULL`,
   map: (r, keyId) => ({
     kind: 'project_api_key',
     id: r.id as string,

@@ -28,7 +28,8 @@ export async function insertCustomDomain(
 ): Promise<CustomDomain | 'taken'> {
   try {
     const rows = await q.query<CustomDomain>(
-      `INSERT INTO custom_domains (id, organization_id, domain, status, created_at) VALUES ($1, $2, $3, 'pending', $4) RETURNING ${COLS}`,
+      `INSERT INTO custom_domains (id, organization_id, domain, status, created_at)
+       VALUES ($1, $2, $3, 'pending', $4) RETURNING ${COLS}`,
       [d.id, d.organizationId, d.domain, d.now],
     );
     return rows[0] as CustomDomain;

@@ -121,7 +121,8 @@ function visibleProjects(v: Viewer, p: Params): string {
       return `SELECT vp.id FROM projects vp JOIN organization_members vm ON vm.organization_id = vp.organization_id
               WHERE vm.user_id = ${p.add(v.userId)} AND vp.deleted_at IS NULL`;
     case 'organization':
-      return `SELECT vp.id FROM projects vp WHERE vp.organization_id = ${p.add(v.organizationId)} AND vp.deleted_at IS NULL`;
+      return `SELECT vp.id FROM projects vp
+              WHERE vp.organization_id = ${p.add(v.organizationId)} AND vp.deleted_at IS NULL`;
     case 'project':
       return `SELECT vp.id FROM projects vp WHERE vp.id = ${p.add(v.projectId)} AND vp.deleted_at IS NULL`;
   }
@@ -200,7 +201,8 @@ export async function listRows(
   }
   const order = TABLE_SQL[t.table]?.order ?? 't.created_at, t.id';
   return q.query<Row>(
-    `SELECT ${selectList(t)} FROM ${ident(t.table)} t WHERE ${where.join(' AND ')} ORDER BY ${order} LIMIT ${p.add(limit)}`,
+    `SELECT ${selectList(t)} FROM ${ident(t.table)} t WHERE ${where.join(' AND ')}
+     ORDER BY ${order} LIMIT ${p.add(limit)}`,
     p.values,
   );
 }
@@ -277,14 +279,16 @@ export async function deleteUserCascade(q: Queryable, userId: string): Promise<U
   // deleting themselves at once, the second then counts the first as gone instead of both leaving
   // an organization without members (or without an owner).
   await q.query(
-    `SELECT 1 FROM organization_members WHERE organization_id IN (SELECT organization_id FROM organization_members WHERE user_id = $1)
+    `SELECT 1 FROM organization_members
+     WHERE organization_id IN (SELECT organization_id FROM organization_members WHERE user_id = $1)
      ORDER BY organization_id, user_id FOR UPDATE`,
     [userId],
   );
   const orgs = await q.query<{ organization_id: string; role: string; members: number; owners: number }>(
     `SELECT m.organization_id, m.role,
        (SELECT count(*)::int FROM organization_members x WHERE x.organization_id = m.organization_id) AS members,
-       (SELECT count(*)::int FROM organization_members x WHERE x.organization_id = m.organization_id AND x.role = 'owner') AS owners
+       (SELECT count(*)::int FROM organization_members x
+         WHERE x.organization_id = m.organization_id AND x.role = 'owner') AS owners
      FROM organization_members m WHERE m.user_id = $1 ORDER BY m.organization_id`,
     [userId],
   );

@@ -72,8 +72,8 @@ export interface Outcome {
 // the capability whose sent count grows (null unless delivered).
 const OUTCOMES_SQL = `
 WITH u AS (
-  SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::timestamptz[], $5::uuid[], $6::uuid[], $7::text[], $8::text[], $9::text[],
-    $10::text[], $11::uuid[])
+  SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::timestamptz[], $5::uuid[], $6::uuid[], $7::text[],
+    $8::text[], $9::text[], $10::text[], $11::uuid[])
     AS u(id, status, attempts, at, event_id, project_id, detail, sup_address, sup_reason, sup_detail, sent_by)
 ), upd AS (
   UPDATE messages m SET status = u.status, attempts = u.attempts, updated_at = u.at FROM u WHERE m.id = u.id

@@ -44,13 +44,15 @@ export interface Inbound {
   createdAt: Date;
 }
 
-const CLAIM = `id, project_id AS "projectId", domain, apex_claim_id AS "apexClaimId", verify_token AS "verifyToken", status,
-  verified_at AS "verifiedAt", last_check_at AS "lastCheckAt", created_at AS "createdAt"`;
+const CLAIM = `id, project_id AS "projectId", domain, apex_claim_id AS "apexClaimId", verify_token AS "verifyToken",
+  status, verified_at AS "verifiedAt", last_check_at AS "lastCheckAt", created_at AS "createdAt"`;
 const OUTBOUND = `id, claim_id AS "claimId", project_id AS "projectId", domain, status, verified_at AS "verifiedAt",
-  dkim_selector AS "dkimSelector", dkim_public AS "dkimPublic", ed25519_selector AS "ed25519Selector", ed25519_public AS "ed25519Public",
-  return_path_subdomain AS "returnPathSubdomain", default_display_name AS "defaultDisplayName", sent_count AS "sentCount",
+  dkim_selector AS "dkimSelector", dkim_public AS "dkimPublic",
+  ed25519_selector AS "ed25519Selector", ed25519_public AS "ed25519Public",
+  return_path_subdomain AS "returnPathSubdomain", default_display_name AS "defaultDisplayName",
+  sent_count AS "sentCount", created_at AS "createdAt"`;
+const INBOUND = `id, claim_id AS "claimId", project_id AS "projectId", domain, status, verified_at AS "verifiedAt",
   created_at AS "createdAt"`;
-const INBOUND = `id, claim_id AS "claimId", project_id AS "projectId", domain, status, verified_at AS "verifiedAt", created_at AS "createdAt"`;
 
 /** The claim of exactly this name, whoever holds it. */
 export async function findClaimByDomain(q: Queryable, domain: string): Promise<Claim | null> {
@@ -112,7 +114,8 @@ export async function listClaims(q: Queryable, projectId: string): Promise<Claim
  */
 export async function touchClaimCheck(q: Queryable, id: string, now: Date, minGapMs: number): Promise<boolean> {
   const rows = await q.query(
-    `UPDATE domain_claims SET last_check_at = $2 WHERE id = $1 AND (last_check_at IS NULL OR last_check_at <= $3) RETURNING id`,
+    `UPDATE domain_claims SET last_check_at = $2
+     WHERE id = $1 AND (last_check_at IS NULL OR last_check_at <= $3) RETURNING id`,
     [id, now, new Date(now.getTime() - minGapMs)],
   );
   return rows.length > 0;
@@ -158,7 +161,8 @@ export async function getOutbound(
 ): Promise<(Outbound & { dkimPrivateSealed: string }) | null> {
   if (!isUuid(id)) return null;
   const rows = await q.query<Outbound & { dkimPrivateSealed: string }>(
-    `SELECT ${OUTBOUND}, dkim_private_sealed AS "dkimPrivateSealed" FROM outbound_capabilities WHERE project_id = $1 AND id = $2`,
+    `SELECT ${OUTBOUND}, dkim_private_sealed AS "dkimPrivateSealed" FROM outbound_capabilities
+     WHERE project_id = $1 AND id = $2`,
     [projectId, id],
   );
   return rows[0] ?? null;
@@ -192,8 +196,9 @@ export async function insertOutbound(
 ): Promise<'ok' | 'taken'> {
   try {
     await q.query(
-      `INSERT INTO outbound_capabilities (id, claim_id, project_id, domain, status, verified_at, dkim_selector, dkim_private_sealed, dkim_public,
-         ed25519_selector, ed25519_private_sealed, ed25519_public, return_path_subdomain, created_at)
+      `INSERT INTO outbound_capabilities (id, claim_id, project_id, domain, status, verified_at,
+         dkim_selector, dkim_private_sealed, dkim_public, ed25519_selector, ed25519_private_sealed, ed25519_public,
+         return_path_subdomain, created_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
       [
         o.id,
@@ -281,7 +286,8 @@ export async function forceVerify(
 ): Promise<{ claimId: string; outboundIds: string[] } | null> {
   if (!isUuid(id)) return null;
   const cap = await q.query<{ claim_id: string }>(
-    `UPDATE outbound_capabilities SET status = 'verified', verified_at = coalesce(verified_at, $2) WHERE id = $1 RETURNING claim_id`,
+    `UPDATE outbound_capabilities SET status = 'verified', verified_at = coalesce(verified_at, $2)
+     WHERE id = $1 RETURNING claim_id`,
     [id, now],
   );
   const claimId = cap[0]?.claim_id ?? id;
@@ -294,7 +300,8 @@ export async function forceVerify(
     ? [id]
     : (
         await q.query<{ id: string }>(
-          `UPDATE outbound_capabilities SET status = 'verified', verified_at = coalesce(verified_at, $2) WHERE claim_id = $1 RETURNING id`,
+          `UPDATE outbound_capabilities SET status = 'verified', verified_at = coalesce(verified_at, $2)
+           WHERE claim_id = $1 RETURNING id`,
           [claimId, now],
         )
       ).map((r) => r.id);

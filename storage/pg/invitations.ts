@@ -11,7 +11,8 @@ export interface Invitation {
   expiresAt: Date;
 }
 
-const COLS = `id, organization_id AS "organizationId", email, role, created_at AS "createdAt", expires_at AS "expiresAt"`;
+const COLS = `id, organization_id AS "organizationId", email, role, created_at AS "createdAt",
+  expires_at AS "expiresAt"`;
 
 export async function insertInvitation(
   q: Queryable,
@@ -37,7 +38,8 @@ export async function insertInvitation(
 /** Pending: not accepted, not revoked, not expired (docs/api.md §3). */
 export async function listPendingInvitations(q: Queryable, organizationId: string, now: Date): Promise<Invitation[]> {
   return q.query<Invitation>(
-    `SELECT ${COLS} FROM invitations WHERE organization_id = $1 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > $2
+    `SELECT ${COLS} FROM invitations
+     WHERE organization_id = $1 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > $2
      ORDER BY created_at, id`,
     [organizationId, now],
   );
@@ -45,7 +47,8 @@ export async function listPendingInvitations(q: Queryable, organizationId: strin
 
 export async function revokeInvitation(q: Queryable, organizationId: string, id: string, now: Date): Promise<boolean> {
   const rows = await q.query(
-    `UPDATE invitations SET revoked_at = $3 WHERE organization_id = $1 AND id::text = $2 AND accepted_at IS NULL AND revoked_at IS NULL
+    `UPDATE invitations SET revoked_at = $3
+     WHERE organization_id = $1 AND id::text = $2 AND accepted_at IS NULL AND revoked_at IS NULL
      RETURNING id`,
     [organizationId, id, now],
   );
@@ -59,7 +62,8 @@ export async function findPendingInvitationForUpdate(
   now: Date,
 ): Promise<Invitation | null> {
   const rows = await q.query<Invitation>(
-    `SELECT ${COLS} FROM invitations WHERE token_hash = $1 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > $2 FOR UPDATE`,
+    `SELECT ${COLS} FROM invitations
+     WHERE token_hash = $1 AND accepted_at IS NULL AND revoked_at IS NULL AND expires_at > $2 FOR UPDATE`,
     [tokenHash, now],
   );
   return rows[0] ?? null;

@@ -14,7 +14,8 @@ export interface JoinCode {
   usedAt: Date | null;
 }
 
-const COLS = `id, organization_id AS "organizationId", role, created_at AS "createdAt", expires_at AS "expiresAt", used_at AS "usedAt",
+const COLS = `id, organization_id AS "organizationId", role, created_at AS "createdAt", expires_at AS "expiresAt",
+  used_at AS "usedAt",
   CASE WHEN used_at IS NOT NULL THEN 'used' WHEN revoked_at IS NOT NULL THEN 'revoked'
        WHEN expires_at <= $2 THEN 'expired' ELSE 'active' END AS status`;
 
@@ -31,7 +32,8 @@ export async function insertJoinCode(
   },
 ): Promise<JoinCode> {
   await q.query(
-    `INSERT INTO join_codes (id, organization_id, code_hash, role, created_by, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    `INSERT INTO join_codes (id, organization_id, code_hash, role, created_by, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
     [c.id, c.organizationId, c.codeHash, c.role, c.createdBy, c.now, c.expiresAt],
   );
   return {
@@ -76,7 +78,8 @@ export async function revokeJoinCode(q: Queryable, id: string, now: Date): Promi
 /** The active code a hash names, or null (unknown, used, revoked or expired). */
 export async function findActiveJoinCode(q: Queryable, codeHash: string, now: Date): Promise<JoinCode | null> {
   const rows = await q.query<JoinCode>(
-    `SELECT ${COLS} FROM join_codes WHERE code_hash = $1 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $2`,
+    `SELECT ${COLS} FROM join_codes
+     WHERE code_hash = $1 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $2`,
     [codeHash, now],
   );
   return rows[0] ?? null;
@@ -85,7 +88,8 @@ export async function findActiveJoinCode(q: Queryable, codeHash: string, now: Da
 /** Uses the code; false when another redemption got there first. One UPDATE, so exactly one wins. */
 export async function useJoinCode(q: Queryable, id: string, userId: string, now: Date): Promise<boolean> {
   const rows = await q.query(
-    `UPDATE join_codes SET used_at = $3, used_by = $2 WHERE id = $1 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $3 RETURNING id`,
+    `UPDATE join_codes SET used_at = $3, used_by = $2
+     WHERE id = $1 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $3 RETURNING id`,
     [id, userId, now],
   );
   return rows.length > 0;

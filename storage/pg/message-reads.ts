@@ -78,7 +78,8 @@ export async function messageStats(q: Queryable, window: { since: Date; until: D
   }>(
     `SELECT
        (SELECT count(*)::int FROM projects WHERE deleted_at IS NULL) AS projects,
-       (SELECT count(*)::int FROM suppressions s JOIN projects p ON p.id = s.project_id WHERE p.deleted_at IS NULL) AS suppressions,
+       (SELECT count(*)::int FROM suppressions s JOIN projects p ON p.id = s.project_id
+         WHERE p.deleted_at IS NULL) AS suppressions,
        (SELECT json_agg(json_build_object('status', status, 'total', total, 'recent', recent)) FROM (
           SELECT status, count(*)::int AS total,
                  (count(*) FILTER (WHERE created_at > $1::timestamptz AND created_at <= $2::timestamptz))::int AS recent

@@ -80,14 +80,17 @@ export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 // Parameters: per message arrays $1–$19 (see acceptRows), $20 the daily limit of the free plan.
 const ACCEPT_SQL = `
 WITH req AS (
-  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
-    $10::text[], $11::int[], $12::timestamptz[], $13::uuid[], $14::int[], $15::date[], $16::uuid[], $17::text[], $18::text[], $19::text[])
-    WITH ORDINALITY AS q(id, project_id, organization_id, outbound_id, from_header, from_address, to_address, subject, message_id_header,
-      return_path, size_bytes, at, template_id, template_version, day, event_id, domain, return_path_subdomain, display_name, i)
+  SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[],
+    $9::text[], $10::text[], $11::int[], $12::timestamptz[], $13::uuid[], $14::int[], $15::date[], $16::uuid[],
+    $17::text[], $18::text[], $19::text[])
+    WITH ORDINALITY AS q(id, project_id, organization_id, outbound_id, from_header, from_address, to_address, subject,
+      message_id_header, return_path, size_bytes, at, template_id, template_version, day, event_id, domain,
+      return_path_subdomain, display_name, i)
 ), cap AS (
   SELECT req.i, o.plan FROM req
-  JOIN outbound_capabilities c ON c.id = req.outbound_id AND c.project_id = req.project_id AND c.domain = req.domain AND c.status = 'verified'
-    AND c.return_path_subdomain = req.return_path_subdomain AND c.default_display_name IS NOT DISTINCT FROM req.display_name
+  JOIN outbound_capabilities c ON c.id = req.outbound_id AND c.project_id = req.project_id AND c.domain = req.domain
+    AND c.status = 'verified' AND c.return_path_subdomain = req.return_path_subdomain
+    AND c.default_display_name IS NOT DISTINCT FROM req.display_name
   JOIN projects p ON p.id = c.project_id AND p.organization_id = req.organization_id AND p.deleted_at IS NULL
   JOIN organizations o ON o.id = p.organization_id
 ), counted AS (
@@ -96,28 +99,34 @@ WITH req AS (
   GROUP BY req.organization_id, req.day, cap.plan HAVING cap.plan = 'payg' OR count(*) <= $20::int
   ORDER BY req.organization_id, req.day -- one lock order for every statement: no deadlock between batches
   ON CONFLICT (organization_id, day) DO UPDATE SET accepted = d.accepted + excluded.accepted
-  WHERE (SELECT plan FROM organizations WHERE id = d.organization_id) = 'payg' OR d.accepted + excluded.accepted <= $20::int
+  WHERE (SELECT plan FROM organizations WHERE id = d.organization_id) = 'payg'
+    OR d.accepted + excluded.accepted <= $20::int
   RETURNING organization_id, day
 ), sup AS (
   SELECT req.i, s.reason FROM req JOIN suppressions s ON s.project_id = req.project_id AND s.address = req.to_address
 ), msg AS (
-  INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address, to_address, subject,
-    message_id_header, return_path, idempotency_key, size_bytes, created_at, updated_at, template_id, template_version)
-  SELECT req.id, req.project_id, req.organization_id, req.outbound_id, CASE WHEN sup.i IS NULL THEN 'queued' ELSE 'suppressed' END,
-    req.from_header, req.from_address, req.to_address, req.subject, req.message_id_header, req.return_path, $21::text, req.size_bytes,
-    req.at, req.at, req.template_id, req.template_version
-  FROM req JOIN cap ON cap.i = req.i JOIN counted ON counted.organization_id = req.organization_id AND counted.day = req.day
+  INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address, to_address,
+    subject, message_id_header, return_path, idempotency_key, size_bytes, created_at, updated_at, template_id,
+    template_version)
+  SELECT req.id, req.project_id, req.organization_id, req.outbound_id,
+    CASE WHEN sup.i IS NULL THEN 'queued' ELSE 'suppressed' END,
+    req.from_header, req.from_address, req.to_address, req.subject, req.message_id_header, req.return_path, $21::text,
+    req.size_bytes, req.at, req.at, req.template_id, req.template_version
+  FROM req JOIN cap ON cap.i = req.i
+  JOIN counted ON counted.organization_id = req.organization_id AND counted.day = req.day
   LEFT JOIN sup ON sup.i = req.i
   RETURNING id, status
 ), ev AS (
   INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
-  SELECT req.event_id, req.id, req.project_id, msg.status, CASE WHEN sup.i IS NULL THEN NULL ELSE jsonb_build_object('reason', sup.reason) END, req.at
+  SELECT req.event_id, req.id, req.project_id, msg.status,
+    CASE WHEN sup.i IS NULL THEN NULL ELSE jsonb_build_object('reason', sup.reason) END, req.at
   FROM msg JOIN req ON req.id = msg.id LEFT JOIN sup ON sup.i = req.i
   RETURNING id, project_id, type, created_at AS at
 ), hooks AS (
   ${fanOutSql(`(SELECT * FROM ev WHERE type = 'suppressed') AS e`)}
 )
-SELECT msg.status, cap.i IS NOT NULL AS "senderStands" FROM req LEFT JOIN cap ON cap.i = req.i LEFT JOIN msg ON msg.id = req.id ORDER BY req.i`;
+SELECT msg.status, cap.i IS NOT NULL AS "senderStands"
+FROM req LEFT JOIN cap ON cap.i = req.i LEFT JOIN msg ON msg.id = req.id ORDER BY req.i`;
 
 /** Accepts `ms` in one statement; an outcome per message, in order. `idempotencyKey` is stored on every row. */
 async function acceptRows(

@@ -30,7 +30,8 @@ export async function listNotifications(
   filter: { recipient?: string; pendingOnly?: boolean } = {},
 ): Promise<OutboxRow[]> {
   return q.query<OutboxRow>(
-    `SELECT id, kind, sender, recipient, subject, body_sealed AS "bodySealed", created_at AS "createdAt", attempts, sent_at AS "sentAt"
+    `SELECT id, kind, sender, recipient, subject, body_sealed AS "bodySealed", created_at AS "createdAt", attempts,
+       sent_at AS "sentAt"
      FROM notification_outbox
      WHERE ($1::text IS NULL OR lower(recipient) = lower($1)) AND (NOT $2::boolean OR sent_at IS NULL)
      ORDER BY created_at, id`,
@@ -56,7 +57,8 @@ export async function claimNotifications(
     `UPDATE notification_outbox o SET next_attempt_at = $3, attempts = o.attempts + 1
      WHERE o.id IN (SELECT id FROM notification_outbox WHERE sent_at IS NULL AND next_attempt_at <= $1
                     ORDER BY next_attempt_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-     RETURNING o.id, o.kind, o.sender, o.recipient, o.subject, o.body_sealed AS "bodySealed", o.created_at AS "createdAt", o.attempts`,
+     RETURNING o.id, o.kind, o.sender, o.recipient, o.subject, o.body_sealed AS "bodySealed",
+       o.created_at AS "createdAt", o.attempts`,
     [now, limit, leaseUntil],
   );
 }
@@ -68,7 +70,8 @@ export async function notificationSent(q: Queryable, id: string, at: Date): Prom
 /** A failed attempt: try again at `nextAt`, or never (null: given up, kept with its error for operators). */
 export async function notificationFailed(q: Queryable, id: string, error: string, nextAt: Date | null): Promise<void> {
   await q.query(
-    `UPDATE notification_outbox SET last_error = $2, next_attempt_at = coalesce($3::timestamptz, 'infinity') WHERE id = $1`,
+    `UPDATE notification_outbox SET last_error = $2, next_attempt_at = coalesce($3::timestamptz, 'infinity')
+     WHERE id = $1`,
     [id, error.slice(0, 1000), nextAt],
   );
 }

@@ -72,7 +72,8 @@ export async function updateOrganization(
   now: Date,
 ): Promise<Organization | null> {
   const rows = await q.query<Organization>(
-    `UPDATE organizations o SET name = coalesce($2, name), plan = coalesce($3, plan), updated_at = $4 WHERE o.id = $1 RETURNING ${ORG}`,
+    `UPDATE organizations o SET name = coalesce($2, name), plan = coalesce($3, plan), updated_at = $4
+     WHERE o.id = $1 RETURNING ${ORG}`,
     [id, change.name ?? null, change.plan ?? null, now],
   );
   return rows[0] ?? null;

@@ -14,7 +14,8 @@ export async function insertPasswordReset(
 /** Marks the token used and returns its user, or null when unknown, used or expired. Race-safe: one UPDATE. */
 export async function consumePasswordReset(q: Queryable, tokenHash: string, now: Date): Promise<string | null> {
   const rows = await q.query<{ user_id: string }>(
-    `UPDATE password_resets SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING user_id`,
+    `UPDATE password_resets SET used_at = $2
+     WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING user_id`,
     [tokenHash, now],
   );
   return rows[0]?.user_id ?? null;

@@ -22,7 +22,8 @@ export async function insertProject(
   p: { id: string; organizationId: string; name: string; createdBy: string | null; now: Date },
 ): Promise<Project> {
   await q.query(
-    `INSERT INTO projects (id, organization_id, name, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5)`,
+    `INSERT INTO projects (id, organization_id, name, created_by, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $5)`,
     [p.id, p.organizationId, p.name, p.createdBy, p.now],
   );
   return (await getProject(q, p.id)) as Project;
@@ -37,7 +38,8 @@ export async function getProject(q: Queryable, id: string): Promise<Project | nu
 /** Live projects of the given organizations (null: of every organization). */
 export async function listProjects(q: Queryable, organizationIds: string[] | null): Promise<Project[]> {
   return q.query<Project>(
-    `SELECT ${COLS} FROM ${FROM} WHERE p.deleted_at IS NULL AND ($1::uuid[] IS NULL OR p.organization_id = ANY($1::uuid[]))
+    `SELECT ${COLS} FROM ${FROM}
+     WHERE p.deleted_at IS NULL AND ($1::uuid[] IS NULL OR p.organization_id = ANY($1::uuid[]))
      ORDER BY p.created_at, p.id`,
     [organizationIds],
   );

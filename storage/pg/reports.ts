@@ -14,7 +14,8 @@ export interface ReportedMessage {
 
 export async function reportedMessage(q: Queryable, id: string): Promise<ReportedMessage | null> {
   const rows = await q.query<ReportedMessage>(
-    `SELECT id, project_id AS "projectId", status, return_path AS "returnPath", to_address AS "to" FROM messages WHERE id = $1`,
+    `SELECT id, project_id AS "projectId", status, return_path AS "returnPath", to_address AS "to"
+     FROM messages WHERE id = $1`,
     [id],
   );
   return rows[0] ?? null;
@@ -38,12 +39,14 @@ export async function recordReport(db: Db, r: Report): Promise<void> {
   await db.tx(async (q) => {
     if (r.type === 'bounced') {
       await q.query(
-        `UPDATE messages SET status = 'bounced', updated_at = $2 WHERE id = $1 AND status NOT IN ('bounced', 'failed', 'suppressed')`,
+        `UPDATE messages SET status = 'bounced', updated_at = $2
+         WHERE id = $1 AND status NOT IN ('bounced', 'failed', 'suppressed')`,
         [r.messageId, r.at],
       );
     }
     await q.query(
-      `INSERT INTO message_events (id, message_id, project_id, type, detail, created_at) VALUES ($1, $2, $3, $4, $5::jsonb, $6)`,
+      `INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
+       VALUES ($1, $2, $3, $4, $5::jsonb, $6)`,
       [eventId, r.messageId, r.projectId, r.type, JSON.stringify(r.detail), r.at],
     );
     if (r.suppress) {

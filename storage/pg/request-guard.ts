@@ -37,7 +37,8 @@ export interface GuardInput {
 // (the proposed row's updated_at); a request takes one token if at least one is there. A rejected
 // request takes nothing, so a client that backs off per Retry-After gets through. In DO UPDATE SET
 // every right-hand side reads the old row, so REFILL means the same in each line.
-const REFILL = `least($4::float8, r.tokens + greatest(0, extract(epoch FROM (excluded.updated_at - r.updated_at))::float8) * $5::float8)`;
+const REFILL = `least($4::float8,
+  r.tokens + greatest(0, extract(epoch FROM (excluded.updated_at - r.updated_at))::float8) * $5::float8)`;
 
 // The bucket's INSERT takes its rows from the nonce CTE: a replayed nonce inserts nothing there, so a
 // replay (refused with 401) costs the credential's owner no token; nor does a request signed with a
@@ -73,7 +74,8 @@ WITH req AS (
     updated_at = greatest(excluded.updated_at, r.updated_at)
   RETURNING r.key, r.tokens, r.allowed
 )
-SELECT (nonce.key_id IS NOT NULL) AS fresh, bucket.tokens, bucket.allowed${lookup ? ', (SELECT row_to_json(cred) FROM cred WHERE cred.i = req.i) AS cred' : ''}
+SELECT (nonce.key_id IS NOT NULL) AS fresh, bucket.tokens, bucket.allowed
+  ${lookup ? ', (SELECT row_to_json(cred) FROM cred WHERE cred.i = req.i) AS cred' : ''}
 FROM req LEFT JOIN nonce ON nonce.key_id = req.key_id LEFT JOIN bucket ON bucket.key = req.key_id
 ORDER BY req.i`;
 

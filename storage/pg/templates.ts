@@ -28,13 +28,12 @@ export interface TemplateRecord {
   updatedAt: Date;
 }
 
-const COLUMNS = `id, organization_id AS "organizationId", name, subject, html, text, variables, is_public AS "isPublic", version,
-  created_by AS "createdBy", created_at AS "createdAt", updated_at AS "updatedAt"`;
+const COLUMNS = `id, organization_id AS "organizationId", name, subject, html, text, variables, is_public AS "isPublic",
+  version, created_by AS "createdBy", created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 // The version row of a template row just written (t: the CTE holding it); `actor` is the writer.
-const VERSION_OF = (
-  actor: string,
-) => `INSERT INTO template_versions (template_id, version, name, subject, html, text, variables, is_public, created_by, created_at)
+const VERSION_OF = (actor: string) => `INSERT INTO template_versions
+  (template_id, version, name, subject, html, text, variables, is_public, created_by, created_at)
   SELECT id, version, name, subject, html, text, variables, is_public, ${actor}, updated_at FROM t`;
 
 /** Postgres check_violation: the table's CHECK (html IS NOT NULL OR text IS NOT NULL) refused the row. */
@@ -57,7 +56,8 @@ export async function insertTemplate(
 ): Promise<TemplateRecord> {
   const rows = await q.query<TemplateRecord>(
     `WITH t AS (
-       INSERT INTO templates (id, organization_id, name, subject, html, text, variables, is_public, version, created_by, created_at, updated_at)
+       INSERT INTO templates (id, organization_id, name, subject, html, text, variables, is_public, version, created_by,
+         created_at, updated_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, 1, $9, $10, $10) RETURNING *
      ), v AS (${VERSION_OF('t.created_by')})
      SELECT ${COLUMNS} FROM t`,

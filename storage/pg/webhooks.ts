@@ -148,12 +148,15 @@ export async function fanOut(q: Queryable, events: readonly FannedEvent[]): Prom
 export function fanOutSql(events: string): string {
   // gen_random_uuid() sits in a subquery's select list, which the planner never flattens, so
   // each row gets its own; the webhook-id is derived from the first attempt's id.
-  return `INSERT INTO webhook_deliveries (id, webhook_id, endpoint_id, project_id, event_id, event_type, attempt, status, next_attempt_at, created_at)
-     SELECT d.id, 'msg_' || replace(d.id::text, '-', ''), d.endpoint_id, d.project_id, d.event_id, d.type, 1, 'pending', d.at, d.at
+  return `INSERT INTO webhook_deliveries
+       (id, webhook_id, endpoint_id, project_id, event_id, event_type, attempt, status, next_attempt_at, created_at)
+     SELECT d.id, 'msg_' || replace(d.id::text, '-', ''), d.endpoint_id, d.project_id, d.event_id, d.type, 1,
+       'pending', d.at, d.at
      FROM (
        SELECT gen_random_uuid() AS id, w.id AS endpoint_id, e.project_id, e.id AS event_id, e.type, e.at
        FROM ${events}
-       JOIN webhook_endpoints w ON w.project_id = e.project_id AND (cardinality(w.events) = 0 OR e.type = ANY (w.events))
+       JOIN webhook_endpoints w
+         ON w.project_id = e.project_id AND (cardinality(w.events) = 0 OR e.type = ANY (w.events))
        JOIN projects p ON p.id = e.project_id AND p.deleted_at IS NULL
      ) d`;
 }
@@ -210,7 +213,8 @@ export async function claimWebhookDeliveries(q: Queryable, o: ClaimOptions): Pro
        FOR UPDATE SKIP LOCKED
      ), ranked AS (
        SELECT due.id, due.next_attempt_at,
-         row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.next_attempt_at, due.id) + coalesce(b.n, 0) AS slot
+         row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.next_attempt_at, due.id)
+           + coalesce(b.n, 0) AS slot
        FROM due LEFT JOIN unnest($5::uuid[], $6::int[]) AS b(endpoint_id, n) ON b.endpoint_id = due.endpoint_id
      ), picked AS (
        SELECT id FROM ranked WHERE slot <= $7 ORDER BY next_attempt_at, id LIMIT $8
@@ -218,8 +222,9 @@ export async function claimWebhookDeliveries(q: Queryable, o: ClaimOptions): Pro
      UPDATE webhook_deliveries d SET next_attempt_at = $9
      FROM picked, webhook_endpoints w, message_events e, messages m
      WHERE d.id = picked.id AND w.id = d.endpoint_id AND e.id = d.event_id AND m.id = e.message_id
-     RETURNING d.id, d.webhook_id AS "webhookId", d.attempt, d.endpoint_id AS "endpointId", w.url, w.secret_sealed AS "secretSealed",
-       e.id AS "eventId", e.type AS "eventType", e.created_at AS "eventAt", e.detail, m.id AS "messageId", m.project_id AS "projectId",
+     RETURNING d.id, d.webhook_id AS "webhookId", d.attempt, d.endpoint_id AS "endpointId", w.url,
+       w.secret_sealed AS "secretSealed", e.id AS "eventId", e.type AS "eventType", e.created_at AS "eventAt", e.detail,
+       m.id AS "messageId", m.project_id AS "projectId",
        m.to_address AS "to", m.from_header AS "from", m.subject`,
     [
       o.now,
@@ -254,11 +259,13 @@ export interface AttemptResult {
 export async function recordWebhookAttempt(q: Queryable, r: AttemptResult): Promise<void> {
   await q.query(
     `WITH done AS (
-       UPDATE webhook_deliveries SET status = $2, status_code = $3, latency_ms = $4, error = $5, attempted_at = $6, next_attempt_at = NULL
+       UPDATE webhook_deliveries SET status = $2, status_code = $3, latency_ms = $4, error = $5, attempted_at = $6,
+         next_attempt_at = NULL
        WHERE id = $1 AND status = 'pending'
        RETURNING webhook_id, endpoint_id, project_id, event_id, event_type, attempt
      )
-     INSERT INTO webhook_deliveries (id, webhook_id, endpoint_id, project_id, event_id, event_type, attempt, status, next_attempt_at, created_at)
+     INSERT INTO webhook_deliveries
+       (id, webhook_id, endpoint_id, project_id, event_id, event_type, attempt, status, next_attempt_at, created_at)
      SELECT gen_random_uuid(), webhook_id, endpoint_id, project_id, event_id, event_type, attempt + 1, 'pending', $7, $6
      FROM done WHERE $7::timestamptz IS NOT NULL
      ON CONFLICT (event_id, endpoint_id, attempt) DO NOTHING`,

@@ -503,10 +503,14 @@ t.test('users self delete cascades to tokens, memberships and sole-member organi
   );
   t.match(await errorOf(admin.v1.projects.get({ id: a.project.id })), { status: 404 }, 'its project is gone');
   const left = await db.query<{ n: number }>(
-    `SELECT (SELECT count(*) FROM organizations WHERE id = $1) + (SELECT count(*) FROM projects WHERE organization_id = $1)
-       + (SELECT count(*) FROM organization_tokens WHERE organization_id = $1) + (SELECT count(*) FROM invitations WHERE organization_id = $1)
-       + (SELECT count(*) FROM join_codes WHERE organization_id = $1) + (SELECT count(*) FROM api_keys WHERE project_id = $2)
-       + (SELECT count(*) FROM account_tokens WHERE user_id = $3) + (SELECT count(*) FROM organization_members WHERE user_id = $3)
+    `SELECT (SELECT count(*) FROM organizations WHERE id = $1)
+       + (SELECT count(*) FROM projects WHERE organization_id = $1)
+       + (SELECT count(*) FROM organization_tokens WHERE organization_id = $1)
+       + (SELECT count(*) FROM invitations WHERE organization_id = $1)
+       + (SELECT count(*) FROM join_codes WHERE organization_id = $1)
+       + (SELECT count(*) FROM api_keys WHERE project_id = $2)
+       + (SELECT count(*) FROM account_tokens WHERE user_id = $3)
+       + (SELECT count(*) FROM organization_members WHERE user_id = $3)
        + (SELECT count(*) FROM users WHERE id = $3) AS n`,
     [a.org.id, a.project.id, a.owner.userId],
   );
@@ -812,7 +816,8 @@ t.test(
     );
 
     // The MTA's insert (no id; ON CONFLICT on the primary key) keeps working, and its row gets an id.
-    const mta = `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, 'soft@example.net', 'soft_bounce_max', $2)
+    const mta = `INSERT INTO suppressions (project_id, address, reason, created_at)
+               VALUES ($1, 'soft@example.net', 'soft_bounce_max', $2)
                ON CONFLICT (project_id, address) DO NOTHING`;
     await db.query(mta, [s.projectId, new Date(svc.clock.now())]);
     await db.query(mta, [s.projectId, new Date(svc.clock.now())]);
@@ -1215,7 +1220,8 @@ t.test('limit: default 50, larger values accepted and clamped at 200', async (t)
 
   // 250 buckets: the platform key sees every one, yet gets at most 200.
   await db.query(
-    `INSERT INTO rate_limits (key, tokens, allowed, updated_at) SELECT 'bulk-' || n, 1, true, now() FROM generate_series(1, 250) AS n`,
+    `INSERT INTO rate_limits (key, tokens, allowed, updated_at)
+     SELECT 'bulk-' || n, 1, true, now() FROM generate_series(1, 250) AS n`,
   );
   t.equal((await admin.v1.rate_limits.list()).rows.length, 50, 'default 50');
   t.equal((await admin.v1.rate_limits.list({ limit: 100000 })).rows.length, 200, 'clamped at 200');
@@ -1226,7 +1232,8 @@ t.test('limit: default 50, larger values accepted and clamped at 200', async (t)
   const a = await tenant('Many');
   await db.query(
     `INSERT INTO suppressions (project_id, address, reason, created_at)
-     SELECT $1, 'r' || n || '@example.com', CASE WHEN n % 2 = 0 THEN 'hard_bounce' ELSE 'manual' END, now() FROM generate_series(1, 250) AS n`,
+     SELECT $1, 'r' || n || '@example.com', CASE WHEN n % 2 = 0 THEN 'hard_bounce' ELSE 'manual' END, now()
+     FROM generate_series(1, 250) AS n`,
     [a.project.id],
   );
   t.equal((await a.owner.client.v1.suppressions.list()).rows.length, 50, 'default 50');

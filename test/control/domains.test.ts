@@ -651,7 +651,8 @@ t.test('release: cascades, blocked by a subdomain claim or sent mail', async (t)
     'its inbound capability is gone',
   );
   const rows = await svc.running.storage.db.query<{ n: number }>(
-    `SELECT (SELECT count(*)::int FROM outbound_capabilities WHERE claim_id = $1) + (SELECT count(*)::int FROM inbound_capabilities WHERE claim_id = $1) AS n`,
+    `SELECT (SELECT count(*)::int FROM outbound_capabilities WHERE claim_id = $1)
+       + (SELECT count(*)::int FROM inbound_capabilities WHERE claim_id = $1) AS n`,
     [b.id],
   );
   t.equal(rows[0]?.n, 0, 'no capability rows are left');

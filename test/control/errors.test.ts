@@ -178,7 +178,8 @@ t.test('error envelope on every error path', async (t) => {
     t.equal(
       atChunked.status,
       200,
-      `exactly 1048576 bytes chunked: a valid signup${atChunked.status === 200 ? '' : ` (got ${atChunked.text.slice(0, 200)})`}`,
+      'exactly 1048576 bytes chunked: a valid signup' +
+        (atChunked.status === 200 ? '' : ` (got ${atChunked.text.slice(0, 200)})`),
     );
     const under = await send(svc, 'POST', SIGNUP, paddedSignup(MB - 1));
     t.equal(under.status, 200, 'one byte under the limit: a valid signup');

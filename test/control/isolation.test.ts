@@ -70,14 +70,15 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
   await svc.running.storage.db.query(
     `INSERT INTO messages (id, project_id, organization_id, status, from_header, from_address, to_address, subject,
        message_id_header, return_path, size_bytes, created_at, updated_at)
-     VALUES ($1, $2, $3, 'delivered', 'a@victim-domain.test', 'a@victim-domain.test', 'invitee@example.test', 'Victim subject',
-       '<m@victim-domain.test>', 'b@bounces.victim-domain.test', 100, now(), now())`,
+     VALUES ($1, $2, $3, 'delivered', 'a@victim-domain.test', 'a@victim-domain.test', 'invitee@example.test',
+       'Victim subject', '<m@victim-domain.test>', 'b@bounces.victim-domain.test', 100, now(), now())`,
     [victimMessage, project.id, org.id],
   );
   // Its event, its idempotency key and a suppression of the project, for the data-layer tables.
   const victimEvent = randomUUID();
   await svc.running.storage.db.query(
-    `INSERT INTO message_events (id, message_id, project_id, type, detail, created_at) VALUES ($1, $2, $3, 'delivered', '{"reply":"250 ok"}', now())`,
+    `INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
+     VALUES ($1, $2, $3, 'delivered', '{"reply":"250 ok"}', now())`,
     [victimEvent, victimMessage, project.id],
   );
   await svc.running.storage.db.query(
@@ -86,7 +87,8 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     [project.id, victimMessage],
   );
   const [victimSuppression] = await svc.running.storage.db.query<{ id: string }>(
-    `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, 'victim-suppressed@example.test', 'hard_bounce', now()) RETURNING id`,
+    `INSERT INTO suppressions (project_id, address, reason, created_at)
+     VALUES ($1, 'victim-suppressed@example.test', 'hard_bounce', now()) RETURNING id`,
     [project.id],
   );
   // A private template of the victim (docs/api.md §4.13), for the template routes' `id`.
@@ -103,7 +105,8 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     url: 'https://victim-hooks.example.test/h',
   });
   const [victimDelivery] = await svc.running.storage.db.query<{ id: string }>(
-    `INSERT INTO webhook_deliveries (id, webhook_id, endpoint_id, project_id, event_id, event_type, attempt, status, status_code, created_at)
+    `INSERT INTO webhook_deliveries
+       (id, webhook_id, endpoint_id, project_id, event_id, event_type, attempt, status, status_code, created_at)
      VALUES (gen_random_uuid(), 'msg_victim', $1, $2, $3, 'delivered', 1, 'succeeded', 200, now()) RETURNING id`,
     [victimHook.id, project.id, victimEvent],
   );

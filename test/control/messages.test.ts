@@ -67,7 +67,8 @@ async function seedEvent(
   e: { id: string; messageId: string; projectId: string; type: string; createdAt: Date; detail: unknown },
 ) {
   await svc.running.storage.db.query(
-    'INSERT INTO message_events (id, message_id, project_id, type, detail, created_at) VALUES ($1, $2, $3, $4, $5::jsonb, $6)',
+    `INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
+     VALUES ($1, $2, $3, $4, $5::jsonb, $6)`,
     [e.id, e.messageId, e.projectId, e.type, e.detail === null ? null : JSON.stringify(e.detail), e.createdAt],
   );
 }
@@ -400,8 +401,9 @@ t.test('message reads: shapes, order and who may read', async (t) => {
     await db.query(
       `INSERT INTO messages (id, project_id, organization_id, status, from_header, from_address, to_address, subject,
          message_id_header, return_path, size_bytes, attempts, created_at, updated_at)
-       SELECT gen_random_uuid(), $1, $2, 'queued', 'bulk@example.test', 'bulk@example.test', 'r' || g || '@example.net', 'bulk ' || g,
-         '<bulk-' || g || '@example.test>', 'bounces@example.test', 100, 0, $3::timestamptz - g * interval '1 hour', $3::timestamptz
+       SELECT gen_random_uuid(), $1, $2, 'queued', 'bulk@example.test', 'bulk@example.test', 'r' || g || '@example.net',
+         'bulk ' || g, '<bulk-' || g || '@example.test>', 'bounces@example.test', 100, 0,
+         $3::timestamptz - g * interval '1 hour', $3::timestamptz
        FROM generate_series(1, 205) AS g`,
       [c.projectId, c.organizationId, new Date(tc)],
     );

@@ -85,7 +85,8 @@ t.test('five roles × every route that declares a permission', async (t) => {
       }
       if (name.startsWith('v1.suppressions.') && needs('id')) {
         const [row] = await svc.running.storage.db.query<{ id: string }>(
-          `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, $2, 'manual', now()) RETURNING id`,
+          `INSERT INTO suppressions (project_id, address, reason, created_at)
+           VALUES ($1, $2, 'manual', now()) RETURNING id`,
           [p.project.id, `s-${randomUUID().slice(0, 8)}@example.com`],
         );
         v.suppressionId = row!.id;

@@ -175,7 +175,8 @@ t.test('a suppressed recipient is accepted as suppressed and never spooled', asy
   const svc = await startTestService(t);
   const s = await sender(svc);
   await svc.running.storage.db.query(
-    `INSERT INTO suppressions (project_id, address, reason, created_at) VALUES ($1, 'gone@example.com', 'hard_bounce', now())`,
+    `INSERT INTO suppressions (project_id, address, reason, created_at)
+     VALUES ($1, 'gone@example.com', 'hard_bounce', now())`,
     [s.projectId],
   );
   const res = await s.key.v1.services.sendEmail({
@@ -348,7 +349,8 @@ t.test('concurrent sends of several organizations share statements; every count 
   t.same(tally(ra), { queued: 195, suppressed: 5 }, 'A: all accepted, the suppressed five as suppressed');
   t.same(tally(rb), { queued: 50, quota_exceeded: 50 }, 'B: exactly the 50 left, then 429');
   const rows = await db.query<{ org: string; status: string; n: number; events: number }>(
-    `SELECT m.organization_id AS org, m.status, count(*)::int AS n, sum((SELECT count(*) FROM message_events e WHERE e.message_id = m.id))::int AS events
+    `SELECT m.organization_id AS org, m.status, count(*)::int AS n,
+       sum((SELECT count(*) FROM message_events e WHERE e.message_id = m.id))::int AS events
      FROM messages m GROUP BY 1, 2 ORDER BY 1, 2`,
   );
   const byOrg = (org: string) =>

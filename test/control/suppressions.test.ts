@@ -98,7 +98,8 @@ t.test('add, list, filter and delete, normalized', async (t) => {
   t.same(await S.delete({ id, address: 'a+b/c@EXAMPLE.net' }), { ok: true }, 'an encoded address in the path');
 
   const audit = await svc.running.storage.db.query<{ action: string; project_id: string; target_id: string }>(
-    `SELECT action, project_id, target_id FROM audit_log WHERE action LIKE 'console.projects.suppressions.%' ORDER BY seq`,
+    `SELECT action, project_id, target_id FROM audit_log
+     WHERE action LIKE 'console.projects.suppressions.%' ORDER BY seq`,
   );
   t.same(
     audit.map((a) => [a.action, a.target_id]),

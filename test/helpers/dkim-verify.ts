@@ -90,7 +90,11 @@ def verify(msg):
         entry = {'domain': '', 'selector': '', 'algorithm': ''}
         try:
             tags = parse_tag_value(value)
-            entry.update(domain=text(tags.get(b'd', b'')), selector=text(tags.get(b's', b'')), algorithm=text(tags.get(b'a', b'')))
+            entry.update(
+                domain=text(tags.get(b'd', b'')),
+                selector=text(tags.get(b's', b'')),
+                algorithm=text(tags.get(b'a', b'')),
+            )
         except Exception:
             pass
         errors = Errors()

@@ -3,7 +3,10 @@
 // (/etc/postfix/main.cf need not exist) nor another test's instance is touched. Every accepted
 // message is delivered by virtual(8) into one maildir the test reads back.
 //
-//   const pf = await startPostfix(t, { domains: ['example.test'], recipientReplies: { 'gone@example.test': '550 5.1.1 no such user' } });
+//   const pf = await startPostfix(t, {
+//     domains: ['example.test'],
+//     recipientReplies: { 'gone@example.test': '550 5.1.1 no such user' },
+//   });
 //   ... send to 127.0.0.1:pf.port ...
 //   const [m] = await pf.waitForMessages(1);   // m.rcpt, m.mailFrom, m.raw (with Postfix's headers), m.original
 //
@@ -23,7 +26,10 @@ const POSTFIX = '/usr/sbin/postfix';
 const DIR_PREFIX = 'svc-postfix-';
 
 export interface PostfixOptions {
-  /** Recipient domains accepted (exact names); '*' (the default) accepts every domain. Others get 554 5.7.1 relay denied. */
+  /**
+   * Recipient domains accepted (exact names); '*' (the default) accepts every domain. Others get 554 5.7.1 relay
+   * denied.
+   */
   domains?: readonly string[] | '*';
   /**
    * Scripted RCPT replies, as access(5) lookups of check_recipient_access: the key is an address,

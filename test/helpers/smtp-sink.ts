@@ -2,7 +2,9 @@
 // each recipient as the test says (250, a 4xx or a 5xx), offers STARTTLS with a self-signed certificate,
 // and records every message it accepted with its session facts.
 //
-//   const sink = await startSmtpSink(t, { answer: (rcpt) => rcpt.startsWith('gone@') ? { code: 550, message: '5.1.1 No such user' } : null });
+//   const sink = await startSmtpSink(t, {
+//     answer: (rcpt) => (rcpt.startsWith('gone@') ? { code: 550, message: '5.1.1 No such user' } : null),
+//   });
 //   svc = await startTestService(t, { env: { SVC_OUTBOUND_PORT: String(sink.port) }, mta: true });
 import { SMTPServer, type SMTPServerSession } from 'smtp-server';
 import { waitFor } from './wait-for.js';

@@ -14,7 +14,10 @@ import { waitFor } from '../helpers/wait-for.js';
 
 const run = promisify(execFile);
 
-/** One transaction over nodemailer's SMTP client; resolves with the accepted/rejected lists once the connection is closed. */
+/**
+ * One transaction over nodemailer's SMTP client; resolves with the accepted/rejected lists once the connection is
+ * closed.
+ */
 async function send(
   pf: PostfixPeer,
   from: string,

@@ -470,7 +470,8 @@ t.test('kill -9 during a burst of enqueues loses no acknowledged message (3 cras
       const count = spool.count();
       t.ok(
         count >= acked.length,
-        `run ${run}: ${count} spooled, ${count - acked.length} of them never acknowledged (in flight at a kill; allowed: at-least-once)`,
+        `run ${run}: ${count} spooled, ${count - acked.length} of them never acknowledged ` +
+          '(in flight at a kill; allowed: at-least-once)',
       );
     } finally {
       await env.close();

@@ -37,7 +37,8 @@ t.test('a hanging endpoint takes two slots and its timeouts; the others are deli
   t.equal(slow.length, 2, 'the hanging endpoint holds two requests, no more');
   t.equal(hook.open.get('/slow'), 2, 'both still unanswered while every other delivery is done');
   const attempts = await svc.running.storage.db.query<{ status: string }>(
-    `SELECT d.status FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id WHERE w.url LIKE '%/slow'`,
+    `SELECT d.status FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+     WHERE w.url LIKE '%/slow'`,
   );
   t.same(
     attempts.map((r) => r.status),
@@ -54,8 +55,9 @@ t.test('a hanging endpoint takes two slots and its timeouts; the others are deli
         error: string | null;
         latency_ms: number;
       }>(
-        `SELECT d.status, d.status_code, d.error, d.latency_ms FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
-       WHERE w.url LIKE '%/slow' AND d.status = 'retrying'`,
+        `SELECT d.status, d.status_code, d.error, d.latency_ms
+         FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+         WHERE w.url LIKE '%/slow' AND d.status = 'retrying'`,
       );
       return rows.length >= 2 ? rows : null;
     },
