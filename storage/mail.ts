@@ -4,18 +4,19 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import { systemClock, type Clock } from '../config/context.js';
 import type { BlobStore } from '../mail/blob-store.js';
-import type { ChangeFeed, MailStore } from '../mail/mail-store.js';
+import type { MailStore } from '../mail/mail-store.js';
 import type { Db } from './pg/client.js';
 import type { LmdbEnv } from './lmdb/env.js';
 import { openLocalBlobStore } from './lmdb/blob-store.js';
 import { openPgBlobStore } from './pg/blob-store.js';
-import { openChangeFeed } from './pg/change-feed.js';
+import { openChangeFeed, type ChangeFeedWriter } from './pg/change-feed.js';
 import { openMailStore } from './pg/mail-store.js';
 
 export interface MailParts {
   blobs: BlobStore;
   store: MailStore;
-  changes: ChangeFeed;
+  /** The feed; its writer side too, for the IMAP mailbox operations of storage/pg/imap-mailboxes.ts. */
+  changes: ChangeFeedWriter;
   close(): Promise<void>;
 }
 
