@@ -163,7 +163,8 @@ export async function renameMailboxTree(
     ]);
     if (clash.length) return 'exists';
     // Two steps, so that renaming a/b to a/b/c (or a to a/x swaps) never trips the unique index midway.
-    for (const t of targets) await q.query("UPDATE mailboxes SET name = '\u0000' || id::text WHERE id = $1", [t.id]);
+    for (const t of targets)
+      await q.query("UPDATE mailboxes SET name = '\x01rename ' || id::text WHERE id = $1", [t.id]);
     for (const t of targets) await q.query('UPDATE mailboxes SET name = $2 WHERE id = $1', [t.id, t.name]);
     const levels = to.split('/');
     for (let i = 1; i < levels.length; i++) {
