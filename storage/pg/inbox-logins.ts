@@ -60,7 +60,8 @@ export interface FailureBucket {
 }
 
 // The bucket's tokens refilled from its last update to `now`, capped at its burst ($2, $3, $4).
-const REFILLED = `least($3::float8, r.tokens + greatest(0, extract(epoch FROM ($2::timestamptz - r.updated_at))::float8) * $4::float8)`;
+const REFILLED = `least($3::float8, r.tokens
+  + greatest(0, extract(epoch FROM ($2::timestamptz - r.updated_at))::float8) * $4::float8)`;
 
 /** Whether every bucket has a token left now, without taking one: a login is tried only then. */
 export async function failureBucketsOpen(q: Queryable, buckets: readonly FailureBucket[], now: Date): Promise<boolean> {
