@@ -14,6 +14,8 @@ import { createResolver } from '../mail/dns.js';
 import { startDeliveryWorker, type DeliveryWorker, type WorkerOptions } from '../mta/outbound/worker.js';
 import { startNotificationSender } from '../mta/outbound/notifications.js';
 import { listenMx } from '../mta/inbound/listener.js';
+import { listenImap, type ImapServerOptions } from '../imap/server.js';
+import { createStoreBackend } from '../imap/store-backend.js';
 import {
   startWebhookDispatcher,
   type WebhookDispatcher,
@@ -21,10 +23,6 @@ import {
 } from '../mta/webhooks/dispatcher.js';
 
 export type Role = 'all' | 'control' | 'mta' | 'imap';
-
-/** Said by `svc start --role imap` (exit 2) and thrown by startService until the IMAP server lands. */
-export const IMAP_NOT_YET =
-  '--role imap is not available yet: the IMAP server has not landed (use --role all, control or mta)';
 
 export interface StartOptions {
   role?: Role;
@@ -40,13 +38,15 @@ export interface StartOptions {
   passwordLogN?: number;
   /** Options of the webhook dispatcher, which runs wherever the MTA does. */
   webhooks?: WebhookDispatcherOptions;
+  /** Limits and timers of the IMAP server (connection caps, the login failure delay); its port is config's. */
+  imap?: Partial<Omit<ImapServerOptions, 'host' | 'port'>>;
 }
 
 export interface RunningService {
   ctx: Context;
   storage: Storage;
   /** Bound ports of the listeners this process runs. */
-  ports: { http?: number; smtp?: number };
+  ports: { http?: number; smtp?: number; imap?: number };
   /** The MTA's pollers, when this process runs the MTA (tests wait on their polledAt()). */
   mta?: { worker: DeliveryWorker; webhooks: WebhookDispatcher };
   /** The certificate of SVC_TLS_CERT/SVC_TLS_KEY, when configured and this process runs a TLS listener. */
@@ -65,8 +65,6 @@ const IDLE_BUCKET_MS = 60 * 60_000;
 
 export async function startService(config: Readonly<Config>, opts: StartOptions = {}): Promise<RunningService> {
   const role = opts.role ?? 'all';
-  // It would start nothing and look healthy: refused instead, until imap/ exists.
-  if (role === 'imap') throw new Error(IMAP_NOT_YET);
   if (role !== 'all' && !config.databaseUrl) {
     throw new Error(`--role ${role} needs SVC_DATABASE_URL: the embedded database lives inside one process`);
   }
@@ -111,6 +109,15 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
       ports.smtp = mx.port;
       stops.push(mx.close);
       ctx.log.info({ role, smtp: mx.port, host: config.bindHost }, 'MX listener accepting');
+    }
+
+    if (role === 'all' || role === 'imap') {
+      const backend = createStoreBackend({ ctx, storage }, { passwordLogN: opts.passwordLogN });
+      const imap = await listenImap(ctx.log, backend, { ...opts.imap, host: config.bindHost, port: config.imapPort });
+      ports.imap = imap.port;
+      // Pushed before the control plane, so it stops after it; SIGTERM says BYE to every session.
+      stops.push(imap.close);
+      ctx.log.info({ role, imap: imap.port, host: config.bindHost }, 'IMAP server listening');
     }
 
     if (role === 'all' || role === 'control') {

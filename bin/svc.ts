@@ -63,11 +63,7 @@ async function main(argv: string[]): Promise<number> {
         console.error(`svc start: unknown role ${JSON.stringify(role)} (all, control, mta or imap)`);
         return 2;
       }
-      const { startService, IMAP_NOT_YET } = await import('./start.js');
-      if (role === 'imap') {
-        console.error(`svc start: ${IMAP_NOT_YET}`);
-        return 2;
-      }
+      const { startService } = await import('./start.js');
       const svc = await startService(config, { role });
       await new Promise<void>((resolve) => {
         const onSignal = (sig: string) => {

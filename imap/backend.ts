@@ -5,6 +5,7 @@
 // Names are Unicode (modified UTF-7 is decoded at the parser), hierarchy delimiter "/", "INBOX" spelled
 // so. UIDs and counts are 32-bit (RFC 3501 §9 `number`); MODSEQs are bigint (RFC 7162 §7, up to 2^63-1).
 
+import type { MimeTree } from '../mail/mime-tree.js';
 import type { SearchKey } from './command-types.js';
 
 /** Who logged in: what the backend needs to find their mailboxes again. */
@@ -46,6 +47,8 @@ export interface MailboxSnapshot extends MailboxStatus {
   /** Keywords in use, for FLAGS and PERMANENTFLAGS (RFC 3501 §7.2.6). */
   keywords: string[];
   readOnly: boolean;
+  /** The lowest UID without \\Seen, for `OK [UNSEEN n]` (RFC 3501 §6.3.1); null when all are seen. */
+  firstUnseenUid: number | null;
 }
 
 /** A MIME part as octet offsets into the raw message, so that BODY[1.2.HEADER] is a range read. */
@@ -74,6 +77,11 @@ export interface MessageMeta {
   envelope: unknown;
   bodyStructure: unknown;
   structure: MessagePart;
+  /**
+   * The stored MIME tree (mail/mime-tree.ts), offsets shifted to count the receipt prefix, so they index
+   * the bytes readBody serves; null for a message stored without one (then `structure` is one text part).
+   */
+  mime: MimeTree | null;
 }
 
 export interface StoreRequest {
@@ -134,8 +142,13 @@ export class BackendError extends Error {
 }
 
 export interface MailboxBackend {
-  /** Password check for LOGIN and AUTHENTICATE PLAIN; null for wrong credentials (not an exception). */
+  /**
+   * Password check for LOGIN and AUTHENTICATE PLAIN; null for wrong credentials (not an exception).
+   * Throws BackendError('unavailable') while failures from this client or for this user are throttled.
+   */
   authenticate(username: string, password: string, meta: { remoteAddress: string }): Promise<Principal | null>;
+  /** Whether a logged-in principal still holds: false once the inbox is deleted or its password changed. */
+  checkPrincipal(user: Principal): Promise<boolean>;
 
   listMailboxes(user: Principal): Promise<MailboxInfo[]>;
   createMailbox(user: Principal, name: string, specialUse?: SpecialUse): Promise<void>;
@@ -184,4 +197,9 @@ export interface MailboxBackend {
   changesSince(user: Principal, mailboxId: string, since: bigint): Promise<MailboxChange[]>;
   /** Resolves when the mailbox may have changed, or when `signal` aborts (IDLE, RFC 2177). */
   waitForChange(user: Principal, mailboxId: string, signal: AbortSignal): Promise<void>;
+  /**
+   * Calls `onChange` after each committed change to the mailbox, from any process sharing the store.
+   * Resolves once live (so a change after it is never missed), with the function that stops it.
+   */
+  watch(user: Principal, mailboxId: string, onChange: () => void): Promise<() => void>;
 }

@@ -128,7 +128,18 @@ export type Command =
   | { name: 'GETQUOTAROOT'; mailbox: string };
 
 export type CommandName = Command['name'];
-export type CommandOf<N extends CommandName> = Extract<Command, { name: N }>;
+/**
+ * The command of name N (or of any name in a union N), with `name` narrowed to N. Not Extract<>: several
+ * names share one member of the union (CREATE, DELETE, SUBSCRIBE…), which Extract would drop for one name.
+ */
+export type CommandOf<N extends CommandName> = N extends CommandName ? OneCommand<N> : never;
+type OneCommand<N extends CommandName> = Command extends infer C
+  ? C extends { name: infer M }
+    ? N extends M
+      ? Omit<C, 'name'> & { name: N }
+      : never
+    : never
+  : never;
 
 export interface TaggedCommand {
   tag: string;

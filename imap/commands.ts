@@ -3,15 +3,16 @@
 // the MailboxBackend. One dispatcher parses, checks state and capability, runs the handler and writes the
 // one tagged response; a parse error is a tagged BAD and the session goes on (RFC 3501 §7.1.3).
 //
-// Handlers that need no storage are written here; the others answer `NO [UNAVAILABLE]` until the store's
-// backend is adapted to imap/backend.ts. The table is exhaustive over the Command union, so a command the
-// parser knows cannot be missing from it.
+// Handlers that need no storage are written here; login, the mailbox-level commands and IDLE in
+// imap/handlers/mailboxes.ts; the others answer `NO [UNAVAILABLE]` until their handlers land. The table is
+// exhaustive over the Command union, so a command the parser knows cannot be missing from it.
 import { BackendError, type BackendErrorCode, type MailboxBackend } from './backend.js';
 import { CommandError, parseCommand } from './parser.js';
 import { atom, statusResponse, untagged, type ImapValue, type ResponseCode } from './response.js';
 import type { CommandName, CommandOf } from './command-types.js';
 import type { RawCommand, ReaderEvent } from './reader.js';
-import type { Session, SessionState } from './session.js';
+import { syncSelected, type Session, type SessionState } from './session.js';
+import * as mb from './handlers/mailboxes.js';
 
 export interface Outcome {
   status: 'OK' | 'NO' | 'BAD';
@@ -121,31 +122,31 @@ export const COMMANDS: { readonly [N in CommandName]: CommandSpec<N> } = {
   ID: { states: ANY, capability: 'ID', handler: id }, // RFC 2971 §3.1
   // RFC 3501 §6.2: not authenticated.
   STARTTLS: { states: NOT_AUTH, capability: 'STARTTLS', handler: unavailable },
-  AUTHENTICATE: { states: NOT_AUTH, capability: null, handler: unavailable },
-  LOGIN: { states: NOT_AUTH, capability: null, handler: unavailable },
+  AUTHENTICATE: { states: NOT_AUTH, capability: null, handler: mb.authenticate },
+  LOGIN: { states: NOT_AUTH, capability: null, handler: mb.login },
   // RFC 3501 §6.3: authenticated (and so selected).
-  SELECT: { states: AUTH, capability: null, handler: unavailable },
-  EXAMINE: { states: AUTH, capability: null, handler: unavailable },
-  CREATE: { states: AUTH, capability: null, handler: unavailable },
-  DELETE: { states: AUTH, capability: null, handler: unavailable },
-  RENAME: { states: AUTH, capability: null, handler: unavailable },
-  SUBSCRIBE: { states: AUTH, capability: null, handler: unavailable },
-  UNSUBSCRIBE: { states: AUTH, capability: null, handler: unavailable },
-  LIST: { states: AUTH, capability: null, handler: unavailable },
-  LSUB: { states: AUTH, capability: null, handler: unavailable },
-  STATUS: { states: AUTH, capability: null, handler: unavailable },
-  APPEND: { states: AUTH, capability: null, handler: unavailable },
+  SELECT: { states: AUTH, capability: null, handler: mb.select },
+  EXAMINE: { states: AUTH, capability: null, handler: mb.examine },
+  CREATE: { states: AUTH, capability: null, handler: mb.create },
+  DELETE: { states: AUTH, capability: null, handler: mb.del },
+  RENAME: { states: AUTH, capability: null, handler: mb.rename },
+  SUBSCRIBE: { states: AUTH, capability: null, handler: mb.subscribe },
+  UNSUBSCRIBE: { states: AUTH, capability: null, handler: mb.subscribe },
+  LIST: { states: AUTH, capability: null, handler: mb.list },
+  LSUB: { states: AUTH, capability: null, handler: mb.lsub },
+  STATUS: { states: AUTH, capability: null, handler: mb.status },
+  APPEND: { states: AUTH, capability: null, handler: mb.append },
   NAMESPACE: { states: AUTH, capability: 'NAMESPACE', handler: namespace }, // RFC 2342 §5
-  IDLE: { states: AUTH, capability: 'IDLE', handler: unavailable }, // RFC 2177 §3
-  GETQUOTA: { states: AUTH, capability: 'QUOTA', handler: unavailable }, // RFC 9208 §4.2
-  GETQUOTAROOT: { states: AUTH, capability: 'QUOTA', handler: unavailable }, // RFC 9208 §4.3
+  IDLE: { states: AUTH, capability: 'IDLE', handler: mb.idle }, // RFC 2177 §3
+  GETQUOTA: { states: AUTH, capability: 'QUOTA', handler: mb.getQuota }, // RFC 9208 §4.2
+  GETQUOTAROOT: { states: AUTH, capability: 'QUOTA', handler: mb.getQuotaRoot }, // RFC 9208 §4.3
   // RFC 5161 §3.1: "only valid in the authenticated state, before any mailbox is selected".
   ENABLE: { states: ['authenticated'], capability: 'ENABLE', handler: enable },
   // RFC 3501 §6.4: selected.
-  CHECK: { states: SELECTED, capability: null, handler: unavailable },
-  CLOSE: { states: SELECTED, capability: null, handler: unavailable },
-  UNSELECT: { states: SELECTED, capability: 'UNSELECT', handler: unavailable }, // RFC 3691 §2
-  EXPUNGE: { states: SELECTED, capability: null, handler: unavailable },
+  CHECK: { states: SELECTED, capability: null, handler: mb.check },
+  CLOSE: { states: SELECTED, capability: null, handler: mb.close },
+  UNSELECT: { states: SELECTED, capability: 'UNSELECT', handler: mb.unselect }, // RFC 3691 §2
+  EXPUNGE: { states: SELECTED, capability: null, handler: mb.expunge },
   SEARCH: { states: SELECTED, capability: null, handler: unavailable },
   FETCH: { states: SELECTED, capability: null, handler: unavailable },
   STORE: { states: SELECTED, capability: null, handler: unavailable },
@@ -156,7 +157,7 @@ export const COMMANDS: { readonly [N in CommandName]: CommandSpec<N> } = {
   'UID STORE': { states: SELECTED, capability: null, handler: unavailable },
   'UID COPY': { states: SELECTED, capability: null, handler: unavailable },
   'UID MOVE': { states: SELECTED, capability: 'MOVE', handler: unavailable },
-  'UID EXPUNGE': { states: SELECTED, capability: 'UIDPLUS', handler: unavailable }, // RFC 4315 §2.1
+  'UID EXPUNGE': { states: SELECTED, capability: 'UIDPLUS', handler: mb.expunge }, // RFC 4315 §2.1
 };
 
 /** One backend error code, one response code (RFC 5530 §3, RFC 9208 §4.3, RFC 7889 §2). */
@@ -206,6 +207,12 @@ export async function dispatch(
   }
   const { tag, command } = parsed;
   const spec = COMMANDS[command.name] as CommandSpec<CommandName>;
+  // A logged-in session holds only while its inbox does: deleted, or its password changed, it ends.
+  if (session.principal && !(await stillValid(session, backend, onError))) {
+    session.send(statusResponse(null, 'BYE', 'the inbox is no longer available with these credentials'));
+    session.state = 'logout';
+    return { close: true };
+  }
   let outcome: Outcome;
   if (!spec.states.includes(session.state)) {
     outcome = { status: 'BAD', text: `${command.name} is not valid in the ${session.state} state` };
@@ -222,8 +229,34 @@ export async function dispatch(
       }
     }
   }
+  let close = outcome.close === true;
+  if (session.state === 'selected' && !close && command.name !== 'IDLE') {
+    // RFC 3501 §7: what others changed is told before the tagged response; EXPUNGE never during FETCH,
+    // STORE or SEARCH (§7.4.1), whose sequence numbers must hold until they complete.
+    try {
+      await syncSelected(session, backend, { expunges: !NO_EXPUNGE_DURING.includes(command.name) });
+    } catch (err) {
+      if (err instanceof BackendError && err.code === 'nonexistent') {
+        session.send(statusResponse(null, 'BYE', 'the selected mailbox was deleted'));
+        close = true;
+      } else onError(err);
+    }
+  }
   session.send(statusResponse(tag, outcome.status, outcome.text, outcome.code));
-  return { close: outcome.close === true };
+  return { close };
+}
+
+/** RFC 3501 §7.4.1: no EXPUNGE response while these run (their UID forms may, but need not, have them). */
+const NO_EXPUNGE_DURING: readonly CommandName[] = ['FETCH', 'STORE', 'SEARCH'];
+
+async function stillValid(session: Session, backend: MailboxBackend, onError: (err: unknown) => void) {
+  try {
+    return await backend.checkPrincipal(session.principal as NonNullable<Session['principal']>);
+  } catch (err) {
+    // The store is down: the command itself will fail and say so; the session is not ended for it.
+    onError(err);
+    return true;
+  }
 }
 
 /**

@@ -78,7 +78,7 @@ const ANNOUNCEMENT = /\{([0-9]{1,20})(\+?)\}$/;
 const HEAD = /^([^\x00-\x20(){%*"\\+\]\x7f-\xff]+) ([A-Za-z]+)(?: ([A-Za-z]+))?/;
 
 export class CommandReader {
-  private readonly limits: ReaderLimits;
+  private limits: ReaderLimits;
   private input: Buffer[] = [];
   private inputBytes = 0;
   private mode: Mode = { kind: 'line' };
@@ -96,6 +96,14 @@ export class CommandReader {
 
   constructor(limits: Partial<ReaderLimits> = {}) {
     this.limits = { ...DEFAULT_READER_LIMITS, ...limits };
+  }
+
+  /**
+   * Changes the limits from the next line or literal announcement on: the server keeps them tight before
+   * login (an anonymous client may not make us hold an APPEND-sized literal) and raises them after.
+   */
+  setLimits(limits: Partial<ReaderLimits>): void {
+    this.limits = { ...this.limits, ...limits };
   }
 
   push(chunk: Buffer): void {

@@ -15,7 +15,8 @@ import { openMailStore } from './pg/mail-store.js';
 export interface MailParts {
   blobs: BlobStore;
   store: MailStore;
-  /** The feed: sessions subscribe; storage/pg/inboxes.ts publishes inbox notices (mail/mail-store.ts). */
+  /** The feed, writer side too: storage/pg/inboxes.ts publishes inbox notices, storage/pg/imap-mailboxes.ts
+   * mailbox changes (mail/mail-store.ts). */
   changes: ChangeFeedWriter;
   close(): Promise<void>;
 }

@@ -2,8 +2,10 @@
 // process, with its own data directory. When SVC_DATABASE_URL is set for the test run, children that
 // touch the database get a fresh database on that server; otherwise they use the embedded default.
 import t from 'tap';
+import net from 'node:net';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
+import { waitFor } from '../helpers/wait-for.js';
 import { SERVER_URL, databaseEnv, listenEnv, listening, stderrLines, svc, tempDir } from '../helpers/child.js';
 import { listMigrations } from '../../storage/pg/migrate.js';
 import { routeTable, type RouteSpec } from '@svc-mail/sdk';
@@ -100,16 +102,44 @@ t.test(
   },
 );
 
-t.test('start --role imap refuses with one line and exit 2 until the IMAP server lands', async (t) => {
+t.test('start --role imap without SVC_DATABASE_URL names SVC_DATABASE_URL', async (t) => {
   const dataDir = await tempDir(t);
   const s = svc(t, ['start', '--role', 'imap'], listenEnv(dataDir));
   const exit = await s.exited;
-  t.equal(exit.code, 2, 'exit code 2: bad usage');
-  const lines = stderrLines(s);
-  t.equal(lines.length, 1, `exactly one stderr line: ${JSON.stringify(s.stderr())}`);
-  t.match(lines[0], /--role imap is not available yet/, 'says why');
-  t.notMatch(s.stdout(), /listening|delivering|accepting/, 'nothing started');
+  t.not(exit.code, 0, 'non-zero exit');
+  t.match(s.stderr(), /SVC_DATABASE_URL/, 'the message names SVC_DATABASE_URL');
+  t.notMatch(s.stdout(), /IMAP server listening/, 'nothing started');
 });
+
+t.test(
+  'start --role imap with SVC_DATABASE_URL runs the IMAP server alone; SIGTERM says BYE',
+  { skip: SERVER_URL ? false : 'needs SVC_DATABASE_URL' },
+  async (t) => {
+    const dataDir = await tempDir(t);
+    const s = svc(t, ['start', '--role', 'imap'], { ...listenEnv(dataDir), ...(await databaseEnv(t)) });
+    const line = await waitFor(
+      () => {
+        if (s.exit) throw new Error(`svc exited ${JSON.stringify(s.exit)}:\n${s.stderr()}`);
+        return s.logs().find((l) => l.msg === 'IMAP server listening');
+      },
+      { timeoutMs: 60_000, what: 'IMAP server listening' },
+    );
+    t.equal(line.role, 'imap');
+    t.notOk(
+      s.logs().some((l) => l.msg === 'control plane listening' || l.msg === 'MTA delivering'),
+      'only IMAP',
+    );
+    const socket = net.connect(Number(line.imap), '127.0.0.1');
+    let received = '';
+    socket.on('data', (d) => (received += d.toString()));
+    socket.on('error', () => {});
+    await waitFor(() => received.startsWith('* OK [CAPABILITY IMAP4rev1'), { what: 'the greeting' });
+    s.child.kill('SIGTERM');
+    await waitFor(() => received.includes('* BYE server shutting down'), { what: 'BYE on SIGTERM' });
+    t.same(await s.exited, { code: 0, signal: null });
+    socket.destroy();
+  },
+);
 
 t.test('start with an unknown role is bad usage', async (t) => {
   const dataDir = await tempDir(t);

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { loadConfig } from '../../config/load.js';
-import { startService, type RunningService } from '../../bin/start.js';
+import { startService, type RunningService, type StartOptions } from '../../bin/start.js';
 import type { WorkerOptions } from '../../mta/outbound/worker.js';
 import type { WebhookDispatcherOptions } from '../../mta/webhooks/dispatcher.js';
 import { createClient, type Client, type Credential } from '@svc-mail/sdk';
@@ -17,6 +17,8 @@ export const ADMIN_KEY = 'test-platform-admin-key-0123456789';
 
 export interface TestService {
   url: string;
+  /** The IMAP server's bound port (it runs with the `all` role). */
+  imapPort: number;
   clock: TestClock;
   dataDir: string;
   running: RunningService;
@@ -59,6 +61,8 @@ export interface TestServiceOptions {
   mta?: boolean | WorkerOptions;
   /** Options of the webhook dispatcher, which runs with the MTA. */
   webhooks?: WebhookDispatcherOptions;
+  /** IMAP server limits (connection caps, login failure delay); tests default to a 50 ms delay. */
+  imap?: StartOptions['imap'];
 }
 
 export async function startTestService(t: Teardown, opts: TestServiceOptions = {}): Promise<TestService> {
@@ -93,6 +97,7 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
       log: opts.log,
       mta: opts.mta ?? false,
       webhooks: opts.webhooks,
+      imap: { loginFailureDelayMs: 50, ...opts.imap },
       // scrypt at N=2^10 instead of 2^15: ~6 ms a hash instead of ~200 ms here; the suite hashes thousands.
       passwordLogN: 10,
     });
@@ -102,6 +107,9 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
   const svc: TestService = {
     get url() {
       return `http://127.0.0.1:${running.ports.http}`;
+    },
+    get imapPort() {
+      return running.ports.imap ?? 0;
     },
     clock,
     dataDir,

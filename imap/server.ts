@@ -1,0 +1,274 @@
+// The IMAP listener (docs/architecture.md, the `imap` role): one TCP connection, one session, one command
+// at a time. Bytes go into the reader (imap/reader.ts); each whole command goes to the dispatcher
+// (imap/commands.ts) while the socket is paused, so a client that pipelines or floods costs us at most
+// what the reader's limits allow; responses go out in order through session.send.
+//
+// What one client may cost: before login the reader holds no literal over MAX_LITERAL_BYTES (an APPEND
+// literal included), and the connection caps (overall and per client address) refuse the rest with BYE
+// (RFC 3501 §7.1.5). No handler keeps a database transaction or lock across a socket write or a client
+// read, so a slow or vanished client holds nothing; an exception in one session ends only that one.
+//
+// TLS: not yet. The seam is SessionConfig.tlsAvailable / session.secure (STARTTLS and LOGINDISABLED in
+// imap/commands.ts) and `allowPlaintextAuth`, which this listener sets while it speaks only cleartext.
+import net from 'node:net';
+import type { Logger } from 'pino';
+import type { MailboxBackend } from './backend.js';
+import { capabilities, dispatch, refusalResponse } from './commands.js';
+import { AUTOLOGOUT_MS, DEFAULT_APPEND_LIMIT, MAX_LITERAL_BYTES } from './limits.js';
+import { CommandReader, type RawCommand } from './reader.js';
+import { continuation, statusResponse } from './response.js';
+import type { Session, SessionConfig } from './session.js';
+
+export interface ImapServerOptions {
+  host: string;
+  port: number;
+  /** Connections at once, all clients together. */
+  maxConnections?: number;
+  /** Connections at once from one client address (Dovecot's mail_max_userip_connections is 10 per user). */
+  maxConnectionsPerIp?: number;
+  /** RFC 3501 §5.4: at least 30 minutes; lower only in tests. */
+  autologoutMs?: number;
+  /** Every failed login is answered this long after it began (SessionConfig.loginFailureDelayMs). */
+  loginFailureDelayMs?: number;
+  appendLimit?: number;
+  serverVersion?: string;
+  /** How long close() lets commands in flight finish before it cuts the connections. */
+  drainMs?: number;
+}
+
+export interface ImapServer {
+  port: number;
+  /** Open connections now. */
+  connections(): number;
+  /** Stops accepting, says BYE to every session (after its command in flight), then closes. */
+  close(): Promise<void>;
+}
+
+export const DEFAULTS = {
+  maxConnections: 2000,
+  maxConnectionsPerIp: 20,
+  loginFailureDelayMs: 1000,
+  drainMs: 5000,
+};
+
+interface Connection {
+  socket: net.Socket;
+  /** Says BYE (now, or after the command in flight) and ends the connection. */
+  shutdown(reason: string): void;
+}
+
+export async function listenImap(log: Logger, backend: MailboxBackend, opts: ImapServerOptions): Promise<ImapServer> {
+  const maxConnections = opts.maxConnections ?? DEFAULTS.maxConnections;
+  const maxPerIp = opts.maxConnectionsPerIp ?? DEFAULTS.maxConnectionsPerIp;
+  const config: SessionConfig = {
+    appendLimit: opts.appendLimit ?? DEFAULT_APPEND_LIMIT,
+    tlsAvailable: false,
+    // Cleartext only until the shared TLS settings land: LOGIN must work, or nothing would.
+    allowPlaintextAuth: true,
+    serverName: 'svc-mail',
+    serverVersion: opts.serverVersion ?? '0.1.0',
+    loginFailureDelayMs: opts.loginFailureDelayMs ?? DEFAULTS.loginFailureDelayMs,
+  };
+  const autologoutMs = opts.autologoutMs ?? AUTOLOGOUT_MS;
+  const open = new Set<Connection>();
+  const perIp = new Map<string, number>();
+  let closing = false;
+
+  const server = net.createServer((socket) => {
+    const ip = socket.remoteAddress ?? 'unknown';
+    if (closing || open.size >= maxConnections || (perIp.get(ip) ?? 0) >= maxPerIp) {
+      // RFC 3501 §7.1.5: BYE as the greeting when the server will not serve this client.
+      socket.on('error', () => {});
+      socket.end(statusResponse(null, 'BYE', closing ? 'server shutting down' : 'too many connections'));
+      return;
+    }
+    perIp.set(ip, (perIp.get(ip) ?? 0) + 1);
+    const conn = serve(socket, ip, { backend, config, autologoutMs, log });
+    open.add(conn);
+    socket.once('close', () => {
+      open.delete(conn);
+      const n = (perIp.get(ip) ?? 1) - 1;
+      if (n > 0) perIp.set(ip, n);
+      else perIp.delete(ip);
+    });
+  });
+  server.on('error', (err) => log.error({ err }, 'imap listener error'));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as net.AddressInfo).port;
+
+  return {
+    port,
+    connections: () => open.size,
+    async close() {
+      if (closing) return;
+      closing = true;
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const conn of open) conn.shutdown('server shutting down');
+      const deadline = Date.now() + (opts.drainMs ?? DEFAULTS.drainMs);
+      while (open.size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      for (const conn of open) conn.socket.destroy();
+      await stopped;
+    },
+  };
+}
+
+interface ServeDeps {
+  backend: MailboxBackend;
+  config: SessionConfig;
+  autologoutMs: number;
+  log: Logger;
+}
+
+/** Before login a literal never exceeds the ordinary literal limit, not even APPEND's. */
+const PRE_AUTH_LIMITS = { appendLimit: MAX_LITERAL_BYTES, maxCommandLiteralBytes: MAX_LITERAL_BYTES };
+
+function serve(socket: net.Socket, ip: string, deps: ServeDeps): Connection {
+  const { backend, config, log } = deps;
+  const reader = new CommandReader(PRE_AUTH_LIMITS);
+  let busy = false;
+  let closed = false;
+  let draining: string | null = null;
+  let lineWaiter: ((line: Buffer | null) => void) | null = null;
+  let timer: NodeJS.Timeout | null = null;
+
+  const write = (data: Buffer) => {
+    if (!closed && socket.writable) socket.write(data);
+  };
+
+  const session: Session = {
+    state: 'not-authenticated',
+    principal: null,
+    selected: null,
+    enabled: new Set(),
+    secure: false,
+    clientId: null,
+    remoteAddress: ip,
+    config,
+    send: write,
+    readLine(signal) {
+      return new Promise((resolve) => {
+        if (closed || signal?.aborted) return resolve(null);
+        const waiter = (line: Buffer | null) => {
+          lineWaiter = null;
+          signal?.removeEventListener('abort', onAbort);
+          // The command goes on: no more input until it ends.
+          if (!closed) socket.pause();
+          resolve(line);
+        };
+        const onAbort = () => {
+          if (lineWaiter === waiter) waiter(null);
+        };
+        signal?.addEventListener('abort', onAbort, { once: true });
+        lineWaiter = waiter;
+        reader.expectLine();
+        socket.resume();
+        deliverLine();
+      });
+    },
+  };
+
+  function end(reason: string | null) {
+    if (closed) return;
+    if (reason) write(statusResponse(null, 'BYE', reason));
+    closed = true;
+    if (timer) clearTimeout(timer);
+    socket.end();
+    // A client that never reads its BYE does not keep the socket.
+    setTimeout(() => socket.destroy(), 2000).unref();
+    lineWaiter?.(null);
+  }
+
+  // RFC 3501 §5.4: the autologout timer restarts with every byte the client sends.
+  function touch() {
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(() => end('autologout: idle for too long'), deps.autologoutMs);
+    timer.unref();
+  }
+
+  function deliverLine() {
+    if (!lineWaiter) return;
+    const event = reader.next();
+    if (!event) return;
+    if (event.kind === 'line') lineWaiter(event.line);
+    else if (event.kind === 'refused') lineWaiter(null);
+  }
+
+  function pump() {
+    if (lineWaiter) return deliverLine();
+    while (!busy && !closed) {
+      const event = reader.next();
+      if (!event) return;
+      switch (event.kind) {
+        case 'continue':
+          write(continuation('go ahead'));
+          break;
+        case 'refused':
+          write(refusalResponse(event));
+          break;
+        case 'line':
+          break; // a line asked for by a command that has ended: nothing waits for it
+        case 'command':
+          void run(event.command);
+          break;
+      }
+    }
+  }
+
+  async function run(command: RawCommand) {
+    busy = true;
+    socket.pause();
+    let close = false;
+    try {
+      ({ close } = await dispatch(session, backend, command, (err) =>
+        log.error({ err, ip, user: session.principal?.username }, 'imap command failed'),
+      ));
+    } catch (err) {
+      log.error({ err, ip }, 'imap session failed');
+      close = true;
+    }
+    if (session.state === 'authenticated' || session.state === 'selected') {
+      reader.setLimits({ appendLimit: config.appendLimit, maxCommandLiteralBytes: 10 * MAX_LITERAL_BYTES });
+    }
+    if (close || draining) return end(close ? null : draining);
+    // A client that does not read its responses gets no more of them until it does.
+    if (socket.writableNeedDrain) await new Promise((resolve) => socket.once('drain', resolve));
+    busy = false;
+    touch();
+    if (closed) return;
+    socket.resume();
+    pump();
+  }
+
+  socket.setNoDelay(true);
+  socket.on('data', (chunk: Buffer) => {
+    touch();
+    reader.push(chunk);
+    pump();
+  });
+  socket.on('error', (err) => log.debug({ err, ip }, 'imap connection error'));
+  socket.on('close', () => {
+    closed = true;
+    if (timer) clearTimeout(timer);
+    lineWaiter?.(null);
+  });
+  touch();
+  // RFC 3501 §7.1.1: the greeting, with the capabilities (RFC 3501 §7.1 CAPABILITY response code).
+  write(
+    statusResponse(null, 'OK', 'svc-mail IMAP4rev1 ready', { code: 'CAPABILITY', capabilities: capabilities(session) }),
+  );
+
+  return {
+    socket,
+    shutdown(reason) {
+      // In IDLE or AUTHENTICATE the command waits on the client: it can be cut now. Otherwise after it ends.
+      if (!busy || lineWaiter) end(reason);
+      else draining = reason;
+    },
+  };
+}
