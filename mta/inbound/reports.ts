@@ -90,7 +90,11 @@ function fromArf(part: Part): ReportOutcome {
 
 const PLAIN_PATTERNS: { re: RegExp; reply: SmtpReply }[] = [
   {
-    re: /\b(no such (user|mailbox|recipient)|no mailbox here|(user|mailbox|recipient|address)( name)? (is )?(unknown|not found|does not exist|doesn't exist|invalid|disabled|unavailable))\b/i,
+    re: new RegExp(
+      '\\b(no such (user|mailbox|recipient)|no mailbox here|(user|mailbox|recipient|address)( name)? (is )?' +
+        "(unknown|not found|does not exist|doesn't exist|invalid|disabled|unavailable))\\b",
+      'i',
+    ),
     reply: new SmtpReply(550, '5.1.1', 'mailbox unknown (plain-text bounce)'),
   },
   {

@@ -366,7 +366,8 @@ t.test(
   {
     skip: SERVER_URL
       ? false
-      : 'the embedded database (PGlite) lives in one process: there is no second process to wake (needs SVC_DATABASE_URL)',
+      : 'the embedded database (PGlite) lives in one process: there is no second process to wake ' +
+        '(needs SVC_DATABASE_URL)',
   },
   async (t) => {
     const opened = await openMailTestStorage(t, 'postgres');
