@@ -317,7 +317,8 @@ console.log(
     '  median (min–max) of the runs',
     ...sizes.flatMap((s) => [
       `  ${s.bytes} bytes × ${s.messages}`,
-      `    svc MX → Postgres + LMDB   ${span(s.svc.msgPerSec).padStart(20)} msg/s   CPU ms/msg: ${cpuText(s.svc.cpuMsPerMessage)}`,
+      `    svc MX → Postgres + LMDB   ${span(s.svc.msgPerSec).padStart(20)} msg/s   CPU ms/msg: ` +
+        cpuText(s.svc.cpuMsPerMessage),
       `    Postfix → virtual Maildir  ${span(s.postfix.msgPerSec).padStart(20)} msg/s   CPU ms/msg: ` +
         cpuText(s.postfix.cpuMsPerMessage),
       `    svc / Postfix              ${span(s.ratio, 2).padStart(20)} ×       goal ≥ 1.0`,
