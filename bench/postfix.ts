@@ -7,7 +7,7 @@
 // default_destination_concurrency_limit (20, its default: up to 20 parallel connections to the sink,
 // more than the 8 our MTA opens per destination) and the caller's overrides.
 import { execFile, execFileSync } from 'node:child_process';
-import { chmod, chown, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, chown, mkdir, mkdtemp, readFile, readdir, rm, utimes, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,7 +28,11 @@ export interface Relay {
   stop(): Promise<void>;
 }
 
-export async function startRelay(sinkPort: number, overrides: Record<string, string> = {}): Promise<Relay> {
+export async function startRelay(
+  sinkPort: number,
+  overrides: Record<string, string> = {},
+  services: readonly string[] = ['smtp      unix - - n - - smtp', 'relay     unix - - n - - smtp'],
+): Promise<Relay> {
   if (process.getuid?.() !== 0) throw new Error('the Postfix side needs root (postfix start)');
   const ids = user('postfix');
   const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-bench-postfix-'));
@@ -74,10 +78,7 @@ export async function startRelay(sinkPort: number, overrides: Record<string, str
       .map(([k, v]) => `${k} = ${v}\n`)
       .join(''),
   );
-  await writeFile(
-    path.join(etc, 'master.cf'),
-    masterCf(port, ['smtp      unix - - n - - smtp', 'relay     unix - - n - - smtp']),
-  );
+  await writeFile(path.join(etc, 'master.cf'), masterCf(port, services));
 
   let stopped = false;
   // If the bench dies between start and stop, do not leave a master running.
@@ -137,4 +138,68 @@ function isAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+export interface MaildirPostfix extends Relay {
+  /** Messages delivered so far: files in the Maildir's new/. */
+  delivered(): Promise<number>;
+}
+
+/**
+ * A private Postfix that takes mail for `domain` and delivers each recipient listed in `mailboxes` to
+ * a Maildir of its own with virtual(8) (the inbound benchmark's peer): smtpd → cleanup (the queue file
+ * is fsynced before the 250) → qmgr → virtual (the Maildir file is fsynced before it is moved into
+ * new/). Everything else is startRelay's loopback setup; `overrides` come last.
+ */
+export async function startMaildir(
+  domain: string,
+  localparts: readonly string[],
+  overrides: Record<string, string> = {},
+): Promise<MaildirPostfix> {
+  const ids = user('postfix');
+  // virtual(8) creates the Maildirs under the base as the postfix user: the base is theirs, the way there searchable.
+  const base = await mkdtemp(path.join(os.tmpdir(), 'svc-bench-maildir-'));
+  await chmod(base, 0o700);
+  await chown(base, ids.uid, ids.gid);
+  // texthash: read as text at start, no postmap(1) needed (a trailing slash means Maildir format).
+  const maps = path.join(base, 'virtual_mailbox_maps');
+  await writeFile(maps, localparts.map((l) => `${l}@${domain} ${l}/\n`).join(''));
+  // Postfix re-reads a table until its mtime is in the past, 300 ms a round (dict_load_file): date it back.
+  const past = new Date(Date.now() - 60_000);
+  await utimes(maps, past, past);
+  let relay: Relay;
+  try {
+    relay = await startRelay(
+      0,
+      {
+        relayhost: '',
+        default_transport: 'error:5.7.1 no relaying',
+        relay_transport: 'error:5.7.1 no relaying',
+        virtual_mailbox_domains: domain,
+        virtual_mailbox_base: base,
+        virtual_mailbox_maps: `texthash:${maps}`,
+        virtual_mailbox_limit: '0',
+        virtual_uid_maps: `static:${ids.uid}`,
+        virtual_gid_maps: `static:${ids.gid}`,
+        ...overrides,
+      },
+      ['virtual   unix - n n - - virtual'],
+    );
+  } catch (err) {
+    await rm(base, { recursive: true, force: true });
+    throw err;
+  }
+  const newDir = path.join(base, localparts[0] ?? '', 'new');
+  return {
+    ...relay,
+    delivered: () =>
+      readdir(newDir).then(
+        (names) => names.length,
+        () => 0,
+      ),
+    async stop() {
+      await relay.stop();
+      await rm(base, { recursive: true, force: true });
+    },
+  };
 }
