@@ -12,6 +12,7 @@ import { atom, statusResponse, untagged, type ImapValue, type ResponseCode } fro
 import type { CommandName, CommandOf } from './command-types.js';
 import type { RawCommand, ReaderEvent } from './reader.js';
 import type { Session, SessionState } from './session.js';
+import * as messages from './handlers/messages.js';
 
 export interface Outcome {
   status: 'OK' | 'NO' | 'BAD';
@@ -146,16 +147,16 @@ export const COMMANDS: { readonly [N in CommandName]: CommandSpec<N> } = {
   CLOSE: { states: SELECTED, capability: null, handler: unavailable },
   UNSELECT: { states: SELECTED, capability: 'UNSELECT', handler: unavailable }, // RFC 3691 §2
   EXPUNGE: { states: SELECTED, capability: null, handler: unavailable },
-  SEARCH: { states: SELECTED, capability: null, handler: unavailable },
-  FETCH: { states: SELECTED, capability: null, handler: unavailable },
-  STORE: { states: SELECTED, capability: null, handler: unavailable },
-  COPY: { states: SELECTED, capability: null, handler: unavailable },
-  MOVE: { states: SELECTED, capability: 'MOVE', handler: unavailable }, // RFC 6851 §3
-  'UID SEARCH': { states: SELECTED, capability: null, handler: unavailable },
-  'UID FETCH': { states: SELECTED, capability: null, handler: unavailable },
-  'UID STORE': { states: SELECTED, capability: null, handler: unavailable },
-  'UID COPY': { states: SELECTED, capability: null, handler: unavailable },
-  'UID MOVE': { states: SELECTED, capability: 'MOVE', handler: unavailable },
+  SEARCH: { states: SELECTED, capability: null, handler: messages.searchMessages },
+  FETCH: { states: SELECTED, capability: null, handler: messages.fetchMessages },
+  STORE: { states: SELECTED, capability: null, handler: messages.storeMessages },
+  COPY: { states: SELECTED, capability: null, handler: messages.copyMessages },
+  MOVE: { states: SELECTED, capability: 'MOVE', handler: messages.moveMessages }, // RFC 6851 §3
+  'UID SEARCH': { states: SELECTED, capability: null, handler: messages.uidSearchMessages },
+  'UID FETCH': { states: SELECTED, capability: null, handler: messages.uidFetchMessages },
+  'UID STORE': { states: SELECTED, capability: null, handler: messages.uidStoreMessages },
+  'UID COPY': { states: SELECTED, capability: null, handler: messages.uidCopyMessages },
+  'UID MOVE': { states: SELECTED, capability: 'MOVE', handler: messages.uidMoveMessages },
   'UID EXPUNGE': { states: SELECTED, capability: 'UIDPLUS', handler: unavailable }, // RFC 4315 §2.1
 };
 

@@ -449,7 +449,8 @@ function anyAttachment(e: MimeEntity): boolean {
   return isAttachment(e);
 }
 
-function transferDecode(raw: Buffer, encoding: string | null): Buffer {
+/** RFC 2045 §6.7-§6.8: a body decoded from its Content-Transfer-Encoding (identity encodings pass). */
+export function transferDecode(raw: Buffer, encoding: string | null): Buffer {
   const enc = (encoding ?? '').trim().toLowerCase();
   if (enc === 'base64') {
     const clean = raw.toString('latin1').replace(/[^A-Za-z0-9+/]/g, '');

@@ -123,7 +123,7 @@ t.test('state checks come before handlers; storage commands answer NO [UNAVAILAB
   await run(authed.s, 'e UID EXPUNGE 1:3');
   t.match(authed.sent[1], /^e BAD UID EXPUNGE is not valid in the authenticated state/);
   const sel = session('selected');
-  for (const wire of ['f FETCH 1:* ALL', 'g UID MOVE 1 Trash', 'h SELECT INBOX', 'i IDLE', 'j GETQUOTAROOT INBOX']) {
+  for (const wire of ['f CHECK', 'g UID EXPUNGE 1', 'h SELECT INBOX', 'i IDLE', 'j GETQUOTAROOT INBOX']) {
     await run(sel.s, wire);
   }
   t.same(
