@@ -138,10 +138,28 @@ export function bodyText(e: MimeEntity, bytes: Buffer, base: number): string {
     if (x.type !== 'text') return;
     const raw = bytes.subarray(x.bodyStart - base, x.bodyEnd - base);
     const charset = x.params.find(([n]) => n === 'charset')?.[1] ?? null;
-    out.push(decodeCharset(transferDecode(Buffer.from(raw), x.encoding), charset));
+    out.push(decodeText(transferDecode(Buffer.from(raw), x.encoding), charset));
   };
   walk(e);
   return out.join('\n');
+}
+
+/**
+ * Octets 0x80-0x9F of windows-1252 (WHATWG Encoding §10: also what "iso-8859-1", "latin1" and
+ * "us-ascii" labels mean, since senders write cp1252 under those names). Node 20's TextDecoder
+ * decodes this family as Latin-1, leaving C1 controls where "€" or curly quotes were.
+ */
+const CP1252 =
+  '\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f' +
+  '\u0090\u2018\u2019\u201c\u201d\u2022\u2013\u2014\u02dc\u2122\u0161\u203a\u0153\u009d\u017e\u0178';
+const CP1252_LABELS = new Set(['windows-1252', 'cp1252', 'x-cp1252', 'iso-8859-1', 'iso8859-1', 'latin1', 'l1']);
+
+/** A text part's octets as text in its charset (mail/mime-header.ts decodeCharset, cp1252 mended). */
+function decodeText(bytes: Buffer, charset: string | null): string {
+  if (!CP1252_LABELS.has((charset ?? '').trim().toLowerCase())) return decodeCharset(bytes, charset);
+  let out = '';
+  for (const b of bytes) out += b >= 0x80 && b <= 0x9f ? CP1252[b - 0x80] : String.fromCharCode(b);
+  return out;
 }
 
 function hasFlag(m: SearchMessage, flag: string): boolean {
