@@ -226,7 +226,8 @@ t.test('FETCH of metadata: FLAGS, UID, RFC822.SIZE, INTERNALDATE; \\Recent per s
   t.equal(await run('c UID FETCH 7:9 FLAGS'), 'c OK UID FETCH completed\r\n', 'absent UIDs are no error');
   t.equal(
     await run('d UID FETCH 2:* FLAGS'),
-    '* 2 FETCH (UID 2 FLAGS (\\Flagged \\Recent))\r\n* 3 FETCH (UID 3 FLAGS (\\Seen $Work))\r\nd OK UID FETCH completed\r\n',
+    '* 2 FETCH (UID 2 FLAGS (\\Flagged \\Recent))\r\n* 3 FETCH (UID 3 FLAGS (\\Seen $Work))\r\n' +
+      'd OK UID FETCH completed\r\n',
     'UID FETCH answers with UID unasked (RFC 3501 §6.4.8)',
   );
 });
@@ -282,7 +283,8 @@ t.test('RFC822, RFC822.HEADER and RFC822.TEXT serve the prefix with the header',
   t.same(inbox.messages.get(1)!.flags, [], 'RFC822.HEADER is a peek');
   t.equal(
     await run('b FETCH 1 (RFC822.TEXT)'),
-    `* 1 FETCH (RFC822.TEXT {${whole.length - split}}\r\n${whole.slice(split)} FLAGS (\\Seen))\r\nb OK FETCH completed\r\n`,
+    `* 1 FETCH (RFC822.TEXT {${whole.length - split}}\r\n${whole.slice(split)} FLAGS (\\Seen))\r\n` +
+      'b OK FETCH completed\r\n',
   );
   t.equal(
     await run('c FETCH 1 (RFC822 BODY[])'),
