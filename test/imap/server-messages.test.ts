@@ -119,6 +119,9 @@ t.test('APPENDed mail: ENVELOPE, BODYSTRUCTURE, BODY[], HEADER.FIELDS, a partial
   const read = (await raw.until(/b1 OK/)).slice(raw.text().indexOf('p1 OK'));
   t.same(literalAfter(read, 'BODY[]'), bytes, 'BODY[] over the wire, octet for octet');
   t.match(read, /\* 1 FETCH \(BODY\[\] \{\d+\}\r\n[^]*\r\n FLAGS \(\\Seen\)\)\r\nb1 OK/, 'the new FLAGS come along');
+  raw.send('n1 NOOP');
+  const noop = (await raw.until(/n1 OK/)).split('b1 OK')[1] ?? '';
+  t.notMatch(noop, /\* 1 FETCH/, 'the FETCH already told the new flags: the sync does not repeat them');
   const after = await c.fetchOne('1', { flags: true }, { uid: true });
   t.ok(after && after.flags?.has('\\Seen'), 'BODY[] set \\Seen (RFC 3501 §6.4.5)');
 });
