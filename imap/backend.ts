@@ -6,7 +6,6 @@
 // so. UIDs and counts are 32-bit (RFC 3501 §9 `number`); MODSEQs are bigint (RFC 7162 §7, up to 2^63-1).
 
 import type { MimeTree } from '../mail/mime-tree.js';
-import type { SearchKey } from './command-types.js';
 
 /** Who logged in: what the backend needs to find their mailboxes again. */
 export interface Principal {
@@ -49,21 +48,11 @@ export interface MailboxSnapshot extends MailboxStatus {
   readOnly: boolean;
   /** The lowest UID without \\Seen, for `OK [UNSEEN n]` (RFC 3501 §6.3.1); null when all are seen. */
   firstUnseenUid: number | null;
-}
-
-/** A MIME part as octet offsets into the raw message, so that BODY[1.2.HEADER] is a range read. */
-export interface MessagePart {
-  /** First octet of the part's header (its MIME header for a sub-part). */
-  headerStart: number;
-  /** First octet after the blank line that ends the header. */
-  bodyStart: number;
-  /** One past the last octet of the part's body. */
-  end: number;
-  /** Lower-case type/subtype, e.g. "text/plain"; message/rfc822 parts carry `message`. */
-  contentType: string;
-  children: MessagePart[];
-  /** The encapsulated message of a message/rfc822 part (RFC 3501 §6.4.5: its parts number on). */
-  message: MessagePart | null;
+  /**
+   * RFC 3501 §2.3.2: the UIDs that are \Recent in this session (it is the first to see them since they
+   * arrived). FETCH FLAGS shows \Recent on them, SEARCH RECENT/NEW/OLD test it; absent means none.
+   */
+  recentUids?: readonly number[];
 }
 
 /** Per-message facts FETCH and SEARCH read without the body. */
@@ -72,16 +61,19 @@ export interface MessageMeta {
   modseq: bigint;
   flags: string[];
   internalDate: Date;
+  /** RFC822.SIZE: the receipt prefix plus the stored body. */
   size: number;
-  /** RFC 3501 §7.4.2 ENVELOPE and BODYSTRUCTURE, computed once at insert by the store. */
-  envelope: unknown;
-  bodyStructure: unknown;
-  structure: MessagePart;
   /**
-   * The stored MIME tree (mail/mime-tree.ts), offsets shifted to count the receipt prefix, so they index
-   * the bytes readBody serves; null for a message stored without one (then `structure` is one text part).
+   * The MIME structure stored with the message (mail/mime-tree.ts, computed once at delivery or APPEND):
+   * ENVELOPE, BODYSTRUCTURE and every BODY[section] range come from it. Its offsets are over the stored
+   * body alone; imap/fetch-sections.ts moves them past the prefix.
    */
-  mime: MimeTree | null;
+  tree: MimeTree;
+  /**
+   * Octets of the receipt prefix (Return-Path, Received, Authentication-Results lines added at delivery)
+   * that `readBody` serves in front of the stored body; 0 for an APPENDed message.
+   */
+  prefixLength: number;
 }
 
 export interface StoreRequest {
@@ -167,16 +159,16 @@ export interface MailboxBackend {
     uids: readonly number[],
     opts: { changedSince: bigint | null },
   ): AsyncIterable<MessageMeta>;
-  /** Octets [start, end) of a message's raw form (the receipt prefix included). */
+  /**
+   * Octets [start, end) of a message as served: the receipt prefix, then the stored body (BODY[] is
+   * octets [0, size)). FETCH asks for the one range covering the sections it returns, SEARCH for the
+   * header or the body. SEARCH itself runs in the protocol layer (imap/search-eval.ts) over fetchMeta
+   * and this, so the store needs no search of its own. A message expunged meanwhile is a
+   * BackendError('nonexistent'); fetchMeta simply leaves such UIDs out.
+   */
   readBody(user: Principal, mailboxId: string, uid: number, start: number, end: number): Promise<Buffer>;
   /** RFC 3501 §6.4.5: a non-PEEK BODY[] sets \Seen; the change must be seen by other sessions. */
   markSeen(user: Principal, mailboxId: string, uids: readonly number[]): Promise<StoreResult>;
-  /**
-   * UIDs (ascending) matching a SEARCH (RFC 3501 §6.4.4). The protocol first rewrites `SEQ` keys into
-   * `UID` keys against the session's sequence-number map, so the store never sees sequence numbers.
-   */
-  search(user: Principal, mailboxId: string, criteria: SearchKey): Promise<number[]>;
-
   append(
     user: Principal,
     name: string,

@@ -4,8 +4,9 @@
 // one tagged response; a parse error is a tagged BAD and the session goes on (RFC 3501 §7.1.3).
 //
 // Handlers that need no storage are written here; login, the mailbox-level commands and IDLE in
-// imap/handlers/mailboxes.ts; the others answer `NO [UNAVAILABLE]` until their handlers land. The table is
-// exhaustive over the Command union, so a command the parser knows cannot be missing from it.
+// imap/handlers/mailboxes.ts; FETCH, SEARCH, STORE, COPY, MOVE and their UID forms in
+// imap/handlers/messages.ts; STARTTLS answers `NO [UNAVAILABLE]` until it lands. The table is exhaustive
+// over the Command union, so a command the parser knows cannot be missing from it.
 import { BackendError, type BackendErrorCode, type MailboxBackend } from './backend.js';
 import { CommandError, parseCommand } from './parser.js';
 import { atom, statusResponse, untagged, type ImapValue, type ResponseCode } from './response.js';
@@ -13,6 +14,7 @@ import type { CommandName, CommandOf } from './command-types.js';
 import type { RawCommand, ReaderEvent } from './reader.js';
 import { syncSelected, type Session, type SessionState } from './session.js';
 import * as mb from './handlers/mailboxes.js';
+import * as messages from './handlers/messages.js';
 
 export interface Outcome {
   status: 'OK' | 'NO' | 'BAD';
@@ -147,16 +149,16 @@ export const COMMANDS: { readonly [N in CommandName]: CommandSpec<N> } = {
   CLOSE: { states: SELECTED, capability: null, handler: mb.close },
   UNSELECT: { states: SELECTED, capability: 'UNSELECT', handler: mb.unselect }, // RFC 3691 §2
   EXPUNGE: { states: SELECTED, capability: null, handler: mb.expunge },
-  SEARCH: { states: SELECTED, capability: null, handler: unavailable },
-  FETCH: { states: SELECTED, capability: null, handler: unavailable },
-  STORE: { states: SELECTED, capability: null, handler: unavailable },
-  COPY: { states: SELECTED, capability: null, handler: unavailable },
-  MOVE: { states: SELECTED, capability: 'MOVE', handler: unavailable }, // RFC 6851 §3
-  'UID SEARCH': { states: SELECTED, capability: null, handler: unavailable },
-  'UID FETCH': { states: SELECTED, capability: null, handler: unavailable },
-  'UID STORE': { states: SELECTED, capability: null, handler: unavailable },
-  'UID COPY': { states: SELECTED, capability: null, handler: unavailable },
-  'UID MOVE': { states: SELECTED, capability: 'MOVE', handler: unavailable },
+  SEARCH: { states: SELECTED, capability: null, handler: messages.searchMessages },
+  FETCH: { states: SELECTED, capability: null, handler: messages.fetchMessages },
+  STORE: { states: SELECTED, capability: null, handler: messages.storeMessages },
+  COPY: { states: SELECTED, capability: null, handler: messages.copyMessages },
+  MOVE: { states: SELECTED, capability: 'MOVE', handler: messages.moveMessages }, // RFC 6851 §3
+  'UID SEARCH': { states: SELECTED, capability: null, handler: messages.uidSearchMessages },
+  'UID FETCH': { states: SELECTED, capability: null, handler: messages.uidFetchMessages },
+  'UID STORE': { states: SELECTED, capability: null, handler: messages.uidStoreMessages },
+  'UID COPY': { states: SELECTED, capability: null, handler: messages.uidCopyMessages },
+  'UID MOVE': { states: SELECTED, capability: 'MOVE', handler: messages.uidMoveMessages },
   'UID EXPUNGE': { states: SELECTED, capability: 'UIDPLUS', handler: mb.expunge }, // RFC 4315 §2.1
 };
 

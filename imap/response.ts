@@ -13,8 +13,16 @@ export interface Literal {
   readonly kind: 'literal';
   readonly bytes: Uint8Array;
 }
+/**
+ * Values written one after the other with no space between: RFC 3501 §9 `body-type-mpart = 1*body SP
+ * media-subtype` puts the parts of a multipart side by side, "(...)(...)", as Dovecot and Cyrus write them.
+ */
+export interface Adjacent {
+  readonly kind: 'adjacent';
+  readonly values: readonly ImapValue[];
+}
 /** null is NIL; a string is quoted or a literal; an array is a parenthesised list. */
-export type ImapValue = null | number | bigint | string | Atom | Literal | readonly ImapValue[];
+export type ImapValue = null | number | bigint | string | Atom | Literal | Adjacent | readonly ImapValue[];
 
 export const atom = (text: string): Atom => ({ kind: 'atom', text });
 export const literal = (bytes: Uint8Array | string): Literal => ({
@@ -44,7 +52,8 @@ export function encodeValue(v: ImapValue): Buffer {
   if (typeof v === 'number' || typeof v === 'bigint') return Buffer.from(String(v));
   if (typeof v === 'string') return encodeString(v);
   if (Array.isArray(v)) return Buffer.concat([Buffer.from('('), joinValues(v), Buffer.from(')')]);
-  const tagged = v as Atom | Literal;
+  const tagged = v as Atom | Literal | Adjacent;
+  if (tagged.kind === 'adjacent') return Buffer.concat(tagged.values.map(encodeValue));
   return tagged.kind === 'atom' ? Buffer.from(tagged.text, 'utf8') : encodeLiteral(tagged.bytes);
 }
 

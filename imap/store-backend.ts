@@ -6,7 +6,7 @@
 // level of "inbox/x". A trailing "/" on CREATE only says the name will have inferiors (§6.3.3).
 import type { CoreDeps } from '../core/deps.js';
 import { credentialOf, inboxLogin } from '../core/inbox-auth.js';
-import { parseMimeTree, type MimeEntity, type MimeTree } from '../mail/mime-tree.js';
+import { parseMimeTree, type MimeTree } from '../mail/mime-tree.js';
 import type { Mailbox, StoredMessage } from '../mail/mail-store.js';
 import { liveInboxHash } from '../storage/pg/inbox-logins.js';
 import {
@@ -30,7 +30,6 @@ import {
   type MailboxChange,
   type MailboxInfo,
   type MessageMeta,
-  type MessagePart,
   type Principal,
   type QuotaRoot,
   type StoreResult,
@@ -54,52 +53,25 @@ export function canonicalName(name: string, opts: { trailingDelimiter?: boolean 
   return n;
 }
 
-/** The MIME tree's entities as MessageParts, offsets counted from the start of prefix + body. */
-function toPart(e: MimeEntity, shift: number, root: boolean): MessagePart {
-  return {
-    headerStart: root ? 0 : e.headerStart + shift,
-    bodyStart: e.bodyStart + shift,
-    end: e.bodyEnd + shift,
-    contentType: `${e.type}/${e.subtype}`,
-    children: (e.children ?? []).map((c) => toPart(c, shift, false)),
-    message: e.message ? toPart(e.message.body, shift, false) : null,
-  };
-}
-
-function shiftEntity(e: MimeEntity, shift: number, root: boolean): MimeEntity {
-  return {
-    ...e,
-    headerStart: root ? 0 : e.headerStart + shift,
-    bodyStart: e.bodyStart + shift,
-    bodyEnd: e.bodyEnd + shift,
-    ...(e.children ? { children: e.children.map((c) => shiftEntity(c, shift, false)) } : {}),
-    ...(e.message ? { message: { ...e.message, body: shiftEntity(e.message.body, shift, false) } } : {}),
-  };
-}
-
 function isMimeTree(v: unknown): v is MimeTree {
   return (
     typeof v === 'object' && v !== null && (v as MimeTree).version === 1 && typeof (v as MimeTree).body === 'object'
   );
 }
 
-function metaOf(m: StoredMessage): MessageMeta {
-  const shift = m.prefix.length;
-  const tree = isMimeTree(m.structure) ? m.structure : null;
-  const mime = tree ? { ...tree, size: m.size, body: shiftEntity(tree.body, shift, true) } : null;
-  const structure: MessagePart = mime
-    ? toPart(mime.body, 0, true)
-    : { headerStart: 0, bodyStart: 0, end: m.size, contentType: 'text/plain', children: [], message: null };
+/**
+ * The row as FETCH and SEARCH see it. The tree stays as stored, its offsets over the body alone: the
+ * protocol layer (imap/fetch-sections.ts) moves them past the prefix, and only it, so nothing here shifts.
+ */
+function metaOf(m: StoredMessage, tree: MimeTree): MessageMeta {
   return {
     uid: Number(m.uid),
     modseq: BigInt(m.modseq),
     flags: m.flags,
     internalDate: new Date(m.internalDate),
     size: Number(m.size),
-    envelope: m.envelope,
-    bodyStructure: mime?.body ?? null,
-    structure,
-    mime,
+    tree,
+    prefixLength: m.prefix.length,
   };
 }
 
@@ -135,6 +107,20 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
     const found = await mailboxById(db, mailboxId);
     if (!found || found.inboxId !== user.id) throw new BackendError('nonexistent', 'the mailbox no longer exists');
     return found;
+  }
+
+  async function bodyOf(m: StoredMessage): Promise<Buffer> {
+    const body = await blobs.get(m.blobAddress);
+    if (!body) throw new BackendError('unavailable', 'the message body is missing');
+    return body;
+  }
+
+  /**
+   * A row stored without a MIME tree (none is, today: delivery, import and APPEND all store one) gets it
+   * parsed from its body on each read, so FETCH and SEARCH need no second path.
+   */
+  async function treeOf(m: StoredMessage): Promise<MimeTree> {
+    return parseMimeTree(await bodyOf(m));
   }
 
   async function copyOrMove(
@@ -301,7 +287,7 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
           uids: page,
           ...(opts.changedSince !== null ? { changedSince: Number(opts.changedSince) } : {}),
         });
-        for (const r of rows) yield metaOf(r);
+        for (const r of rows) yield metaOf(r, isMimeTree(r.structure) ? r.structure : await treeOf(r));
       }
     },
 
@@ -309,17 +295,18 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
       await ownMailbox(user, mailboxId);
       const [m] = await store.messages(mailboxId, { uids: [uid] });
       if (!m) throw new BackendError('nonexistent', 'the message was expunged');
-      const body = await blobs.get(m.blobAddress);
-      if (!body) throw new BackendError('unavailable', 'the message body is missing');
-      return Buffer.concat([m.prefix, body]).subarray(Math.max(0, start), Math.max(0, end));
+      // The blob store has no range read: the whole body is fetched and the range sliced from it.
+      const body = await bodyOf(m);
+      const from = Math.max(0, start);
+      const to = Math.max(from, end);
+      // Served octets are the prefix then the body; join only the parts the range touches.
+      if (to <= m.prefix.length) return m.prefix.subarray(from, to);
+      if (from >= m.prefix.length) return body.subarray(from - m.prefix.length, to - m.prefix.length);
+      return Buffer.concat([m.prefix.subarray(from), body.subarray(0, to - m.prefix.length)]);
     },
 
     markSeen(user, mailboxId, uids) {
       return backend.store(user, mailboxId, uids, { op: 'add', flags: ['\\Seen'], unchangedSince: null });
-    },
-
-    async search() {
-      throw new BackendError('unavailable', 'SEARCH is evaluated by the protocol layer');
     },
 
     async append(user, name, message) {

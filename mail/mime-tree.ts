@@ -449,11 +449,14 @@ function anyAttachment(e: MimeEntity): boolean {
   return isAttachment(e);
 }
 
-function transferDecode(raw: Buffer, encoding: string | null): Buffer {
+/** RFC 2045 §6.7-§6.8: a body decoded from its Content-Transfer-Encoding (identity encodings pass). */
+export function transferDecode(raw: Buffer, encoding: string | null): Buffer {
   const enc = (encoding ?? '').trim().toLowerCase();
   if (enc === 'base64') {
     const clean = raw.toString('latin1').replace(/[^A-Za-z0-9+/]/g, '');
-    return Buffer.from(clean.slice(0, clean.length - (clean.length % 4)), 'base64');
+    // The padding went with the other non-alphabet characters: a last group of 2 or 3 characters still
+    // holds 1 or 2 octets (RFC 4648 §4); only a lone last character carries none.
+    return Buffer.from(clean.length % 4 === 1 ? clean.slice(0, -1) : clean, 'base64');
   }
   if (enc === 'quoted-printable') {
     // RFC 2045 §6.7: "=" at a line end is a soft break, "=XX" an octet.

@@ -118,13 +118,12 @@ t.test('SELECT numbers; APPEND seen by a second session at its next NOOP; EXPUNG
 
   // UIDs only grow: after an expunge the next message gets a new UID.
   await one.append('INBOX', message(2));
-  await one.messageFlagsAdd('1', ['\\Deleted'], { uid: true }).catch(() => {});
   const raw = await rawImap(svc.imapPort);
   await raw.until(/^\* OK/);
   raw.send(`l LOGIN ${a.address} ${a.password}`);
   raw.send('s SELECT INBOX');
   await raw.until(/\* 2 EXISTS[^]*OK \[UIDNEXT 3\][^]*OK \[HIGHESTMODSEQ \d+\][^]*s OK \[READ-WRITE\]/);
-  // STORE is the other helper's: flag the message through the store as a client of it would.
+  // A flag change made through the store directly (test/imap/server-messages.test.ts has STORE's own).
   await svc.running.storage.mail.store.setFlags(a.mailboxes.get('INBOX') as string, [1], {
     mode: 'add',
     flags: ['\\Deleted'],
