@@ -34,7 +34,7 @@ import { markInboundVerified } from '../storage/pg/domains.js';
 import { createInbox } from '../storage/pg/inboxes.js';
 import { startMaildir } from './postfix.js';
 import { ADMIN_KEY, startChild } from './service.js';
-import { cpuSecondsOf, freePort, processes, sleep } from './util.js';
+import { benchDatabase, cpuSecondsOf, freePort, processes, sleep } from './util.js';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -97,20 +97,10 @@ const loadAtStart = os.loadavg()[0]!;
 
 try {
   // ---- a database, a data dir, a DNS zone that publishes the sender's SPF -------------------------
-  const dbName = `svc_inbench_${Date.now().toString(36)}`;
-  const admin = new pg.Client({ connectionString: args.pg });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${dbName}`);
-  cleanups.push(async () => {
-    const c = new pg.Client({ connectionString: args.pg });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-    await c.end();
-  });
-  postgresVersion = (await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
-  await admin.end();
-  const dbUrl = new URL(args.pg);
-  dbUrl.pathname = `/${dbName}`;
+  const created = await benchDatabase(args.pg, 'svc_inbench', cleanups);
+  const dbName = created.dbName;
+  postgresVersion = created.version;
+  const dbUrl = new URL(created.url);
 
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'svc-inbench-data-'));
   cleanups.push(() => rm(dataDir, { recursive: true, force: true }));

@@ -27,7 +27,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
-import pg from 'pg';
 import { startDnsZone } from '../test/helpers/dns-zone.js';
 import { composeMessage } from '../mail/compose.js';
 import { startSink, type Sink } from './sink.js';
@@ -43,7 +42,7 @@ import {
   type LoadResult,
   type Tenant,
 } from './service.js';
-import { cpuSecondsOf, quantile, sleep } from './util.js';
+import { benchDatabase, cpuSecondsOf, quantile, sleep } from './util.js';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -99,20 +98,10 @@ const profDir = path.join(os.tmpdir(), `svc-bench-prof-${Date.now().toString(36)
 const loadAtStart = os.loadavg()[0]!;
 try {
   // ---- shared setup: a database, a data dir, a DNS zone with the recipients' MX -------------------
-  const dbName = `svc_bench_${Date.now().toString(36)}`;
-  const admin = new pg.Client({ connectionString: args.pg });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${dbName}`);
-  cleanups.push(async () => {
-    const c = new pg.Client({ connectionString: args.pg });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
-    await c.end();
-  });
-  results.postgres = (await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
-  await admin.end();
-  const dbUrl = new URL(args.pg);
-  dbUrl.pathname = `/${dbName}`;
+  const created = await benchDatabase(args.pg, 'svc_bench', cleanups);
+  const dbName = created.dbName;
+  results.postgres = created.version;
+  const dbUrl = new URL(created.url);
 
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'svc-bench-data-'));
   cleanups.push(() => rm(dataDir, { recursive: true, force: true }));

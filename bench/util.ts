@@ -1,6 +1,7 @@
 // Small helpers shared by the bench modules.
 import { readFileSync, readdirSync } from 'node:fs';
 import net from 'node:net';
+import pg from 'pg';
 
 export { freePort } from '../test/helpers/postfix.js';
 
@@ -81,3 +82,29 @@ export const cpuSecondsOf = (match: (p: Proc) => boolean) =>
   processes()
     .filter(match)
     .reduce((sum, p) => sum + p.cpu, 0);
+
+/**
+ * A database of the bench's own on the server at `serverUrl`, dropped by the cleanup it pushes:
+ * its name, its URL and the server's version.
+ */
+export async function benchDatabase(
+  serverUrl: string,
+  prefix: string,
+  cleanups: (() => Promise<unknown>)[],
+): Promise<{ dbName: string; url: string; version: string }> {
+  const dbName = `${prefix}_${Date.now().toString(36)}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${dbName}`);
+  cleanups.push(async () => {
+    const c = new pg.Client({ connectionString: serverUrl });
+    await c.connect();
+    await c.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+    await c.end();
+  });
+  const version = (await admin.query<{ v: string }>("SELECT current_setting('server_version') AS v")).rows[0]!.v;
+  await admin.end();
+  const url = new URL(serverUrl);
+  url.pathname = `/${dbName}`;
+  return { dbName, url: url.toString(), version };
+}
