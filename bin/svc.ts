@@ -34,7 +34,7 @@ async function main(argv: string[]): Promise<number> {
   const config = loadConfig();
   switch (command) {
     case 'config':
-      console.log(describeConfig(config));
+      console.log(describeConfig(config, process.env));
       return 0;
     case 'migrate': {
       const [{ createLogger }, { openDb }, { migrate }] = await Promise.all([

@@ -2,7 +2,7 @@
 // variable and the problem; every bad variable is listed, not just the first.
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
-import { crossChecks, fields, formats, type Config } from './schema.js';
+import { crossChecks, fields, formats, type Config, type SourceAddresses } from './schema.js';
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -49,8 +49,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
   return Object.freeze(out as Config);
 }
 
-/** The effective configuration for `svc config print`, secrets redacted. */
-export function describeConfig(config: Readonly<Config>): string {
+/**
+ * The effective configuration for `svc config`, secrets redacted. A variable that is set is printed as the
+ * operator wrote it (`90s` stays `90s`); one that is unset shows its default in a form the variable reads back.
+ */
+export function describeConfig(config: Readonly<Config>, env: NodeJS.ProcessEnv = {}): string {
   const show = (v: unknown): string => {
     if (v === null) return '(unset)';
     // host:port exactly as SVC_DNS_SERVERS takes it back, IPv6 in brackets.
@@ -58,17 +61,25 @@ export function describeConfig(config: Readonly<Config>): string {
       return v
         .map((x) => (typeof x === 'object' ? `${x.host.includes(':') ? `[${x.host}]` : x.host}:${x.port}` : String(x)))
         .join(',');
+    if (typeof v === 'object') return showSourceAddresses(v as SourceAddresses);
     return String(v);
   };
   return fields
     .map((fl) => {
       const v = config[fl.key];
+      const written = env[fl.env]?.trim();
       // Durations are held in ms; a bare number in a duration variable means seconds, so the unit is written.
       const ms = fl.key.endsWith('Ms');
       const shown = ms && typeof v === 'number' ? `${v}ms` : ms && Array.isArray(v) ? v.map((x) => `${x}ms`) : v;
-      let value = fl.secret && v !== null ? '(set, redacted)' : show(shown);
+      let value = fl.secret && v !== null ? '(set, redacted)' : written ? written : show(shown);
       if (fl.key === 'publicUrl' && v === null) value = `(unset: http://${config.bindHost}:<bound HTTP port>)`;
       return `${fl.env}=${value}\n    # ${fl.doc}`;
     })
     .join('\n');
+}
+
+/** SVC_SOURCE_ADDRESSES back in its own syntax: the default address, then `domain=address` entries. */
+function showSourceAddresses(s: SourceAddresses): string {
+  const items = [...(s.default ? [s.default] : []), ...Object.entries(s.byDomain).map(([d, a]) => `${d}=${a}`)];
+  return items.length ? items.join(',') : '(unset)';
 }

@@ -313,3 +313,17 @@ t.test('describeConfig prints durations with their unit, so that they read back'
   t.equal(loadConfig({ SVC_MX_SESSION_TIMEOUT: session }).mxSessionTimeoutMs, 90_000);
   t.same(loadConfig({ SVC_RETRY_DELAYS: retries }).retryDelaysMs, [60_000, 250]);
 });
+
+t.test('svc config prints set variables as written and source addresses in their own syntax', async (t) => {
+  const env = { SVC_MX_SESSION_TIMEOUT: ' 90s ', SVC_SOURCE_ADDRESSES: '192.0.2.1,Example.COM=192.0.2.2' };
+  const text = describeConfig(loadConfig(env), env);
+  t.match(text, /^SVC_MX_SESSION_TIMEOUT=90s$/m);
+  t.match(text, /^SVC_SOURCE_ADDRESSES=192\.0\.2\.1,Example\.COM=192\.0\.2\.2$/m);
+  t.notMatch(text, /\[object Object\]/);
+  // Unset: the default, printed so that it reads back; with no environment the parsed value in the same syntax.
+  const parsed = describeConfig(loadConfig(env));
+  const sources = /^SVC_SOURCE_ADDRESSES=(.*)$/m.exec(parsed)?.[1] ?? '';
+  t.equal(sources, '192.0.2.1,example.com=192.0.2.2');
+  t.same(loadConfig({ SVC_SOURCE_ADDRESSES: sources }).sourceAddresses, loadConfig(env).sourceAddresses);
+  t.match(describeConfig(loadConfig({})), /^SVC_SOURCE_ADDRESSES=\(unset\)$/m);
+});
