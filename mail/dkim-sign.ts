@@ -3,9 +3,9 @@
 // mailauth (pinned 4.13.3: 5.x and later need Node 22) does the canonicalization, the body hash and the
 // formatting of the header; we call its building blocks rather than its dkimSign() because dkimSign
 // parses the PEM key on every signature (~400 µs, 60% of its time) and reports problems in
-// `result.errors` instead of throwing. Here the KeyObject is cached by the caller and every problem
-// throws: a message is never sent unsigned (fail closed). test/mta/dkim-sign.test.ts proves the output
-// equal to mailauth's dkimSign and checks it with python3-dkim.
+// `result.errors` instead of throwing, and cannot oversign. Here the KeyObject is cached by the caller and
+// every problem throws: a message is never sent unsigned (fail closed). test/mail/dkim-sign.test.ts has
+// every signature checked by mailauth's verifier and by python3-dkim.
 import { createHash, sign as cryptoSign, type KeyObject } from 'node:crypto';
 import { createRequire } from 'node:module';
 
@@ -39,11 +39,29 @@ const { generateCanonicalizedHeader } = require('mailauth/lib/dkim/header/index.
 };
 
 /**
- * The headers every signature covers (issue 5), and the one-click unsubscribe pair when present
- * (RFC 8058 §4 requires both signed). Names absent from a message are not listed in its h=.
+ * Fields that every signature covers one time more than the message has them, absent ones included
+ * (RFC 6376 §5.4.2, §8.15): a copy with one more From, Subject or Reply-To prepended, which a reader's
+ * client would show instead of ours, no longer verifies. The unsubscribe pair is among them (RFC 8058 §4
+ * requires both signed).
  */
-export const SIGNED_HEADERS =
-  'From:To:Subject:Date:Message-ID:MIME-Version:Content-Type:List-Unsubscribe:List-Unsubscribe-Post';
+export const OVERSIGNED_HEADERS = [
+  'From',
+  'To',
+  'Cc',
+  'Subject',
+  'Date',
+  'Message-ID',
+  'Reply-To',
+  'In-Reply-To',
+  'References',
+  'Content-Type',
+  'Content-Transfer-Encoding',
+  'List-Unsubscribe',
+  'List-Unsubscribe-Post',
+] as const;
+
+/** The fields signed where present: the oversigned ones and MIME-Version. */
+export const SIGNED_HEADERS = [...OVERSIGNED_HEADERS, 'MIME-Version'].join(':');
 
 export interface SigningKey {
   domain: string;
@@ -84,8 +102,11 @@ export function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTim
     const keyType = k.key.asymmetricKeyType;
     if (keyType !== 'rsa' && keyType !== 'ed25519') throw new DkimSignError(`unsupported DKIM key type ${keyType}`);
     const algorithm = `${keyType}-sha256`;
-    const signing = tools.getSigningHeaderLines(parsed, SIGNED_HEADERS);
-    if (!signing.headers.some((h) => h.key === 'from')) throw new DkimSignError('message has no From header');
+    const present = tools.getSigningHeaderLines(parsed, SIGNED_HEADERS);
+    if (!present.headers.some((h) => h.key === 'from')) throw new DkimSignError('message has no From header');
+    // The extra names match no field when a verifier walks h= bottom-up, so they add nothing to the hash
+    // (RFC 6376 §5.4.2) but make any added instance part of it.
+    const signing = { keys: [present.keys, ...OVERSIGNED_HEADERS].join(': '), headers: present.headers };
     const { canonicalizedHeader, dkimHeaderOpts } = generateCanonicalizedHeader('DKIM', signing, {
       signingDomain: k.domain,
       selector: k.selector,
