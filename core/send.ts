@@ -76,7 +76,10 @@ function unsubscribeHeaders(url: string | undefined): Record<string, string> | u
       { field: 'body.unsubscribeUrl', message: 'must be an absolute https URL without spaces or angle brackets' },
     ]);
   }
-  return { 'List-Unsubscribe': `<${url}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' };
+  // The URL's ASCII form (punycode host, percent-encoded path and query, as WHATWG URL serializes it): a
+  // non-ASCII character would make the composer write the whole field as an encoded word (RFC 2047), which
+  // no receiver reads as a URL, and one-click unsubscribe would silently break.
+  return { 'List-Unsubscribe': `<${u.href}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' };
 }
 
 /**

@@ -10,6 +10,7 @@ import { encodeWord } from 'nodemailer/lib/mime-funcs';
 import type MimeNode from 'nodemailer/lib/mime-node';
 import { encode as qpencode, wrap as qpwrap } from 'nodemailer/lib/qp';
 import { encode as b64encode, wrap as b64wrap } from 'nodemailer/lib/base64';
+import { convert as htmlToText } from 'html-to-text';
 import { normalizeDomain } from './domain-names.js';
 
 export interface Mailbox {
@@ -250,6 +251,11 @@ function assertWireSafe(buf: Buffer): void {
   if (buf.length - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
 }
 
+/** The text alternative of an html body: words, links as `text [url]`, no images, lines of at most 76. */
+function plainTextOf(html: string): string {
+  return htmlToText(html, { wordwrap: 76, selectors: [{ selector: 'img', format: 'skip' }] });
+}
+
 export async function composeMessage(m: ComposeInput): Promise<Buffer> {
   const out = serializeMime(compileMessage(m));
   assertWireSafe(out);
@@ -297,8 +303,10 @@ export function compileMessage(m: ComposeInput): MimeNode {
     from: { name: fromName, address: from },
     to: { name: '', address: to },
     subject: m.subject,
-    // '' is "no body" to MailComposer, which is what it is: the part is left out.
-    text: m.text ? crlf(m.text) : undefined,
+    // '' is "no body" to MailComposer, which is what it is: the part is left out. An html-only message
+    // gets a text/plain alternative made from its html (RFC 2046 §5.1.4): readers without html get the
+    // words, and receivers' filters score an html part with no text part as spam-like.
+    text: m.text ? crlf(m.text) : m.html ? crlf(plainTextOf(m.html)) : undefined,
     html: m.html ? crlf(m.html) : undefined,
     messageId: m.messageId,
     date: m.date,

@@ -316,13 +316,28 @@ t.test('text only: a single text/plain part with the standard headers', async (t
   t.equal(decodePart(headers, body).replace(/\r\n$/, ''), 'Plain body');
 });
 
-t.test('html only: a single text/html part', async (t) => {
-  const { text: _text, ...rest } = BASE;
-  const raw = await composeMessage({ ...rest, html: '<p>Hi</p>' });
-  assertWire(t, raw);
+/** The two parts of a multipart/alternative message, decoded. */
+function alternativeParts(raw: Buffer): { type: string; content: string }[] {
   const { headers, body } = split(raw);
-  t.match(one(headers, 'content-type'), /^text\/html; charset=utf-8$/i);
-  t.equal(decodePart(headers, body).replace(/\r\n$/, ''), '<p>Hi</p>');
+  const boundary = /boundary="?([^";]+)"?$/i.exec(one(headers, 'content-type'))?.[1] ?? '';
+  const parts = body.split(new RegExp(`\r\n--${boundary}(?:--)?\r\n|^--${boundary}\r\n`)).slice(1, 3);
+  return parts.map((p) => {
+    const ph = split(Buffer.from(p, 'latin1'));
+    return { type: one(ph.headers, 'content-type'), content: decodePart(ph.headers, ph.body) };
+  });
+}
+
+t.test('html only: a text/plain alternative is made from the html (RFC 2046 §5.1.4)', async (t) => {
+  const { text: _text, ...rest } = BASE;
+  const html = '<p>Hi <b>there</b></p><img src="https://t.test/pixel.gif"><a href="https://x.test/a">docs</a>';
+  const raw = await composeMessage({ ...rest, html });
+  assertWire(t, raw);
+  t.match(one(split(raw).headers, 'content-type'), /^multipart\/alternative;/i);
+  const [text, htmlPart] = alternativeParts(raw);
+  t.match(text?.type, /^text\/plain; charset=utf-8$/i, 'text first');
+  t.match(text?.content, /^Hi there\r\n\r\ndocs \[https:\/\/x\.test\/a\]/, 'the words, links with their URL');
+  t.notMatch(text?.content, /pixel|<p>/, 'no tags, no images');
+  t.equal(htmlPart?.content, html, 'the html as given');
 });
 
 t.test('text and html: multipart/alternative, text first, boundaries well formed', async (t) => {
@@ -414,18 +429,13 @@ t.test('what parseFrom returns composes to a From that parses back the same', as
 t.test('no line over 998 octets: a 5000-character single-line html, a long word in the subject', async (t) => {
   const html = `<html><body>${'<a href="https://example.com/x">link</a>'.repeat(130)}</body></html>`;
   t.ok(html.length > 5000 && !html.includes('\n'));
-  const { text: _text, ...htmlOnly } = BASE;
   for (const body of [html, 'x'.repeat(5000), 'ü'.repeat(5000), `${'a'.repeat(997)}\n${'b'.repeat(999)}`]) {
-    const raw = await composeMessage({ ...htmlOnly, html: body });
+    const raw = await composeMessage({ ...BASE, text: 'short', html: body });
     assertWire(t, raw);
-    const { headers, body: encoded } = split(raw);
-    t.match(
-      one(headers, 'content-transfer-encoding'),
-      /^(quoted-printable|base64)$/,
-      'long lines are transfer-encoded',
-    );
+    const { body: parts } = split(raw);
+    t.match(parts, /^Content-Transfer-Encoding: (quoted-printable|base64)\r$/m, 'long lines are transfer-encoded');
     t.equal(
-      decodePart(headers, encoded).replace(/\r\n$/, ''),
+      alternativeParts(raw)[1]?.content.replace(/\r\n$/, ''),
       body.replace(/\n/g, '\r\n'),
       'and decode back to the body',
     );

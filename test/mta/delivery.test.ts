@@ -151,6 +151,22 @@ t.test('one-click unsubscribe (RFC 8058): both headers, both signed', async (t) 
     t.match(h, /\bh=[^;]*List-Unsubscribe[:;]/i, 'h= covers List-Unsubscribe');
   }
   await allSigned(t, w);
+  // A non-ASCII URL goes out in its ASCII form, never as an encoded word that no receiver reads as a URL.
+  const r2 = await w.s.key.v1.services.sendEmail({
+    from: `ada@${w.s.domain}`,
+    to: 'u2@dest.test',
+    subject: 'Nouvelles',
+    text: 'x',
+    unsubscribeUrl: 'https://exämple.test/désabonner?u=é',
+  });
+  await waitStatus(w, r2.providerMessageId, 'delivered');
+  const m2 = (await w.sink.waitForMessages(2)).find((x) => x.raw.includes('u2@dest.test'));
+  const head2 = m2!.raw
+    .toString('latin1')
+    .split('\r\n\r\n')[0]!
+    .replace(/\r\n[ \t]+/g, ' ');
+  t.match(head2, /^List-Unsubscribe: <https:\/\/xn--exmple-cua\.test\/d%C3%A9sabonner\?u=%C3%A9>\r?$/m);
+  t.notMatch(head2, /=\?utf-8\?/i, 'no encoded word');
   for (const bad of [
     'http://example.test/u',
     'https://example.test/a b',
