@@ -46,7 +46,7 @@ export interface RunningService {
   ctx: Context;
   storage: Storage;
   /** Bound ports of the listeners this process runs. */
-  ports: { http?: number; smtp?: number; imap?: number };
+  ports: { http?: number; smtp?: number; imap?: number; imaps?: number };
   /** The MTA's pollers, when this process runs the MTA (tests wait on their polledAt()). */
   mta?: { worker: DeliveryWorker; webhooks: WebhookDispatcher };
   /** The certificate of SVC_TLS_CERT/SVC_TLS_KEY, when configured and this process runs a TLS listener. */
@@ -113,11 +113,21 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
 
     if (role === 'all' || role === 'imap') {
       const backend = createStoreBackend({ ctx, storage }, { passwordLogN: opts.passwordLogN });
-      const imap = await listenImap(ctx.log, backend, { ...opts.imap, host: config.bindHost, port: config.imapPort });
+      const imap = await listenImap(ctx.log, backend, {
+        ...opts.imap,
+        host: config.bindHost,
+        port: config.imapPort,
+        tls,
+        implicitTlsPort: config.imapsPort,
+      });
       ports.imap = imap.port;
+      if (imap.tlsPort !== null) ports.imaps = imap.tlsPort;
       // Pushed before the control plane, so it stops after it; SIGTERM says BYE to every session.
       stops.push(imap.close);
-      ctx.log.info({ role, imap: imap.port, host: config.bindHost }, 'IMAP server listening');
+      ctx.log.info(
+        { role, imap: imap.port, imaps: imap.tlsPort, starttls: tls !== null, host: config.bindHost },
+        'IMAP server listening',
+      );
     }
 
     if (role === 'all' || role === 'control') {

@@ -5,7 +5,7 @@
 //
 // Handlers that need no storage are written here; login, the mailbox-level commands and IDLE in
 // imap/handlers/mailboxes.ts; FETCH, SEARCH, STORE, COPY, MOVE and their UID forms in
-// imap/handlers/messages.ts; STARTTLS answers `NO [UNAVAILABLE]` until it lands. The table is exhaustive
+// imap/handlers/messages.ts; STARTTLS's handshake in imap/server.ts. The table is exhaustive
 // over the Command union, so a command the parser knows cannot be missing from it.
 import { BackendError, type BackendErrorCode, type MailboxBackend } from './backend.js';
 import { CommandError, parseCommand } from './parser.js';
@@ -22,6 +22,8 @@ export interface Outcome {
   code?: ResponseCode;
   /** The connection closes after the tagged response (LOGOUT, RFC 3501 §6.1.3). */
   close?: boolean;
+  /** The TLS handshake starts after the tagged response (STARTTLS, RFC 3501 §6.2.1). */
+  startTls?: boolean;
 }
 
 export type Handler<N extends CommandName> = (
@@ -41,13 +43,6 @@ const ANY: readonly SessionState[] = ['not-authenticated', 'authenticated', 'sel
 const NOT_AUTH: readonly SessionState[] = ['not-authenticated'];
 const AUTH: readonly SessionState[] = ['authenticated', 'selected'];
 const SELECTED: readonly SessionState[] = ['selected'];
-
-/** RFC 5530 §3 UNAVAILABLE: "temporary failure because a subsystem is down" — here, not yet wired. */
-const unavailable = async (): Promise<Outcome> => ({
-  status: 'NO',
-  code: { code: 'UNAVAILABLE' },
-  text: 'not available on this server yet',
-});
 
 /** Capabilities that are not commands: advertised once authenticated (RFC 3501 §7.2.1 lets the list change). */
 function extensionCapabilities(session: Session): string[] {
@@ -86,6 +81,12 @@ const capability: Handler<'CAPABILITY'> = async (session) => {
 
 const noop: Handler<'NOOP'> = async () => ({ status: 'OK', text: 'NOOP completed' });
 
+/**
+ * RFC 3501 §6.2.1: only offered while TLS is available and not yet in force (the capability check refuses
+ * it otherwise); the server starts the handshake once this OK is written.
+ */
+const startTls: Handler<'STARTTLS'> = async () => ({ status: 'OK', text: 'Begin TLS negotiation now', startTls: true });
+
 const logout: Handler<'LOGOUT'> = async (session) => {
   // RFC 3501 §6.1.3: an untagged BYE before the tagged OK.
   session.send(statusResponse(null, 'BYE', 'logging out'));
@@ -123,7 +124,7 @@ export const COMMANDS: { readonly [N in CommandName]: CommandSpec<N> } = {
   LOGOUT: { states: ANY, capability: null, handler: logout },
   ID: { states: ANY, capability: 'ID', handler: id }, // RFC 2971 §3.1
   // RFC 3501 §6.2: not authenticated.
-  STARTTLS: { states: NOT_AUTH, capability: 'STARTTLS', handler: unavailable },
+  STARTTLS: { states: NOT_AUTH, capability: 'STARTTLS', handler: startTls },
   AUTHENTICATE: { states: NOT_AUTH, capability: null, handler: mb.authenticate },
   LOGIN: { states: NOT_AUTH, capability: null, handler: mb.login },
   // RFC 3501 §6.3: authenticated (and so selected).
@@ -185,6 +186,7 @@ export function backendOutcome(name: CommandName, err: BackendError): Outcome {
 
 export interface DispatchResult {
   close: boolean;
+  startTls: boolean;
 }
 
 /**
@@ -205,7 +207,7 @@ export async function dispatch(
     if (!(err instanceof CommandError)) throw err;
     const { status, code, message } = err.error;
     session.send(statusResponse(err.tag, status, message, code));
-    return { close: false };
+    return { close: false, startTls: false };
   }
   const { tag, command } = parsed;
   const spec = COMMANDS[command.name] as CommandSpec<CommandName>;
@@ -213,7 +215,7 @@ export async function dispatch(
   if (session.principal && !(await stillValid(session, backend, onError))) {
     session.send(statusResponse(null, 'BYE', 'the inbox is no longer available with these credentials'));
     session.state = 'logout';
-    return { close: true };
+    return { close: true, startTls: false };
   }
   let outcome: Outcome;
   if (!spec.states.includes(session.state)) {
@@ -245,7 +247,7 @@ export async function dispatch(
     }
   }
   session.send(statusResponse(tag, outcome.status, outcome.text, outcome.code));
-  return { close };
+  return { close, startTls: outcome.startTls === true && !close };
 }
 
 /** RFC 3501 §7.4.1: no EXPUNGE response while these run (their UID forms may, but need not, have them). */

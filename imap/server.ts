@@ -8,9 +8,13 @@
 // (RFC 3501 §7.1.5). No handler keeps a database transaction or lock across a socket write or a client
 // read, so a slow or vanished client holds nothing; an exception in one session ends only that one.
 //
-// TLS: not yet. The seam is SessionConfig.tlsAvailable / session.secure (STARTTLS and LOGINDISABLED in
-// imap/commands.ts) and `allowPlaintextAuth`, which this listener sets while it speaks only cleartext.
+// TLS (RFC 3501 §6.2.1, RFC 8314): with a certificate, the listener offers STARTTLS and, before it, refuses
+// LOGIN and AUTHENTICATE and advertises LOGINDISABLED (RFC 3501 §6.2.3), except to clients for which
+// `plaintextAuthFrom` says a password in the clear is acceptable (loopback by default). An implicit-TLS
+// listener (`implicitTlsPort`) starts every session secure. The certificate is read at each handshake, so
+// a reload (SIGHUP) applies to the next connection.
 import net from 'node:net';
+import tls, { type SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { MailboxBackend } from './backend.js';
 import { capabilities, dispatch, refusalResponse } from './commands.js';
@@ -34,10 +38,30 @@ export interface ImapServerOptions {
   serverVersion?: string;
   /** How long close() lets commands in flight finish before it cuts the connections. */
   drainMs?: number;
+  /** The certificate (config/tls.ts): STARTTLS and the implicit-TLS listener need it; null offers neither. */
+  tls?: CertificateSource | null;
+  /** RFC 8314 §3.3: a second listener whose connections speak TLS from the first byte (SVC_IMAPS_PORT). */
+  implicitTlsPort?: number | null;
+  /** Clients that may log in without TLS while a certificate is configured; default: loopback addresses. */
+  plaintextAuthFrom?: (ip: string) => boolean;
+}
+
+/** What the listener needs of the configured certificate: the current one, and word of a new one. */
+export interface CertificateSource {
+  current(): { context: SecureContext; key: Buffer; cert: Buffer };
+  onChange(listener: (c: { key: Buffer; cert: Buffer }) => void): () => void;
+}
+
+/** 127.0.0.0/8 and ::1, also in their IPv4-mapped form: a password sent there never leaves the host. */
+export function isLoopback(ip: string): boolean {
+  const v4 = ip.startsWith('::ffff:') ? ip.slice(7) : ip;
+  return v4.startsWith('127.') || ip === '::1';
 }
 
 export interface ImapServer {
   port: number;
+  /** The implicit-TLS listener's port, when there is one. */
+  tlsPort: number | null;
   /** Open connections now. */
   connections(): number;
   /** Stops accepting, says BYE to every session (after its command in flight), then closes. */
@@ -52,29 +76,33 @@ export const DEFAULTS = {
 };
 
 interface Connection {
-  socket: net.Socket;
   /** Says BYE (now, or after the command in flight) and ends the connection. */
   shutdown(reason: string): void;
+  destroy(): void;
 }
 
 export async function listenImap(log: Logger, backend: MailboxBackend, opts: ImapServerOptions): Promise<ImapServer> {
   const maxConnections = opts.maxConnections ?? DEFAULTS.maxConnections;
   const maxPerIp = opts.maxConnectionsPerIp ?? DEFAULTS.maxConnectionsPerIp;
+  const certificate = opts.tls ?? null;
   const config: SessionConfig = {
     appendLimit: opts.appendLimit ?? DEFAULT_APPEND_LIMIT,
-    tlsAvailable: false,
-    // Cleartext only until the shared TLS settings land: LOGIN must work, or nothing would.
+    tlsAvailable: certificate !== null,
     allowPlaintextAuth: true,
     serverName: 'svc-mail',
     serverVersion: opts.serverVersion ?? '0.1.0',
     loginFailureDelayMs: opts.loginFailureDelayMs ?? DEFAULTS.loginFailureDelayMs,
   };
+  // Without a certificate there is no other way to log in; with one, only the clients it names may do so in
+  // the clear. One frozen config each way, shared by every session.
+  const cleartextConfig: SessionConfig = { ...config, allowPlaintextAuth: false };
+  const plaintextAuthFrom = opts.plaintextAuthFrom ?? isLoopback;
   const autologoutMs = opts.autologoutMs ?? AUTOLOGOUT_MS;
   const open = new Set<Connection>();
   const perIp = new Map<string, number>();
   let closing = false;
 
-  const server = net.createServer((socket) => {
+  const accept = (secure: boolean) => (socket: net.Socket) => {
     const ip = socket.remoteAddress ?? 'unknown';
     if (closing || open.size >= maxConnections || (perIp.get(ip) ?? 0) >= maxPerIp) {
       // RFC 3501 §7.1.5: BYE as the greeting when the server will not serve this client.
@@ -83,7 +111,14 @@ export async function listenImap(log: Logger, backend: MailboxBackend, opts: Ima
       return;
     }
     perIp.set(ip, (perIp.get(ip) ?? 0) + 1);
-    const conn = serve(socket, ip, { backend, config, autologoutMs, log });
+    const sessionConfig = certificate && !secure && !plaintextAuthFrom(ip) ? cleartextConfig : config;
+    const conn = serve(socket, ip, secure, {
+      backend,
+      config: sessionConfig,
+      autologoutMs,
+      log,
+      secureContext: () => certificate?.current().context ?? null,
+    });
     open.add(conn);
     socket.once('close', () => {
       open.delete(conn);
@@ -91,28 +126,51 @@ export async function listenImap(log: Logger, backend: MailboxBackend, opts: Ima
       if (n > 0) perIp.set(ip, n);
       else perIp.delete(ip);
     });
-  });
-  server.on('error', (err) => log.error({ err }, 'imap listener error'));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
-      server.off('error', reject);
-      resolve();
+  };
+
+  const listen = async (server: net.Server, port: number) => {
+    server.on('error', (err) => log.error({ err }, 'imap listener error'));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, opts.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
     });
-  });
-  const port = (server.address() as net.AddressInfo).port;
+    return (server.address() as net.AddressInfo).port;
+  };
+  const server = net.createServer(accept(false));
+  const servers: net.Server[] = [server];
+  let tlsPort: number | null = null;
+  let unsubscribe = () => {};
+  const port = await listen(server, opts.port);
+  if (certificate && opts.implicitTlsPort != null) {
+    const { key, cert } = certificate.current();
+    // A failed handshake never reaches accept(): it costs no session and no connection slot.
+    const tlsServer = tls.createServer({ key, cert }, accept(true));
+    tlsServer.on('tlsClientError', (err, s) => log.debug({ err, ip: s.remoteAddress }, 'imaps handshake failed'));
+    unsubscribe = certificate.onChange((c) => tlsServer.setSecureContext({ key: c.key, cert: c.cert }));
+    servers.push(tlsServer);
+    tlsPort = await listen(tlsServer, opts.implicitTlsPort).catch((err) => {
+      unsubscribe();
+      server.close();
+      throw err;
+    });
+  }
 
   return {
     port,
+    tlsPort,
     connections: () => open.size,
     async close() {
       if (closing) return;
       closing = true;
-      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+      unsubscribe();
+      const stopped = Promise.all(servers.map((sv) => new Promise<void>((resolve) => sv.close(() => resolve()))));
       for (const conn of open) conn.shutdown('server shutting down');
       const deadline = Date.now() + (opts.drainMs ?? DEFAULTS.drainMs);
       while (open.size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-      for (const conn of open) conn.socket.destroy();
+      for (const conn of open) conn.destroy();
       await stopped;
     },
   };
@@ -123,14 +181,18 @@ interface ServeDeps {
   config: SessionConfig;
   autologoutMs: number;
   log: Logger;
+  /** The certificate for STARTTLS, read at each upgrade; null when none is configured. */
+  secureContext(): SecureContext | null;
 }
 
 /** Before login a literal never exceeds the ordinary literal limit, not even APPEND's. */
 const PRE_AUTH_LIMITS = { appendLimit: MAX_LITERAL_BYTES, maxCommandLiteralBytes: MAX_LITERAL_BYTES };
 
-function serve(socket: net.Socket, ip: string, deps: ServeDeps): Connection {
+function serve(raw: net.Socket, ip: string, secure: boolean, deps: ServeDeps): Connection {
   const { backend, config, log } = deps;
-  const reader = new CommandReader(PRE_AUTH_LIMITS);
+  // After STARTTLS, the TLS socket over `raw`; every read and write goes through this one.
+  let socket: net.Socket = raw;
+  let reader = new CommandReader(PRE_AUTH_LIMITS);
   let busy = false;
   let closed = false;
   let draining: string | null = null;
@@ -146,7 +208,7 @@ function serve(socket: net.Socket, ip: string, deps: ServeDeps): Connection {
     principal: null,
     selected: null,
     enabled: new Set(),
-    secure: false,
+    secure,
     clientId: null,
     remoteAddress: ip,
     config,
@@ -224,8 +286,9 @@ function serve(socket: net.Socket, ip: string, deps: ServeDeps): Connection {
     busy = true;
     socket.pause();
     let close = false;
+    let startTls = false;
     try {
-      ({ close } = await dispatch(session, backend, command, (err) =>
+      ({ close, startTls } = await dispatch(session, backend, command, (err) =>
         log.error({ err, ip, user: session.principal?.username }, 'imap command failed'),
       ));
     } catch (err) {
@@ -236,6 +299,7 @@ function serve(socket: net.Socket, ip: string, deps: ServeDeps): Connection {
       reader.setLimits({ appendLimit: config.appendLimit, maxCommandLiteralBytes: 10 * MAX_LITERAL_BYTES });
     }
     if (close || draining) return end(close ? null : draining);
+    if (startTls) return upgrade();
     // A client that does not read its responses gets no more of them until it does.
     if (socket.writableNeedDrain) await new Promise((resolve) => socket.once('drain', resolve));
     busy = false;
@@ -245,18 +309,45 @@ function serve(socket: net.Socket, ip: string, deps: ServeDeps): Connection {
     pump();
   }
 
-  socket.setNoDelay(true);
-  socket.on('data', (chunk: Buffer) => {
+  const onData = (chunk: Buffer) => {
     touch();
     reader.push(chunk);
     pump();
-  });
-  socket.on('error', (err) => log.debug({ err, ip }, 'imap connection error'));
-  socket.on('close', () => {
+  };
+  const onError = (err: Error) => log.debug({ err, ip }, 'imap connection error');
+  const onClose = () => {
     closed = true;
     if (timer) clearTimeout(timer);
     lineWaiter?.(null);
-  });
+  };
+
+  /**
+   * RFC 3501 §6.2.1: the handshake starts right after the tagged OK. Whatever the client sent after the
+   * STARTTLS line arrived in the clear and is thrown away unread (RFC 2595 §3.1; the command injection of
+   * CVE-2011-0411): only what comes through TLS is a command. The client asks for CAPABILITY again.
+   */
+  function upgrade() {
+    const context = deps.secureContext();
+    if (!context) return end('TLS is not available');
+    reader = new CommandReader(PRE_AUTH_LIMITS);
+    raw.off('data', onData);
+    const secured = new tls.TLSSocket(raw, { isServer: true, secureContext: context });
+    socket = secured;
+    socket.on('data', onData);
+    socket.on('error', onError);
+    socket.on('close', onClose);
+    secured.once('secure', () => {
+      session.secure = true;
+      busy = false;
+      touch();
+      pump();
+    });
+  }
+
+  socket.setNoDelay(true);
+  socket.on('data', onData);
+  socket.on('error', onError);
+  socket.on('close', onClose);
   touch();
   // RFC 3501 §7.1.1: the greeting, with the capabilities (RFC 3501 §7.1 CAPABILITY response code).
   write(
@@ -264,7 +355,7 @@ function serve(socket: net.Socket, ip: string, deps: ServeDeps): Connection {
   );
 
   return {
-    socket,
+    destroy: () => socket.destroy(),
     shutdown(reason) {
       // In IDLE or AUTHENTICATE the command waits on the client: it can be cut now. Otherwise after it ends.
       if (!busy || lineWaiter) end(reason);

@@ -1,5 +1,5 @@
 // imap/commands.ts: the table's state and capability checks, the storage-free handlers (CAPABILITY,
-// NOOP, LOGOUT, ID, ENABLE, NAMESPACE), BAD for what does not parse, NO [UNAVAILABLE] for the rest,
+// NOOP, LOGOUT, ID, ENABLE, NAMESPACE, STARTTLS's answer), BAD for what does not parse,
 // the one place backend errors become codes, and the answers to refused commands.
 import t from 'tap';
 import { COMMANDS, backendOutcome, capabilities, dispatch, refusalResponse } from '../../imap/commands.js';
@@ -72,12 +72,12 @@ t.test('capabilities follow the state and TLS (RFC 3501 §6.2.3, §7.2.1)', asyn
 
 t.test('CAPABILITY, NOOP, LOGOUT', async (t) => {
   const { s, sent } = session();
-  t.same(await run(s, 'a1 CAPABILITY'), { close: false });
+  t.same(await run(s, 'a1 CAPABILITY'), { close: false, startTls: false });
   t.match(sent[0], /^\* CAPABILITY IMAP4rev1 .*STARTTLS.*LOGINDISABLED\r\n$/);
   t.equal(sent[1], 'a1 OK CAPABILITY completed\r\n');
   await run(s, 'a2 noop');
   t.equal(sent[2], 'a2 OK NOOP completed\r\n');
-  t.same(await run(s, 'a3 LOGOUT'), { close: true });
+  t.same(await run(s, 'a3 LOGOUT'), { close: true, startTls: false });
   t.same(sent.slice(3), ['* BYE logging out\r\n', 'a3 OK LOGOUT completed\r\n']);
   t.equal(s.state, 'logout');
   await run(s, 'a4 NOOP');
@@ -115,7 +115,7 @@ t.test('NAMESPACE (RFC 2342): one personal namespace, "/" delimiter', async (t) 
   t.same(sent, ['* NAMESPACE (("" "/")) NIL NIL\r\n', 'A001 OK NAMESPACE completed\r\n']);
 });
 
-t.test('state checks come before handlers; STARTTLS answers NO [UNAVAILABLE] for now', async (t) => {
+t.test('state checks come before handlers; STARTTLS hands the connection to the handshake', async (t) => {
   const pre = session();
   await run(pre.s, 'a SELECT INBOX');
   t.match(pre.sent[0], /^a BAD SELECT is not valid in the not-authenticated state/);
@@ -133,16 +133,16 @@ t.test('state checks come before handlers; STARTTLS answers NO [UNAVAILABLE] for
   // Without a selected mailbox behind the state (no handler has a backend here), the message commands refuse.
   await run(sel.s, 'f FETCH 1:* ALL');
   t.match(sel.sent[0], /^f BAD no mailbox is selected/);
-  // STARTTLS is the one command left without a handler.
+  // STARTTLS: OK, and the server starts the handshake after it (RFC 3501 §6.2.1; imap/server.ts).
   const tls = session();
-  await run(tls.s, 'g STARTTLS');
-  t.equal(tls.sent[0], 'g NO [UNAVAILABLE] not available on this server yet\r\n');
+  t.same(await run(tls.s, 'g STARTTLS'), { close: false, startTls: true });
+  t.equal(tls.sent[0], 'g OK Begin TLS negotiation now\r\n');
 });
 
 t.test('a command that does not parse is a tagged BAD and the session goes on', async (t) => {
   const { s, sent } = session();
-  t.same(await run(s, 'a1 FROB'), { close: false });
-  t.same(await run(s, 'x'), { close: false });
+  t.same(await run(s, 'a1 FROB'), { close: false, startTls: false });
+  t.same(await run(s, 'x'), { close: false, startTls: false });
   await run(s, 'a2 NOOP');
   t.same(sent, [
     'a1 BAD unknown command FROB\r\n',
