@@ -47,7 +47,7 @@ t.test(
     raw.send('i IDLE');
     await raw.until(/\+ idling\r\n/);
     const message = Buffer.from(
-      `From: far@sender.test\r\nTo: ${a.address}\r\nSubject: across processes\r\nMessage-ID: <x-proc@sender.test>\r\n\r\nhello\r\n`,
+      [`From: far@sender.test`, `To: ${a.address}`, 'Subject: across processes', '', 'hello', ''].join('\r\n'),
     );
     const info = await sendOnce(smtpPort, 'far@sender.test', [a.address], message);
     t.match(info.response, /^250/, 'the other process accepted it');
