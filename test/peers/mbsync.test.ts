@@ -24,7 +24,15 @@ const a = await makeInbox(storage);
 
 const message = (subject: string) =>
   Buffer.from(
-    `From: far@example.test\r\nTo: ${a.address}\r\nSubject: ${subject}\r\nMessage-ID: <${subject}@example.test>\r\n\r\n${subject} body\r\n`,
+    [
+      'From: far@example.test',
+      `To: ${a.address}`,
+      `Subject: ${subject}`,
+      `Message-ID: <${subject}@example.test>`,
+      '',
+      `${subject} body`,
+      '',
+    ].join('\r\n'),
   );
 
 /** An append through the mail store, as the MX listener and the import API file mail. */
