@@ -15,6 +15,7 @@ import { startDeliveryWorker, type DeliveryWorker, type WorkerOptions } from '..
 import { startNotificationSender } from '../mta/outbound/notifications.js';
 import { listenMx } from '../mta/inbound/listener.js';
 import { listenImap, type ImapServerOptions } from '../imap/server.js';
+import { finishInterruptedPurges } from '../core/inboxes.js';
 import { createStoreBackend } from '../imap/store-backend.js';
 import {
   startWebhookDispatcher,
@@ -146,6 +147,10 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
         sweepExpired(storage.db, new Date(ctx.clock.now()), IDLE_BUCKET_MS).catch((err) =>
           ctx.log.warn({ err }, 'sweep failed'),
         );
+        // docs/decisions.md #50: a deleted inbox's mail whose purge a crash cut short.
+        finishInterruptedPurges({ ctx, storage })
+          .then((n) => n && ctx.log.info({ inboxes: n }, 'finished interrupted inbox purges'))
+          .catch((err) => ctx.log.warn({ err }, 'inbox purge sweep failed'));
       }, SWEEP_EVERY_MS);
       sweep.unref();
       stops.push(async () => clearInterval(sweep));

@@ -9,7 +9,8 @@ import { normalizeDomain } from '../mail/domain-names.js';
 import { DnsError } from '../mail/resolver.js';
 import { generateDkimKey, publishedKey } from '../mail/dkim-keys.js';
 import { ownershipRecord } from '../mail/dns-records.js';
-import type { Queryable } from '../storage/pg/client.js';
+import { isPgError, PG_CHECK_VIOLATION, type Queryable } from '../storage/pg/client.js';
+import { retireInboxes } from './inboxes.js';
 import {
   claimHasSent,
   countChildClaims,
@@ -225,16 +226,38 @@ export async function verifyClaim(deps: CoreDeps, projectId: string, id: string,
   return claim;
 }
 
-/** Releases a claim that has no subdomain claims and never sent. */
+/**
+ * Releases a claim that has no subdomain claims and never sent. Its receiving capabilities go with it, so
+ * their inboxes are retired first (docs/decisions.md #50); the checks run again in the deleting transaction.
+ */
 export async function releaseClaim(deps: CoreDeps, projectId: string, id: string): Promise<void> {
-  await deps.storage.db.tx(async (q) => {
+  const { db } = deps.storage;
+  const check = async (q: Queryable) => {
     const claim = await loadClaim(q, projectId, id);
     if ((await countChildClaims(q, claim.id)) > 0)
       throw fail('conflict', `Release the subdomain claims of ${claim.domain} first.`);
     if (await claimHasSent(q, claim.id))
       throw fail('conflict', `${claim.domain} has sent mail: the claim stays for the record.`);
-    await deleteClaim(q, claim.id);
-  });
+    return claim;
+  };
+  const claim = await check(db);
+  const inbound = await listInbound(db, [claim.id]);
+  await retireInboxes(
+    deps,
+    inbound.map((c) => c.id),
+    new Date(deps.ctx.clock.now()),
+  );
+  await inboxRaceIsConflict(() => db.tx(async (q) => deleteClaim(q, (await check(q)).id)));
+}
+
+/** An inbox created between the retirement and the delete keeps its capability (the schema's check): 409. */
+async function inboxRaceIsConflict(remove: () => Promise<void>): Promise<void> {
+  try {
+    await remove();
+  } catch (err) {
+    if (!isPgError(err, PG_CHECK_VIOLATION)) throw err;
+    throw fail('conflict', 'An inbox was created on this domain meanwhile; delete it, then try again.');
+  }
 }
 
 /**
@@ -337,7 +360,9 @@ export async function removeInbound(
   claimId: string | undefined,
 ): Promise<void> {
   const cap = await capabilityOf(getInbound, deps, projectId, capId, claimId, 'inbound');
-  await deleteInbound(deps.storage.db, cap.id);
+  // docs/decisions.md #50: the inboxes are deleted (billed days kept) and emptied before the capability goes.
+  await retireInboxes(deps, [cap.id], new Date(deps.ctx.clock.now()));
+  await inboxRaceIsConflict(() => deleteInbound(deps.storage.db, cap.id));
 }
 
 /** docs/api.md §4.14: the platform marks a sender domain (outbound capability or claim) verified. */

@@ -17,11 +17,13 @@ import { getInbound, type Inbound } from '../storage/pg/domains.js';
 import {
   createInbox as insertInbox,
   findLiveInbox,
+  inboxIdsOfCapabilities,
   inboxMessageUids,
   listLiveInboxes,
   setInboxPassword,
   setStorageLimit as updateStorageLimit,
   softDeleteInbox,
+  unpurgedInboxes,
   type Inbox,
   type InboxType,
 } from '../storage/pg/inboxes.js';
@@ -137,6 +139,26 @@ export async function purgeInboxMail(deps: CoreDeps, inboxId: string): Promise<n
     }
   }
   return purged;
+}
+
+/**
+ * docs/decisions.md #50: before an inbound capability goes (removed, or with its domain claim), each of its
+ * inboxes is deleted as `DELETE …/inboxes/{id}` deletes one (its sessions end, its billed days stay) and its
+ * mail purged through the mail store. Idempotent: an inbox already deleted is only purged again.
+ */
+export async function retireInboxes(deps: CoreDeps, capabilityIds: string[], now: Date): Promise<void> {
+  const { db, mail } = deps.storage;
+  for (const id of await inboxIdsOfCapabilities(db, capabilityIds)) {
+    await softDeleteInbox(db, mail.changes, id, now);
+    await purgeInboxMail(deps, id);
+  }
+}
+
+/** The sweep (bin/start.ts): finishes purges that a crash interrupted. Answers how many inboxes it emptied. */
+export async function finishInterruptedPurges(deps: CoreDeps, limit = 100): Promise<number> {
+  const ids = await unpurgedInboxes(deps.storage.db, limit);
+  for (const id of ids) await purgeInboxMail(deps, id);
+  return ids.length;
 }
 
 /**

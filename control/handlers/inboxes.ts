@@ -15,7 +15,9 @@ import {
 } from '../../core/inboxes.js';
 import { importMessages, type ImportEntry } from '../../core/inbox-import.js';
 
+/** A live inbox, which always has its capability (the check inboxes_live_has_capability, migration 0011). */
 function inboxJson(inbox: Inbox, address: string) {
+  if (inbox.capabilityId === null) throw new Error(`live inbox ${inbox.id} without a capability`);
   return {
     id: inbox.id,
     capabilityId: inbox.capabilityId,

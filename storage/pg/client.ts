@@ -24,6 +24,7 @@ export interface Db extends Queryable {
 
 /** Postgres error codes we act on (https://www.postgresql.org/docs/current/errcodes-appendix.html). */
 export const PG_UNIQUE_VIOLATION = '23505';
+export const PG_CHECK_VIOLATION = '23514';
 
 export function isPgError(err: unknown, code: string): boolean {
   return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === code;

@@ -12,7 +12,8 @@ export type InboxType = 'individual' | 'group';
 
 export interface Inbox {
   id: string;
-  capabilityId: string;
+  /** Null only for a deleted inbox whose capability was removed after it (docs/decisions.md #50). */
+  capabilityId: string | null;
   localpart: string;
   type: InboxType;
   storageLimitBytes: number;
@@ -41,9 +42,12 @@ const INBOX = `id, capability_id AS "capabilityId", localpart, type, storage_lim
 export async function createInbox(db: Db, n: NewInbox): Promise<{ inbox: Inbox; mailboxes: Mailbox[] } | null> {
   try {
     return await db.tx(async (q) => {
+      // The project and domain are the capability's, kept on the row so that it outlives the capability.
       const [inbox] = await q.query<Inbox>(
-        `INSERT INTO inboxes (id, capability_id, localpart, type, password_hash, initial_password_sealed, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${INBOX}`,
+        `INSERT INTO inboxes (id, capability_id, localpart, type, password_hash, initial_password_sealed, created_at,
+           project_id, domain)
+         SELECT $1, c.id, $3, $4, $5, $6, $7, c.project_id, c.domain FROM inbound_capabilities c WHERE c.id = $2
+         RETURNING ${INBOX}`,
         [n.id ?? randomUUID(), n.capabilityId, n.localpart, n.type, n.passwordHash, n.initialPasswordSealed, n.now],
       );
       if (!inbox) throw new Error('inbox insert returned no row');
@@ -225,6 +229,27 @@ export async function inboxCredentials(
   return rows[0] ?? null;
 }
 
+/**
+ * Deleted inboxes that still hold mail: a purge that was interrupted (a crash between the soft delete and
+ * the last expunge), which the sweep finishes (docs/decisions.md #50).
+ */
+export async function unpurgedInboxes(q: Queryable, limit: number): Promise<string[]> {
+  const rows = await q.query<{ id: string }>(
+    `SELECT i.id FROM inboxes i WHERE i.deleted_at IS NOT NULL
+       AND EXISTS (SELECT 1 FROM mail_messages m WHERE m.inbox_id = i.id) LIMIT $1`,
+    [limit],
+  );
+  return rows.map((r) => r.id);
+}
+
+/** The ids of a capability's inboxes, live and deleted (what removing the capability retires). */
+export async function inboxIdsOfCapabilities(q: Queryable, capabilityIds: string[]): Promise<string[]> {
+  const rows = await q.query<{ id: string }>('SELECT id FROM inboxes WHERE capability_id = ANY($1::uuid[])', [
+    capabilityIds,
+  ]);
+  return rows.map((r) => r.id);
+}
+
 /** The UIDs of every message of an inbox, per mailbox (what a purge expunges). */
 export async function inboxMessageUids(
   q: Queryable,
@@ -259,7 +284,7 @@ export async function messagesPresent(
 
 /**
  * The inboxes an organization is billed for this month (docs/decisions.md #18): live ones, and those deleted
- * since `monthStart`, across its projects' inbound capabilities, in one query.
+ * since `monthStart` (also those whose capability is gone since, docs/decisions.md #50), in one query.
  */
 export async function billedInboxesOfOrganization(
   q: Queryable,
@@ -269,7 +294,7 @@ export async function billedInboxesOfOrganization(
   return q.query(
     `SELECT i.billing_started_at AS "billingStartedAt", i.deleted_at AS "deletedAt",
        i.storage_limit_bytes AS "limitBytes"
-     FROM inboxes i JOIN inbound_capabilities c ON c.id = i.capability_id JOIN projects p ON p.id = c.project_id
+     FROM inboxes i JOIN projects p ON p.id = i.project_id
      WHERE p.organization_id = $1 AND (i.deleted_at IS NULL OR i.deleted_at >= $2)`,
     [organizationId, monthStart],
   );

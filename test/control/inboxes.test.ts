@@ -5,6 +5,8 @@ import t from 'tap';
 import { createHash } from 'node:crypto';
 import { isInboxNotice, type ChangeNotice } from '../../mail/mail-store.js';
 import { verifyPassword } from '../../core/passwords.js';
+import { finishInterruptedPurges } from '../../core/inboxes.js';
+import { testClock } from '../helpers/clock.js';
 import { errorOf } from '../helpers/errors.js';
 import { waitFor } from '../helpers/wait-for.js';
 import {
@@ -223,3 +225,70 @@ t.test('delete: soft, purged, sessions told, the address free at once, billed da
   t.match(await r.import({ ...at(e), inboxId: again.inbox.id, messages: [{ raw }] }), { imported: 1 });
   t.equal(await storage.mail.blobs.refs(address), 1, 'the same body stored anew for the new inbox');
 });
+
+t.test(
+  'removing the receiving capability, or releasing its claim, deletes its inboxes as one delete does',
+  async (t) => {
+    const clock = testClock();
+    clock.freeze(Date.parse('2031-06-20T09:00:00Z'));
+    const e = await inboxEnv(t, { clock });
+    const r = inboxes(e);
+    const { storage } = e.svc.running;
+    const p = e.owner.client.console.projects;
+    const usage = async () =>
+      (await e.owner.client.console.organizations.get({ id: e.owner.organizationId })).inboxUsage;
+    const refsOf = (raw: string) =>
+      storage.mail.blobs.refs(createHash('sha256').update(Buffer.from(raw, 'base64')).digest('hex'));
+
+    // docs/decisions.md #50, for a capability removed on its own.
+    const made = await r.create({ ...at(e), localpart: 'info' });
+    const raw = message({ subject: 'kept until the capability goes' });
+    t.match(await r.import({ ...at(e), inboxId: made.inbox.id, messages: [{ raw }] }), { imported: 1 });
+    await simulateFirstLogin(e, made.inbox.id, new Date('2031-06-02T00:00:00Z'));
+    t.match(await usage(), { activeInboxes: 1, billedCents: 63 });
+    const version = (await inboxRow(e, made.inbox.id)).credentialsVersion;
+    t.same(await p.inbound.delete(at(e)), { ok: true });
+    const row = await inboxRow(e, made.inbox.id);
+    t.ok(row.deletedAt, 'the inbox is soft-deleted, not dropped');
+    t.equal(row.passwordHash, null, 'it can no longer log in');
+    t.equal(row.credentialsVersion, version + 1, 'its sessions are told');
+    t.equal(await refsOf(raw), 0, 'its mail is purged and the body reference given back');
+    t.match(await usage(), { activeInboxes: 0, billedCents: 63 }, 'its 19 billed days stay on the bill');
+    const again = await inboundCapability(e, e.owner, { claimId: e.claimId });
+    const back = await r.create({ id: e.owner.projectId, capId: again.capId, localpart: 'info' });
+    t.not(back.inbox.id, made.inbox.id, 'the address can be created again under a new capability');
+
+    // The same when the claim goes with its capabilities; a deleted inbox whose purge was cut short is finished.
+    const other = await inboxEnv(t, { clock });
+    const o = inboxes(other);
+    const a = await o.create({ ...at(other), localpart: 'a' });
+    const b = await o.create({ ...at(other), localpart: 'b' });
+    const rawA = message({ subject: 'a' });
+    const rawB = message({ subject: 'b' });
+    await o.import({ ...at(other), inboxId: a.inbox.id, messages: [{ raw: rawA }] });
+    await o.import({ ...at(other), inboxId: b.inbox.id, messages: [{ raw: rawB }] });
+    const os = other.svc.running.storage;
+    await os.db.query('UPDATE inboxes SET deleted_at = $2, password_hash = NULL WHERE id = $1', [
+      b.inbox.id,
+      new Date(),
+    ]);
+    t.equal(await finishInterruptedPurges({ ctx: other.svc.running.ctx, storage: os }), 1, 'the sweep empties b');
+    const refs = (raw: string) =>
+      os.mail.blobs.refs(createHash('sha256').update(Buffer.from(raw, 'base64')).digest('hex'));
+    t.equal(await refs(rawB), 0);
+    t.equal(await finishInterruptedPurges({ ctx: other.svc.running.ctx, storage: os }), 0, 'and finds nothing more');
+    t.same(
+      await other.owner.client.console.projects.domains.delete({ id: other.owner.projectId, domainId: other.claimId }),
+      {
+        ok: true,
+      },
+    );
+    t.ok((await inboxRow(other, a.inbox.id)).deletedAt, 'the claim took its inbox with it, soft-deleted');
+    t.equal(await refs(rawA), 0, 'and purged');
+    const [left] = await os.db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM inboxes WHERE id = ANY($1::uuid[]) AND capability_id IS NULL',
+      [[a.inbox.id, b.inbox.id]],
+    );
+    t.equal(left?.n, 2, 'both rows kept without their capability');
+  },
+);
