@@ -118,6 +118,11 @@ export interface MailStore {
   mailboxes(inboxId: string): Promise<Mailbox[]>;
   mailbox(mailboxId: string): Promise<Mailbox | null>;
   append(input: AppendInput): Promise<AppendOutcome>;
+  /**
+   * Several appends in one transaction (one message to several inboxes): every input that can be stored is,
+   * atomically, and the outcomes come back in input order. A duplicate import key refuses them all.
+   */
+  appendAll(inputs: readonly AppendInput[]): Promise<AppendOutcome[]>;
   setFlags(
     mailboxId: string,
     uids: readonly number[],

@@ -11,14 +11,14 @@
 //
 // Order, so that nothing acknowledged is lost and nothing half-stored is visible:
 // 1. the body is in the blob store and synced (`put` resolves once durable; it holds one reference);
-// 2. one `append` per inbox commits its row, with its own reference to the body (INBOX or Junk, the
-//    prefix fields, INTERNALDATE now, billing started, docs/decisions.md #18);
+// 2. one transaction commits a row in every recipient's inbox (`appendAll`), each with its own reference to
+//    the body (INBOX or Junk, the prefix fields, INTERNALDATE now, billing started, docs/decisions.md #18);
 // 3. the put's reference is given back;
 // 4. only then the 250.
 // A crash before 2 commits leaves a body no row points to (a leaked reference, never a visible message);
-// the client got no 250 and sends again. A crash between two recipients' appends leaves the first copy
-// stored and the client, without a 250, sends again: one inbox may get the message twice, which RFC 5321
-// §6.1 accepts over losing it. An unexpected failure anywhere answers 451 4.3.0 (mail/smtp-reply.ts).
+// the client got no 250 and sends again. Every inbox gets its copy in the same commit, so the retry after
+// a crash never duplicates the message in some inboxes. An unexpected failure anywhere answers 451 4.3.0
+// (mail/smtp-reply.ts).
 import { once } from 'node:events';
 import { PassThrough, type Readable } from 'node:stream';
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
@@ -80,8 +80,7 @@ export async function receiveMessage(stream: DataStream, session: SMTPServerSess
   const got = await readMessage(stream, session, deps, reports.length > 0);
   const { blobs } = deps.storage.mail;
   try {
-    const now = deps.ctx.clock.now();
-    for (const r of inboxes) await appendTo(r, got, session, deps, now);
+    await appendToAll(inboxes, got, session, deps, deps.ctx.clock.now());
   } finally {
     // The rows hold their own references now (or the append failed and the client sends again).
     await blobs.release(got.blob.address).catch((err: unknown) => {
@@ -102,47 +101,52 @@ interface Received {
   raw: Buffer | null;
 }
 
-async function appendTo(
-  r: InboxRecipient,
+async function appendToAll(
+  recipients: readonly InboxRecipient[],
   got: Received,
   session: SMTPServerSession,
   { ctx, storage }: ReceiveDeps,
   now: number,
 ): Promise<void> {
   const sender = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
-  const prefix =
-    traceFields({
-      helo: session.hostNameAppearsAs || '',
-      ip: session.remoteAddress,
-      hostname: ctx.config.hostname,
-      protocol: session.transmissionType,
-      id: session.id,
-      tls: session.tlsOptions || null,
-      recipient: r.address,
-      sender,
-      now,
-    }) +
-    got.verdict.authenticationResults +
-    got.verdict.receivedSpf;
-  const mailboxId = got.verdict.junk ? r.junkMailboxId : r.inboxMailboxId;
-  const out = await storage.mail.store.append({
-    mailboxId,
-    blob: got.blob,
-    prefix: Buffer.from(prefix, 'latin1'),
-    internalDate: new Date(now),
-    messageId: got.tree.messageId,
-    envelope: got.tree.envelope,
-    // The whole tree (offsets into the stored body, which starts after the prefix), with the preview.
-    structure: got.tree,
-    startBillingAt: new Date(now),
-  });
-  if (out.kind === 'appended')
-    ctx.log.info(
-      { inboxId: r.inboxId, uid: out.uid, size: out.size, junk: got.verdict.junk, session: session.id },
-      'inbound mail stored',
-    );
-  // The inbox was deleted between RCPT and DATA: nobody is left to read it.
-  else ctx.log.warn({ inboxId: r.inboxId, outcome: out.kind, session: session.id }, 'inbound mail not stored');
+  const outcomes = await storage.mail.store.appendAll(
+    recipients.map((r) => ({
+      mailboxId: got.verdict.junk ? r.junkMailboxId : r.inboxMailboxId,
+      blob: got.blob,
+      prefix: Buffer.from(
+        traceFields({
+          helo: session.hostNameAppearsAs || '',
+          ip: session.remoteAddress,
+          hostname: ctx.config.hostname,
+          protocol: session.transmissionType,
+          id: session.id,
+          tls: session.tlsOptions || null,
+          recipient: r.address,
+          sender,
+          now,
+        }) +
+          got.verdict.authenticationResults +
+          got.verdict.receivedSpf,
+        'latin1',
+      ),
+      internalDate: new Date(now),
+      messageId: got.tree.messageId,
+      envelope: got.tree.envelope,
+      // The whole tree (offsets into the stored body, which starts after the prefix), with the preview.
+      structure: got.tree,
+      startBillingAt: new Date(now),
+    })),
+  );
+  for (const [i, out] of outcomes.entries()) {
+    const inboxId = recipients[i]!.inboxId;
+    if (out.kind === 'appended')
+      ctx.log.info(
+        { inboxId, uid: out.uid, size: out.size, junk: got.verdict.junk, session: session.id },
+        'inbound mail stored',
+      );
+    // The inbox was deleted between RCPT and DATA: nobody is left to read it.
+    else ctx.log.warn({ inboxId, outcome: out.kind, session: session.id }, 'inbound mail not stored');
+  }
 }
 
 /** Writes, waiting for the reader to catch up (backpressure), unless the pipeline has failed meanwhile. */

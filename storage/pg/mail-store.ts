@@ -18,6 +18,7 @@ import {
   DEFAULT_MAILBOXES,
   normalizeFlags,
   sameFlags,
+  type AppendInput,
   type AppendOutcome,
   type Change,
   type ChangeNotice,
@@ -62,10 +63,10 @@ export async function insertDefaultMailboxes(q: Queryable, inboxId: string, now:
   return q.query<Mailbox>(`SELECT ${MAILBOX} FROM mailboxes WHERE inbox_id = $1 ORDER BY created_at, name`, [inboxId]);
 }
 
-// Ends a transaction early with an outcome: thrown so that db.tx rolls back what was already allocated.
-class Outcome {
-  constructor(readonly value: AppendOutcome) {}
-}
+// Ends an append's transaction when no input was stored: thrown so that db.tx rolls back what was allocated.
+class NothingStored extends Error {}
+
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 export interface MailStoreDeps {
   db: Db;
@@ -79,51 +80,49 @@ export interface MailStoreDeps {
 export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: MailStoreDeps): MailStore {
   const now = () => new Date(clock.now());
 
-  return {
-    createDefaultMailboxes: (inboxId) => db.tx((q) => insertDefaultMailboxes(q, inboxId, now())),
-
-    async createMailbox(inboxId, name, specialUse: SpecialUse | null = null) {
-      if (!checkMailboxName(name)) throw new TypeError(`not a mailbox name: ${JSON.stringify(name)}`);
-      if (name.toUpperCase() === 'INBOX') return null;
-      const rows = await db.query<Mailbox>(
-        `INSERT INTO mailboxes (id, inbox_id, name, special_use, created_at) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT DO NOTHING RETURNING ${MAILBOX}`,
-        [randomUUID(), inboxId, name, specialUse, now()],
-      );
-      return rows[0] ?? null;
-    },
-
-    mailboxes: (inboxId) =>
-      db.query<Mailbox>(`SELECT ${MAILBOX} FROM mailboxes WHERE inbox_id = $1 ORDER BY name = 'INBOX' DESC, name`, [
-        inboxId,
-      ]),
-
-    async mailbox(mailboxId) {
-      const rows = await db.query<Mailbox>(`SELECT ${MAILBOX} FROM mailboxes WHERE id = $1`, [mailboxId]);
-      return rows[0] ?? null;
-    },
-
-    async append(input) {
+  /**
+   * One transaction for every input (a message delivered to several inboxes: all copies or none, so a crash
+   * and the client's retry never duplicate it in the inboxes already done). Locks in the order of the file
+   * header, each kind sorted by id: every mailbox row first (it allocates UID and MODSEQ, so concurrent
+   * appends queue on it and both only grow), then every inbox row (used_bytes). An input whose inbox is gone
+   * or full is left out with its outcome; its UID is not reused (RFC 3501 §2.3.1.1 asks only for growth).
+   */
+  async function appendAll(inputs: readonly AppendInput[]): Promise<AppendOutcome[]> {
+    const items = inputs.map((input) => {
       const address = checkBlobAddress(input.blob.address);
       if (!Number.isSafeInteger(input.blob.size) || input.blob.size < 0) throw new RangeError('bad blob size');
-      const flags = normalizeFlags(input.flags ?? []);
       const prefix = Buffer.from(input.prefix ?? new Uint8Array(0));
-      const size = prefix.length + input.blob.size;
-      const id = randomUUID();
-      await blobs.addRef(address);
-      let outcome: AppendOutcome;
-      let notice: ChangeNotice | null = null;
-      try {
-        outcome = await db.tx(async (q) => {
-          // The one row-locked statement that allocates both: concurrent appends queue on this row, so
-          // UIDs and MODSEQs are handed out in commit order and only grow.
+      return {
+        input,
+        address,
+        prefix,
+        flags: normalizeFlags(input.flags ?? []),
+        size: prefix.length + input.blob.size,
+      };
+    });
+    for (const it of items) await blobs.addRef(it.address);
+    const outcomes: AppendOutcome[] = items.map(() => ({ kind: 'no_mailbox' }));
+    const notices: ChangeNotice[] = [];
+    const byMailbox = [...items.keys()].sort((a, b) => cmp(items[a]!.input.mailboxId, items[b]!.input.mailboxId));
+    try {
+      await db.tx(async (q) => {
+        notices.length = 0;
+        const allocated = new Map<number, { inboxId: string; uid: number; modseq: number; uidValidity: number }>();
+        for (const i of byMailbox) {
           const [mb] = await q.query<{ inboxId: string; uid: number; modseq: number; uidValidity: number }>(
             `UPDATE mailboxes SET uid_next = uid_next + 1, highest_modseq = highest_modseq + 1 WHERE id = $1
              RETURNING inbox_id AS "inboxId", uid_next - 1 AS uid, highest_modseq AS modseq,
                uid_validity AS "uidValidity"`,
-            [input.mailboxId],
+            [items[i]!.input.mailboxId],
           );
-          if (!mb) throw new Outcome({ kind: 'no_mailbox' });
+          if (mb) allocated.set(i, mb);
+          else outcomes[i] = { kind: 'no_mailbox' };
+        }
+        const byInbox = [...allocated.keys()].sort((a, b) => cmp(allocated.get(a)!.inboxId, allocated.get(b)!.inboxId));
+        const at = now();
+        for (const i of byInbox) {
+          const { input, address, prefix, flags, size } = items[i]!;
+          const mb = allocated.get(i)!;
           const [inbox] = await q.query(
             `UPDATE inboxes SET used_bytes = used_bytes + $2,
                billing_started_at = COALESCE(billing_started_at, $4::timestamptz)
@@ -133,9 +132,10 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
           );
           if (!inbox) {
             const [live] = await q.query('SELECT 1 FROM inboxes WHERE id = $1 AND deleted_at IS NULL', [mb.inboxId]);
-            throw new Outcome({ kind: live ? 'over_quota' : 'no_mailbox' });
+            outcomes[i] = { kind: live ? 'over_quota' : 'no_mailbox' };
+            continue;
           }
-          const at = now();
+          const id = randomUUID();
           await q.query(
             `INSERT INTO mail_messages (id, inbox_id, mailbox_id, uid, modseq, blob_address, prefix, size,
                internal_date, flags, message_id, envelope, structure, import_key, created_at)
@@ -162,21 +162,57 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
             `INSERT INTO mail_changes (mailbox_id, modseq, uid, kind, created_at) VALUES ($1, $2, $3, 'append', $4)`,
             [input.mailboxId, mb.modseq, mb.uid, at],
           );
-          notice = { inboxId: mb.inboxId, mailboxId: input.mailboxId, modseq: mb.modseq };
+          const notice = { inboxId: mb.inboxId, mailboxId: input.mailboxId, modseq: mb.modseq };
           await feed.notifyIn(q, notice);
-          return { kind: 'appended', id, uid: mb.uid, modseq: mb.modseq, uidValidity: mb.uidValidity, size };
-        });
-      } catch (err) {
-        // Nothing references the body on our behalf: give back the reference taken above.
-        await blobs.release(address).catch(onError);
-        if (err instanceof Outcome) return err.value;
-        // The only unique index an append can hit is the import key's (docs/decisions.md #20).
-        if (isPgError(err, PG_UNIQUE_VIOLATION)) return { kind: 'duplicate' };
-        throw err;
-      }
-      if (notice) feed.publish(notice);
-      return outcome;
+          notices.push(notice);
+          outcomes[i] = { kind: 'appended', id, uid: mb.uid, modseq: mb.modseq, uidValidity: mb.uidValidity, size };
+        }
+        // Nothing stored: roll back the UIDs and MODSEQs allocated above (the single append's old behaviour).
+        if (!notices.length) throw new NothingStored();
+      });
+    } catch (err) {
+      // Nothing references the bodies on our behalf: give back every reference taken above.
+      for (const it of items) await blobs.release(it.address).catch(onError);
+      if (err instanceof NothingStored) return outcomes;
+      // The only unique index an append can hit is the import key's (docs/decisions.md #20); it rolls back
+      // every input of the call, so the import appends one message at a time.
+      if (isPgError(err, PG_UNIQUE_VIOLATION)) return items.map(() => ({ kind: 'duplicate' }));
+      throw err;
+    }
+    // The inputs left out hold no row: their references go back.
+    for (const [i, it] of items.entries()) {
+      if (outcomes[i]!.kind !== 'appended') await blobs.release(it.address).catch(onError);
+    }
+    for (const n of notices) feed.publish(n);
+    return outcomes;
+  }
+
+  return {
+    createDefaultMailboxes: (inboxId) => db.tx((q) => insertDefaultMailboxes(q, inboxId, now())),
+
+    async createMailbox(inboxId, name, specialUse: SpecialUse | null = null) {
+      if (!checkMailboxName(name)) throw new TypeError(`not a mailbox name: ${JSON.stringify(name)}`);
+      if (name.toUpperCase() === 'INBOX') return null;
+      const rows = await db.query<Mailbox>(
+        `INSERT INTO mailboxes (id, inbox_id, name, special_use, created_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT DO NOTHING RETURNING ${MAILBOX}`,
+        [randomUUID(), inboxId, name, specialUse, now()],
+      );
+      return rows[0] ?? null;
     },
+
+    mailboxes: (inboxId) =>
+      db.query<Mailbox>(`SELECT ${MAILBOX} FROM mailboxes WHERE inbox_id = $1 ORDER BY name = 'INBOX' DESC, name`, [
+        inboxId,
+      ]),
+
+    async mailbox(mailboxId) {
+      const rows = await db.query<Mailbox>(`SELECT ${MAILBOX} FROM mailboxes WHERE id = $1`, [mailboxId]);
+      return rows[0] ?? null;
+    },
+
+    append: async (input) => (await appendAll([input]))[0] as AppendOutcome,
+    appendAll,
 
     async setFlags(mailboxId, uids, change, opts = {}) {
       normalizeFlags(change.flags);

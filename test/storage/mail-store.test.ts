@@ -405,3 +405,33 @@ t.test(
     t.equal(heard.length, 4, 'the peer heard its own expunge once, from its emitter');
   },
 );
+
+t.test('appendAll: one message into several inboxes commits all copies or none', async (t) => {
+  const f = await fixture(t);
+  const g = await fixture(t, f.storage);
+  const gone = await fixture(t, f.storage);
+  await f.storage.db.query('UPDATE inboxes SET deleted_at = now(), password_hash = NULL WHERE id = $1', [gone.inboxId]);
+  const body = mail(7);
+  const blob = await f.storage.mail.blobs.put(body);
+  t.teardown(() => f.storage.mail.blobs.release(blob.address));
+  const input = (x: Fixture) => ({ mailboxId: box(x, 'INBOX').id, blob, internalDate: new Date() });
+
+  // A failure in the second inbox's insert (a trigger of the real database): neither copy is stored.
+  await f.storage.db.query(`CREATE FUNCTION refuse_second() RETURNS trigger AS $$ BEGIN
+      IF NEW.inbox_id = '${g.inboxId}' THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW;
+    END $$ LANGUAGE plpgsql`);
+  await f.storage.db.query(
+    'CREATE TRIGGER refuse_second BEFORE INSERT ON mail_messages FOR EACH ROW EXECUTE FUNCTION refuse_second()',
+  );
+  await t.rejects(f.store.appendAll([input(f), input(g)]), /injected failure/);
+  for (const x of [f, g]) t.same(await x.store.messages(box(x, 'INBOX').id), [], 'nothing stored');
+  t.equal(await usedBytes(f), 0, 'no bytes counted');
+  t.equal(await f.storage.mail.blobs.refs(blob.address), 1, 'only the caller holds the body');
+
+  // Without the failure: both copies in one commit, a deleted inbox left out; UIDs start at 1 again.
+  await f.storage.db.query('DROP TRIGGER refuse_second ON mail_messages');
+  const out = await f.store.appendAll([input(g), input(gone), input(f)]);
+  t.match(out, [{ kind: 'appended', uid: 1 }, { kind: 'no_mailbox' }, { kind: 'appended', uid: 1 }]);
+  t.equal(await f.storage.mail.blobs.refs(blob.address), 3, 'one reference per stored copy, and the caller');
+  t.equal(await usedBytes(f), body.length);
+});
