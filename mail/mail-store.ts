@@ -123,6 +123,11 @@ export interface MailStore {
    * atomically, and the outcomes come back in input order. A duplicate import key refuses them all.
    */
   appendAll(inputs: readonly AppendInput[]): Promise<AppendOutcome[]>;
+  /**
+   * appendAll whose transaction may also carry other concurrent callers' inputs (group commit): answered once
+   * that shared transaction commits; its failure fails every caller in it. For inputs without import keys.
+   */
+  appendGrouped(inputs: readonly AppendInput[]): Promise<AppendOutcome[]>;
   setFlags(
     mailboxId: string,
     uids: readonly number[],

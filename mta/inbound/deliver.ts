@@ -11,7 +11,8 @@
 //
 // Order, so that nothing acknowledged is lost and nothing half-stored is visible:
 // 1. the body is in the blob store and synced (`put` resolves once durable; it holds one reference);
-// 2. one transaction commits a row in every recipient's inbox (`appendAll`), each with its own reference to
+// 2. one transaction commits a row in every recipient's inbox (`appendGrouped`: concurrent deliveries share
+//    a transaction, each answered after its commit), each row with its own reference to
 //    the body (INBOX or Junk, the prefix fields, INTERNALDATE now, billing started, docs/decisions.md #18);
 // 3. the put's reference is given back;
 // 4. only then the 250.
@@ -109,7 +110,7 @@ async function appendToAll(
   now: number,
 ): Promise<void> {
   const sender = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
-  const outcomes = await storage.mail.store.appendAll(
+  const outcomes = await storage.mail.store.appendGrouped(
     recipients.map((r) => ({
       mailboxId: got.verdict.junk ? r.junkMailboxId : r.inboxMailboxId,
       blob: got.blob,

@@ -68,6 +68,73 @@ class NothingStored extends Error {}
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+/** The indexes grouped by key, the groups in key order (the lock order) and each in its first order. */
+function groupBy(indexes: Iterable<number>, key: (i: number) => string): [string, number[]][] {
+  const groups = new Map<string, number[]>();
+  for (const i of indexes) {
+    const k = key(i);
+    const g = groups.get(k);
+    if (g) g.push(i);
+    else groups.set(k, [i]);
+  }
+  return [...groups.entries()].sort((a, b) => cmp(a[0], b[0]));
+}
+
+/** `($1, $2, …), (…)` for `rows` rows of `width` parameters, with a cast after some columns' (0-based). */
+function values(rows: number, width: number, casts: Record<number, string> = {}): string {
+  const out: string[] = [];
+  for (let r = 0; r < rows; r++) {
+    out.push(`(${Array.from({ length: width }, (_, c) => `$${r * width + c + 1}${casts[c] ?? ''}`).join(', ')})`);
+  }
+  return out.join(', ');
+}
+
+/** Inputs of one transaction at most: a batch holds its mailbox rows' locks while it runs. */
+const MAX_GROUP = 256;
+
+/**
+ * Group commit (as Postgres' own commit_delay, or Postfix's cleanup writing many queue files between syncs):
+ * while one transaction runs, the calls that arrive wait, and the next transaction takes them all. Each
+ * commit's WAL flush and each mailbox row lock is then paid once per batch instead of once per message,
+ * and no caller is answered before the commit that holds its rows. A failure of the shared transaction fails
+ * every call in it (each caller's client then retries, as after any 451).
+ */
+function groupCommits(appendAll: (inputs: readonly AppendInput[]) => Promise<AppendOutcome[]>) {
+  interface Waiting {
+    inputs: readonly AppendInput[];
+    resolve: (out: AppendOutcome[]) => void;
+    reject: (err: unknown) => void;
+  }
+  let queue: Waiting[] = [];
+  let running = false;
+  async function drain() {
+    running = true;
+    while (queue.length) {
+      let n = 0;
+      let take = 0;
+      while (take < queue.length && (take === 0 || n + queue[take]!.inputs.length <= MAX_GROUP)) {
+        n += queue[take]!.inputs.length;
+        take++;
+      }
+      const batch = queue.slice(0, take);
+      queue = queue.slice(take);
+      try {
+        const out = await appendAll(batch.flatMap((w) => w.inputs));
+        let k = 0;
+        for (const w of batch) w.resolve(out.slice(k, (k += w.inputs.length)));
+      } catch (err) {
+        for (const w of batch) w.reject(err);
+      }
+    }
+    running = false;
+  }
+  return (inputs: readonly AppendInput[]) =>
+    new Promise<AppendOutcome[]>((resolve, reject) => {
+      queue.push({ inputs, resolve, reject });
+      if (!running) void drain();
+    });
+}
+
 export interface MailStoreDeps {
   db: Db;
   blobs: BlobStore;
@@ -81,11 +148,13 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
   const now = () => new Date(clock.now());
 
   /**
-   * One transaction for every input (a message delivered to several inboxes: all copies or none, so a crash
-   * and the client's retry never duplicate it in the inboxes already done). Locks in the order of the file
-   * header, each kind sorted by id: every mailbox row first (it allocates UID and MODSEQ, so concurrent
-   * appends queue on it and both only grow), then every inbox row (used_bytes). An input whose inbox is gone
-   * or full is left out with its outcome; its UID is not reused (RFC 3501 §2.3.1.1 asks only for growth).
+   * One transaction for every input (a message delivered to several inboxes, or a group commit of several
+   * deliveries: all rows or none, so a crash and the client's retry never duplicate a message in the inboxes
+   * already done). Locks in the order of the file header, each kind sorted by id: the mailbox rows first (one
+   * UPDATE a mailbox allocates a run of UIDs and MODSEQs, so concurrent appends queue on it and both only
+   * grow), then the inbox rows (used_bytes). The rows and their journal entries go in one statement each. An
+   * input whose inbox is gone or full is left out with its outcome; its UID is not reused (RFC 3501 §2.3.1.1
+   * asks only for growth).
    */
   async function appendAll(inputs: readonly AppendInput[]): Promise<AppendOutcome[]> {
     const items = inputs.map((input) => {
@@ -100,79 +169,95 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
         size: prefix.length + input.blob.size,
       };
     });
-    for (const it of items) await blobs.addRef(it.address);
+    // At once, not one after the other: the local store's concurrent writes share one commit and one sync.
+    await Promise.all(items.map((it) => blobs.addRef(it.address)));
     const outcomes: AppendOutcome[] = items.map(() => ({ kind: 'no_mailbox' }));
     const notices: ChangeNotice[] = [];
-    const byMailbox = [...items.keys()].sort((a, b) => cmp(items[a]!.input.mailboxId, items[b]!.input.mailboxId));
     try {
       await db.tx(async (q) => {
         notices.length = 0;
         const allocated = new Map<number, { inboxId: string; uid: number; modseq: number; uidValidity: number }>();
-        for (const i of byMailbox) {
+        for (const [mailboxId, idx] of groupBy(items.keys(), (i) => items[i]!.input.mailboxId)) {
           const [mb] = await q.query<{ inboxId: string; uid: number; modseq: number; uidValidity: number }>(
-            `UPDATE mailboxes SET uid_next = uid_next + 1, highest_modseq = highest_modseq + 1 WHERE id = $1
-             RETURNING inbox_id AS "inboxId", uid_next - 1 AS uid, highest_modseq AS modseq,
+            `UPDATE mailboxes SET uid_next = uid_next + $2::bigint, highest_modseq = highest_modseq + $2::bigint
+             WHERE id = $1
+             RETURNING inbox_id AS "inboxId", uid_next - $2::bigint AS uid, highest_modseq - $2::bigint + 1 AS modseq,
                uid_validity AS "uidValidity"`,
-            [items[i]!.input.mailboxId],
+            [mailboxId, idx.length],
           );
-          if (mb) allocated.set(i, mb);
-          else outcomes[i] = { kind: 'no_mailbox' };
+          if (mb) idx.forEach((i, j) => allocated.set(i, { ...mb, uid: mb.uid + j, modseq: mb.modseq + j }));
         }
-        const byInbox = [...allocated.keys()].sort((a, b) => cmp(allocated.get(a)!.inboxId, allocated.get(b)!.inboxId));
+        const stored: number[] = [];
+        for (const [inboxId, idx] of groupBy(allocated.keys(), (i) => allocated.get(i)!.inboxId)) {
+          // One UPDATE an inbox; a limit to enforce is checked message by message (IMAP APPEND, import).
+          const runs = idx.some((i) => items[i]!.input.enforceLimit) ? idx.map((i) => [i]) : [idx];
+          for (const run of runs) {
+            const size = run.reduce((sum, i) => sum + items[i]!.size, 0);
+            const first = items[run[0]!]!.input;
+            const [inbox] = await q.query(
+              `UPDATE inboxes SET used_bytes = used_bytes + $2,
+                 billing_started_at = COALESCE(billing_started_at, $4::timestamptz)
+               WHERE id = $1 AND deleted_at IS NULL AND (NOT $3::boolean OR used_bytes + $2 <= storage_limit_bytes)
+               RETURNING used_bytes`,
+              [inboxId, size, first.enforceLimit === true, first.startBillingAt ?? null],
+            );
+            if (inbox) stored.push(...run);
+            else {
+              const [live] = await q.query('SELECT 1 FROM inboxes WHERE id = $1 AND deleted_at IS NULL', [inboxId]);
+              for (const i of run) outcomes[i] = { kind: live ? 'over_quota' : 'no_mailbox' };
+            }
+          }
+        }
+        // Nothing stored: roll back the UIDs and MODSEQs allocated above.
+        if (!stored.length) throw new NothingStored();
         const at = now();
-        for (const i of byInbox) {
+        const rows: unknown[] = [];
+        const changes: unknown[] = [];
+        for (const i of stored) {
           const { input, address, prefix, flags, size } = items[i]!;
           const mb = allocated.get(i)!;
-          const [inbox] = await q.query(
-            `UPDATE inboxes SET used_bytes = used_bytes + $2,
-               billing_started_at = COALESCE(billing_started_at, $4::timestamptz)
-             WHERE id = $1 AND deleted_at IS NULL AND (NOT $3::boolean OR used_bytes + $2 <= storage_limit_bytes)
-             RETURNING used_bytes`,
-            [mb.inboxId, size, input.enforceLimit === true, input.startBillingAt ?? null],
-          );
-          if (!inbox) {
-            const [live] = await q.query('SELECT 1 FROM inboxes WHERE id = $1 AND deleted_at IS NULL', [mb.inboxId]);
-            outcomes[i] = { kind: live ? 'over_quota' : 'no_mailbox' };
-            continue;
-          }
           const id = randomUUID();
-          await q.query(
-            `INSERT INTO mail_messages (id, inbox_id, mailbox_id, uid, modseq, blob_address, prefix, size,
-               internal_date, flags, message_id, envelope, structure, import_key, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::text::jsonb, $13::text::jsonb, $14, $15)`,
-            [
-              id,
-              mb.inboxId,
-              input.mailboxId,
-              mb.uid,
-              mb.modseq,
-              address,
-              prefix,
-              size,
-              input.internalDate,
-              flags,
-              input.messageId ?? null,
-              json(input.envelope),
-              json(input.structure),
-              input.importKey ?? null,
-              at,
-            ],
+          rows.push(
+            id,
+            mb.inboxId,
+            input.mailboxId,
+            mb.uid,
+            mb.modseq,
+            address,
+            prefix,
+            size,
+            input.internalDate,
+            flags,
+            input.messageId ?? null,
+            json(input.envelope),
+            json(input.structure),
+            input.importKey ?? null,
+            at,
           );
-          await q.query(
-            `INSERT INTO mail_changes (mailbox_id, modseq, uid, kind, created_at) VALUES ($1, $2, $3, 'append', $4)`,
-            [input.mailboxId, mb.modseq, mb.uid, at],
-          );
-          const notice = { inboxId: mb.inboxId, mailboxId: input.mailboxId, modseq: mb.modseq };
-          await feed.notifyIn(q, notice);
-          notices.push(notice);
+          changes.push(input.mailboxId, mb.modseq, mb.uid, 'append', at);
           outcomes[i] = { kind: 'appended', id, uid: mb.uid, modseq: mb.modseq, uidValidity: mb.uidValidity, size };
         }
-        // Nothing stored: roll back the UIDs and MODSEQs allocated above (the single append's old behaviour).
-        if (!notices.length) throw new NothingStored();
+        await q.query(
+          `INSERT INTO mail_messages (id, inbox_id, mailbox_id, uid, modseq, blob_address, prefix, size,
+             internal_date, flags, message_id, envelope, structure, import_key, created_at)
+           VALUES ${values(stored.length, 15, { 9: '::text[]', 11: '::text::jsonb', 12: '::text::jsonb' })}`,
+          rows,
+        );
+        await q.query(
+          `INSERT INTO mail_changes (mailbox_id, modseq, uid, kind, created_at) VALUES ${values(stored.length, 5)}`,
+          changes,
+        );
+        // One notice a mailbox, with its highest MODSEQ: a waking session reads every change up to it.
+        for (const [mailboxId, idx] of groupBy(stored, (i) => items[i]!.input.mailboxId)) {
+          const last = allocated.get(idx[idx.length - 1]!)!;
+          const notice = { inboxId: last.inboxId, mailboxId, modseq: last.modseq };
+          await feed.notifyIn(q, notice);
+          notices.push(notice);
+        }
       });
     } catch (err) {
       // Nothing references the bodies on our behalf: give back every reference taken above.
-      for (const it of items) await blobs.release(it.address).catch(onError);
+      await Promise.all(items.map((it) => blobs.release(it.address).catch(onError)));
       if (err instanceof NothingStored) return outcomes;
       // The only unique index an append can hit is the import key's (docs/decisions.md #20); it rolls back
       // every input of the call, so the import appends one message at a time.
@@ -180,9 +265,9 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
       throw err;
     }
     // The inputs left out hold no row: their references go back.
-    for (const [i, it] of items.entries()) {
-      if (outcomes[i]!.kind !== 'appended') await blobs.release(it.address).catch(onError);
-    }
+    await Promise.all(
+      items.map((it, i) => (outcomes[i]!.kind === 'appended' ? null : blobs.release(it.address).catch(onError))),
+    );
     for (const n of notices) feed.publish(n);
     return outcomes;
   }
@@ -213,6 +298,7 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
 
     append: async (input) => (await appendAll([input]))[0] as AppendOutcome,
     appendAll,
+    appendGrouped: groupCommits(appendAll),
 
     async setFlags(mailboxId, uids, change, opts = {}) {
       normalizeFlags(change.flags);

@@ -435,3 +435,39 @@ t.test('appendAll: one message into several inboxes commits all copies or none',
   t.equal(await f.storage.mail.blobs.refs(blob.address), 3, 'one reference per stored copy, and the caller');
   t.equal(await usedBytes(f), body.length);
 });
+
+t.test('appendGrouped: concurrent deliveries share transactions, each answered with its own outcome', async (t) => {
+  const f = await fixture(t);
+  const bodies = Array.from({ length: 30 }, (_, i) => Buffer.concat([mail(i + 1), randomBytes(100 + i)]));
+  const blobsIn = await Promise.all(bodies.map((b) => f.storage.mail.blobs.put(b)));
+  t.teardown(() => Promise.all(blobsIn.map((b) => f.storage.mail.blobs.release(b.address))));
+  const results = await Promise.all(
+    blobsIn.map((blob, i) =>
+      f.store.appendGrouped([
+        { mailboxId: box(f, i % 3 ? 'INBOX' : 'Junk').id, blob, internalDate: new Date(), messageId: `${i}@x.test` },
+      ]),
+    ),
+  );
+  const appended = results.map(([r]) => r).flatMap((r) => (r?.kind === 'appended' ? [r] : []));
+  t.equal(appended.length, 30, 'every caller got its own appended outcome');
+  t.equal(
+    await usedBytes(f),
+    appended.reduce((s, r) => s + r.size, 0),
+    'used bytes: the exact sum',
+  );
+  for (const name of ['INBOX', 'Junk']) {
+    const rows = await f.store.messages(box(f, name).id);
+    t.same(
+      rows.map((r) => r.uid),
+      Array.from({ length: rows.length }, (_, i) => i + 1),
+      `${name}: UIDs 1..n`,
+    );
+    t.equal(new Set(rows.map((r) => r.modseq)).size, rows.length, `${name}: distinct MODSEQs`);
+    t.equal((await f.store.changesSince(box(f, name).id, 0)).length, rows.length, `${name}: one journal row each`);
+  }
+  // Each outcome names its own message: the row with its UID holds the body it was given.
+  for (const [i, [r]] of results.entries()) {
+    const [row] = await f.store.messages(box(f, i % 3 ? 'INBOX' : 'Junk').id, { uids: [(r as { uid: number }).uid] });
+    t.equal(row?.messageId, `${i}@x.test`);
+  }
+});
