@@ -4,7 +4,7 @@
 // search keys — lives in imap/render-*.ts, imap/fetch-sections.ts and imap/search-eval.ts.
 import type { CommandOf, FetchAttribute, Section } from '../command-types.js';
 import type { Handler, Outcome } from '../commands.js';
-import type { MailboxBackend, MessageMeta, StoreResult } from '../backend.js';
+import { BackendError, type MailboxBackend, type MessageMeta, type StoreResult } from '../backend.js';
 import { announceExpunged, markReported, seqOf, type SelectedMailbox, type Session } from '../session.js';
 import { atom, formatDateTime, literal, sectionLabel, statusResponse, untagged, type ImapValue } from '../response.js';
 import { resolveSequenceNumbers, resolveUids, type SequenceSet } from '../sequence-set.js';
@@ -170,10 +170,19 @@ async function fetch(
     for (const m of batch) {
       const seq = seqOf(sel, m.uid);
       if (!seq) continue;
-      const values = await fetchItems(session, sel, backend, items, m, recent.has(m.uid), changed.has(m.uid));
+      let values;
+      try {
+        values = await fetchItems(session, sel, backend, items, m, recent.has(m.uid), changed.has(m.uid));
+      } catch (err) {
+        // Expunged by another session between the index read and the body read: as if never found.
+        if (err instanceof BackendError && err.code === 'nonexistent') continue;
+        throw err;
+      }
+      found++;
       session.send(untagged([seq, atom('FETCH'), values]));
     }
   };
+  let found = 0;
   let batch: MessageMeta[] = [];
   const metas = backend.fetchMeta(session.principal, sel.snapshot.mailboxId, uids, {
     changedSince: command.changedSince,
@@ -183,6 +192,14 @@ async function fetch(
     if (batch.length >= FETCH_BATCH) [await flush(batch), (batch = [])];
   }
   await flush(batch);
+  // RFC 2180 §4.1.3, RFC 5530 §3: messages this session still numbers but another expunged cannot be
+  // fetched; the others are answered, then NO [EXPUNGEISSUED] says some were not (as Dovecot does). The
+  // EXPUNGE responses follow at the next command that allows them (RFC 3501 §7.4.1). A UID FETCH names UIDs,
+  // and one that no longer exists is simply not answered (§6.4.8); with CHANGEDSINCE the unchanged messages
+  // are left out on purpose (RFC 7162 §3.1.4.1).
+  if (!byUid && command.changedSince === null && found < uids.length) {
+    return { status: 'NO', code: { code: 'EXPUNGEISSUED' }, text: 'some of the requested messages no longer exist' };
+  }
   return { status: 'OK', text: `${name} completed` };
 }
 

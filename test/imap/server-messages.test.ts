@@ -293,3 +293,30 @@ t.test("Python's imaplib: LOGIN, SELECT, FETCH (RFC822), SEARCH", async (t) => {
   t.same(Buffer.from(r.body, 'base64'), bytes, 'RFC822 is the message');
   t.match(r.flags, /^2 \(FLAGS \(\\Seen\)\)$/, 'RFC822 sets \\Seen like BODY[]');
 });
+
+t.test('FETCH of a message another session expunged: the rest answered, then NO [EXPUNGEISSUED]', async (t) => {
+  const a = await makeInbox(storage);
+  const other = await client(svc, a);
+  for (const n of [1, 2, 3]) await other.append('INBOX', crlf(`Subject: m${n}\n\nbody ${n}\n`));
+  const raw = await loggedIn(a);
+  t.match(raw.text(), /\* 3 EXISTS/);
+  // The other session expunges message 2; this one still numbers it until it may be told (RFC 3501 §7.4.1).
+  const lock = await other.getMailboxLock('INBOX');
+  await other.messageDelete('2');
+  lock.release();
+  await other.logout();
+  raw.send('f FETCH 1:3 (BODY.PEEK[HEADER.FIELDS (SUBJECT)])');
+  const text = await raw.until(/\r\nf (OK|NO|BAD)[^\r]*\r\n/);
+  const answer = text.slice(text.indexOf('\r\ns OK'));
+  t.match(answer, /\* 1 FETCH[^]*Subject: m1[^]*\* 3 FETCH[^]*Subject: m3/, 'messages 1 and 3 answered');
+  // (Its flag change, \Deleted, may still be told as an unsolicited FETCH: it happened before the expunge.)
+  t.notMatch(answer, /\* 2 FETCH \(BODY/, 'no body for message 2');
+  t.notMatch(answer, /\* 2 EXPUNGE/, 'no EXPUNGE during FETCH (RFC 3501 §7.4.1)');
+  t.match(answer, /f NO \[EXPUNGEISSUED\]/, 'RFC 2180 §4.1.3, RFC 5530 §3');
+  raw.send('n NOOP');
+  await raw.until(/\* 2 EXPUNGE\r\n[^]*n OK/);
+  raw.send('u UID FETCH 1:* (FLAGS)');
+  await raw.until(/u OK/);
+  t.pass('the EXPUNGE comes at the next command, and UID FETCH answers what exists');
+  raw.close();
+});
