@@ -59,6 +59,13 @@ export interface SelectedMailbox {
   reported: Map<number, bigint>;
   /** The EXISTS count the client last heard. */
   announcedExists: number;
+  /**
+   * RFC 3501 §2.3.2: the UIDs that are \Recent in this session: those its SELECT claimed, and those that
+   * arrived while it had the mailbox selected (it is the first to be told of them).
+   */
+  recent: Set<number>;
+  /** The RECENT count the client last heard (RFC 3501 §7.3.2). */
+  announcedRecent: number;
 }
 
 export interface Session {
@@ -93,6 +100,8 @@ export function newSelected(snapshot: MailboxSnapshot, readOnly: boolean): Selec
     pendingFlags: new Map(),
     reported: new Map(),
     announcedExists: snapshot.uids.length,
+    recent: new Set(snapshot.recentUids ?? []),
+    announcedRecent: snapshot.recentUids?.length ?? 0,
   };
 }
 
@@ -138,9 +147,11 @@ export function announceExpunged(session: Session, uids: Iterable<number>): void
     sel.pendingExpunges.delete(uid);
     sel.pendingFlags.delete(uid);
     sel.reported.delete(uid);
+    sel.recent.delete(uid);
     session.send(untagged([seq, atom('EXPUNGE')]));
   }
   sel.announcedExists = sel.uids.length;
+  sel.announcedRecent = sel.recent.size;
 }
 
 /** Folds store changes (oldest first) into the session's queues; new UIDs join the map at once. */
@@ -152,7 +163,12 @@ export function queueChanges(sel: SelectedMailbox, changes: readonly MailboxChan
     const last = sel.uids[sel.uids.length - 1] ?? 0;
     if (c.kind === 'added') {
       // RFC 3501 §2.3.1.1: UIDs only grow, so a new message goes at the end of the map.
-      if (!expunged.has(c.uid) && c.uid > last) sel.uids.push(c.uid);
+      if (!expunged.has(c.uid) && c.uid > last) {
+        sel.uids.push(c.uid);
+        // Seen first here, unless another session has it selected too (RFC 3501 §2.3.2 then lets both
+        // call it recent rather than neither).
+        if (!sel.readOnly) sel.recent.add(c.uid);
+      }
     } else if (c.kind === 'expunged') {
       if (seqOf(sel, c.uid) > 0) sel.pendingExpunges.add(c.uid);
     } else if (seqOf(sel, c.uid) > 0 && !sel.pendingExpunges.has(c.uid)) {
@@ -176,6 +192,11 @@ export function flushUpdates(session: Session, opts: { expunges: boolean }): voi
     sel.announcedExists = sel.uids.length;
   } else if (sel.uids.length < sel.announcedExists) {
     sel.announcedExists = sel.uids.length;
+  }
+  // RFC 3501 §7.3.2: RECENT whenever the number changed (with EXISTS when mail arrived).
+  if (sel.recent.size !== sel.announcedRecent) {
+    session.send(untagged([sel.recent.size, atom('RECENT')]));
+    sel.announcedRecent = sel.recent.size;
   }
   const condstore = session.enabled.has('CONDSTORE');
   for (const [uid, change] of [...sel.pendingFlags].sort((a, b) => a[0] - b[0])) {

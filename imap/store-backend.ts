@@ -19,6 +19,7 @@ import {
   mailboxByName,
   mailboxCounts,
   mailboxUids,
+  recentAfter,
   renameMailboxTree,
   setSubscribed,
   type ImapStoreDeps,
@@ -245,10 +246,14 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
 
     async status(user, name) {
       const mb = await mailbox(user, name);
-      const counts = await mailboxCounts(db, mb.id);
+      const [counts, after, uids] = await Promise.all([
+        mailboxCounts(db, mb.id),
+        recentAfter(db, mb.id, false),
+        mailboxUids(db, mb.id),
+      ]);
       return {
         messages: counts.messages,
-        recent: 0,
+        recent: uids.filter((u) => u > after).length,
         unseen: counts.unseen,
         uidNext: Number(mb.uidNext),
         uidValidity: Number(mb.uidValidity),
@@ -263,10 +268,14 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
       const mb = await mailbox(user, name);
       const uids = await mailboxUids(db, mb.id);
       const counts = await mailboxCounts(db, mb.id);
+      // EXAMINE looks without taking (RFC 3501 §6.3.2: no change to the mailbox's state).
+      const after = await recentAfter(db, mb.id, !readOnly);
+      const recentUids = uids.filter((u) => u > after);
       return {
         mailboxId: mb.id,
         messages: uids.length,
-        recent: 0,
+        recent: recentUids.length,
+        recentUids,
         unseen: counts.unseen,
         uidNext: Number(mb.uidNext),
         uidValidity: Number(mb.uidValidity),

@@ -100,7 +100,7 @@ function selectHandler(readOnly: boolean): Handler<'SELECT' | 'EXAMINE'> {
     const flags = [...SYSTEM_FLAGS, ...snap.keywords];
     session.send(untagged([atom('FLAGS'), flags.map(atom)]));
     session.send(untagged([snap.uids.length, atom('EXISTS')]));
-    session.send(untagged([0, atom('RECENT')]));
+    session.send(untagged([snap.recent, atom('RECENT')]));
     const sel = newSelected(snap, readOnly || snap.readOnly);
     const firstUnseen = snap.firstUnseenUid === null ? 0 : seqOf(sel, snap.firstUnseenUid);
     if (firstUnseen) session.send(statusLine('UNSEEN', firstUnseen, `message ${firstUnseen} is first unseen`));

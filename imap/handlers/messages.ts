@@ -150,7 +150,7 @@ async function fetch(
   if (items.some((a) => a.kind === 'MODSEQ')) session.enabled.add('CONDSTORE');
   // RFC 3501 §6.4.5: BODY[...] (not PEEK), RFC822 and RFC822.TEXT set \Seen, but not in EXAMINE (§6.3.2).
   const seen = !sel.readOnly && items.some(setsSeen);
-  const recent = new Set(sel.snapshot.recentUids ?? []);
+  const recent = sel.recent;
   const name = byUid ? 'UID FETCH' : 'FETCH';
   if (!uids.length) return { status: 'OK', text: `${name} completed` };
 
@@ -223,7 +223,7 @@ const searchHandler =
     const maxUid = all[all.length - 1] ?? 0;
     const pass = positionFilter(criteria, maxSeq, maxUid);
     const candidates = all.filter((uid, i) => pass(i + 1, uid));
-    const recent = new Set(sel.snapshot.recentUids ?? []);
+    const recent = sel.recent;
     const scope: SearchScope = {
       maxSeq,
       maxUid,
@@ -260,7 +260,7 @@ export const uidSearchMessages: Handler<'UID SEARCH'> = searchHandler(true);
 function storeResponses(session: Session, sel: SelectedMailbox, result: StoreResult, silent: boolean, byUid: boolean) {
   const cs = condstore(session);
   if (silent && !cs) return;
-  const recent = new Set(sel.snapshot.recentUids ?? []);
+  const recent = sel.recent;
   for (const c of result.changed) {
     const seq = seqOf(sel, c.uid);
     if (!seq) continue;

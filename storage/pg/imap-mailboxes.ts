@@ -42,6 +42,23 @@ export async function mailboxUids(q: Queryable, mailboxId: string): Promise<numb
   return rows.map((r) => Number(r.uid));
 }
 
+/**
+ * RFC 3501 §2.3.2: the UID above which messages are still \Recent to whoever selects the mailbox next. With
+ * `claim` (a read-write SELECT) this session takes them: the mark moves to uid_next - 1 in the same statement,
+ * so two sessions selecting at once never both get the same message as recent (docs/decisions.md #51).
+ */
+export async function recentAfter(q: Queryable, mailboxId: string, claim: boolean): Promise<number> {
+  const rows = claim
+    ? await q.query<{ after: number }>(
+        `UPDATE mailboxes m SET recent_uid = GREATEST(m.recent_uid, m.uid_next - 1)
+         FROM (SELECT recent_uid FROM mailboxes WHERE id = $1 FOR UPDATE) old WHERE m.id = $1
+         RETURNING old.recent_uid AS after`,
+        [mailboxId],
+      )
+    : await q.query<{ after: number }>('SELECT recent_uid AS after FROM mailboxes WHERE id = $1', [mailboxId]);
+  return Number(rows[0]?.after ?? 0);
+}
+
 export interface MailboxCounts {
   messages: number;
   unseen: number;
