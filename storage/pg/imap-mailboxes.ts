@@ -77,7 +77,9 @@ export async function mailboxCounts(q: Queryable, mailboxId: string): Promise<Ma
     [mailboxId],
   );
   const kw = await q.query<{ k: string }>(
-    `SELECT DISTINCT k FROM mail_messages, unnest(flags) AS k WHERE mailbox_id = $1 AND k NOT LIKE '\\%' ORDER BY k`,
+    // Keywords only: a system flag starts with a backslash (chr(92); a LIKE pattern would need it escaped twice).
+    `SELECT DISTINCT k FROM mail_messages, unnest(flags) AS k WHERE mailbox_id = $1 AND left(k, 1) <> chr(92)
+     ORDER BY k`,
     [mailboxId],
   );
   return {
