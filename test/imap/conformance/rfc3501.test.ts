@@ -6,9 +6,10 @@
 // Values that depend on the store (UIDVALIDITY, sizes) are compared as numbers, marked <n>; texts after a
 // status code are free (RFC 3501 §7.1: "human-readable text"), marked <text>. Lines the RFC leaves out
 // (PERMANENTFLAGS, UIDNEXT, HIGHESTMODSEQ) may come in between.
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { startTestService } from '../../helpers/service.js';
 import { makeInbox, rawImap } from '../../helpers/imap-inbox.js';
+import { exchange } from './replay.js';
 
 const svc = await startTestService(t);
 const { storage } = svc.running;
@@ -46,40 +47,6 @@ for (let n = 1; n <= 18; n++) {
 }
 // Messages 1 to 16 were seen by an earlier session: only 17 and 18 are still \Recent (RFC 3501 §2.3.2).
 await storage.db.query('UPDATE mailboxes SET recent_uid = 16 WHERE id = $1', [inbox]);
-
-/** The RFC's server lines as patterns: <n> a number, <text> any text; the rest literal. */
-function expected(line: string, flags = ''): RegExp {
-  const escaped = line.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  return new RegExp(`^${escaped.replace(/<n>/g, '\\d+').replace(/<text>/g, '[^\\r\\n]*')}$`, flags);
-}
-
-/**
- * Two spellings the RFC's grammar allows and its example prints otherwise: addresses of one list follow each
- * other without a space (§9 `env-cc = "(" 1*address ")"`; the §8 text has one), and MIME type, subtype and
- * parameter names are case-insensitive (RFC 2045 §5.1; we send them lower-case, the example upper-case).
- */
-const canonical = (line: string) => line.replace(/\) \(/g, ')(');
-
-/** Sends `command` and checks that the server's answer holds the RFC's lines, in order. */
-async function exchange(t: Test, raw: Awaited<ReturnType<typeof rawImap>>, command: string, rfc: string[]) {
-  const from = raw.text().length;
-  const tag = command.split(' ')[0]!;
-  raw.send(command);
-  await raw.until(new RegExp(`\\r\\n${tag} (OK|NO|BAD)[^\\r]*\\r\\n$|^${tag} `), `${tag}'s tagged answer`);
-  // Literals are folded into their line, as the RFC prints them: `{n}` then the octets.
-  const lines = raw.text().slice(from).replace(/\r\n$/, '').split('\r\n');
-  const used = new Set<number>();
-  for (const want of rfc) {
-    const re = expected(canonical(want), /BODY \(/.test(want) ? 'i' : '');
-    // Untagged data may come in any order (RFC 3501 §7); the tagged status ends the command (§2.2.2).
-    const at = want.startsWith(`${tag} `)
-      ? lines.length - 1
-      : lines.findIndex((l, i) => !used.has(i) && re.test(canonical(l)));
-    t.ok(at >= 0 && re.test(canonical(lines[at]!)), `C: ${command}  S: ${want}`);
-    used.add(at);
-  }
-  return lines;
-}
 
 t.test('RFC 3501 §8: the sample IMAP4rev1 connection', async (t) => {
   const raw = await rawImap(svc.imapPort);
