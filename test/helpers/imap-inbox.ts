@@ -69,3 +69,27 @@ export async function rawImap(port: number): Promise<RawImap> {
     close: () => socket.destroy(),
   };
 }
+
+/**
+ * A raw connection past the greeting and logged in as `a`; with `select`, that mailbox selected; with `idle`
+ * too, in IDLE (RFC 2177) once `+ idling` has come.
+ */
+export async function rawSession(
+  port: number,
+  a: { address: string; password: string },
+  opts: { select?: string; idle?: boolean } = {},
+): Promise<RawImap> {
+  const raw = await rawImap(port);
+  await raw.until(/^\* OK/);
+  raw.send(`l LOGIN ${a.address} ${a.password}`);
+  await raw.until(/\r\nl (OK|NO|BAD)/);
+  if (opts.select) {
+    raw.send(`s SELECT ${opts.select}`);
+    await raw.until(/\r\ns OK/);
+  }
+  if (opts.idle) {
+    raw.send('i IDLE');
+    await raw.until(/\+ idling\r\n/);
+  }
+  return raw;
+}

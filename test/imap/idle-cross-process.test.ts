@@ -6,7 +6,7 @@ import t from 'tap';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { startTestService } from '../helpers/service.js';
-import { makeInbox, rawImap } from '../helpers/imap-inbox.js';
+import { makeInbox, rawSession } from '../helpers/imap-inbox.js';
 import { listenEnv, svc as svcChild } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { sendOnce } from '../helpers/smtp-client.js';
@@ -39,13 +39,7 @@ t.test(
     );
     const smtpPort = Number(line.smtp);
 
-    const raw = await rawImap(imap.imapPort);
-    await raw.until(/^\* OK/);
-    raw.send(`l LOGIN ${a.address} ${a.password}`);
-    raw.send('s SELECT INBOX');
-    await raw.until(/s OK/);
-    raw.send('i IDLE');
-    await raw.until(/\+ idling\r\n/);
+    const raw = await rawSession(imap.imapPort, a, { select: 'INBOX', idle: true });
     const message = Buffer.from(
       [`From: far@sender.test`, `To: ${a.address}`, 'Subject: across processes', '', 'hello', ''].join('\r\n'),
     );

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { ImapFlow } from 'imapflow';
 import { startTestService, type TestService } from '../helpers/service.js';
-import { makeInbox, rawImap, type TestInbox } from '../helpers/imap-inbox.js';
+import { makeInbox, rawImap, rawSession, type TestInbox } from '../helpers/imap-inbox.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { findInbox } from '../../storage/pg/inboxes.js';
 import type { Storage } from '../../storage/index.js';
@@ -161,13 +161,7 @@ t.test('IDLE is woken by an append made through the store', async (t) => {
   const svc = await startTestService(t);
   const { storage } = svc.running;
   const a = await makeInbox(storage);
-  const raw = await rawImap(svc.imapPort);
-  await raw.until(/^\* OK/);
-  raw.send(`l LOGIN ${a.address} ${a.password}`);
-  raw.send('s SELECT INBOX');
-  await raw.until(/s OK/);
-  raw.send('i IDLE');
-  await raw.until(/\+ idling\r\n/);
+  const raw = await rawSession(svc.imapPort, a, { select: 'INBOX', idle: true });
   await deliver(storage, a.mailboxes.get('INBOX') as string, message('mx'));
   await raw.until(/\+ idling\r\n\* 1 EXISTS\r\n/, 'EXISTS while idling');
   await storage.mail.store.expunge(a.mailboxes.get('INBOX') as string, [1]);

@@ -3,7 +3,7 @@
 // without taking (docs/decisions.md #51).
 import t from 'tap';
 import { startTestService } from '../helpers/service.js';
-import { makeInbox, rawImap, type RawImap } from '../helpers/imap-inbox.js';
+import { makeInbox, rawSession, type RawImap } from '../helpers/imap-inbox.js';
 import type { Storage } from '../../storage/index.js';
 
 const svc = await startTestService(t);
@@ -19,13 +19,7 @@ async function deliver(s: Storage, subject: string) {
   }
 }
 
-async function session(): Promise<RawImap> {
-  const raw = await rawImap(svc.imapPort);
-  await raw.until(/^\* OK/);
-  raw.send(`l LOGIN ${a.address} ${a.password}`);
-  await raw.until(/l OK/);
-  return raw;
-}
+const session = () => rawSession(svc.imapPort, a);
 
 /** Sends a command and answers what the server said for it, up to its tagged line. */
 async function say(raw: RawImap, tag: string, command: string): Promise<string> {

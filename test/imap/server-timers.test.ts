@@ -3,7 +3,7 @@
 // closed, before and after login and while in IDLE; every command the client sends starts the timer again.
 import t from 'tap';
 import { startTestService } from '../helpers/service.js';
-import { makeInbox, rawImap } from '../helpers/imap-inbox.js';
+import { makeInbox, rawImap, rawSession } from '../helpers/imap-inbox.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { AUTOLOGOUT_MS } from '../../imap/limits.js';
 
@@ -47,13 +47,7 @@ t.test('every command starts the timer again', async (t) => {
 });
 
 t.test('IDLE does not keep a session forever (RFC 2177 §3: clients re-issue it)', async (t) => {
-  const raw = await rawImap(svc.imapPort);
-  await raw.until(/^\* OK/);
-  raw.send(`l LOGIN ${a.address} ${a.password}`);
-  raw.send('s SELECT INBOX');
-  await raw.until(/s OK/);
-  raw.send('i IDLE');
-  await raw.until(/\+ idling\r\n/);
+  const raw = await rawSession(svc.imapPort, a, { select: 'INBOX', idle: true });
   await closedWithBye(raw, 'idling');
   t.pass();
 });

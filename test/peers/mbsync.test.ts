@@ -105,34 +105,8 @@ async function local(folder: string): Promise<Map<string, { file: string; flags:
   return out;
 }
 
-/** The server's messages in a mailbox: subject → flags, read with imapflow. */
-async function remote(mailbox: string): Promise<Map<string, string[]>> {
-  const c = new ImapFlow({
-    host: '127.0.0.1',
-    port: svc.imapPort,
-    secure: false,
-    tls: { rejectUnauthorized: false },
-    auth: { user: a.address, pass: a.password },
-    logger: false,
-    disableAutoIdle: true,
-  });
-  await c.connect();
-  const out = new Map<string, string[]>();
-  const lock = await c.getMailboxLock(mailbox);
-  try {
-    for await (const m of c.fetch('1:*', { envelope: true, flags: true })) {
-      out.set(m.envelope?.subject ?? '', [...(m.flags ?? [])].sort());
-    }
-  } catch (err) {
-    if (!/empty|Invalid messageset/i.test(String(err))) throw err;
-  } finally {
-    lock.release();
-  }
-  await c.logout();
-  return out;
-}
-
-async function onServer(fn: (c: ImapFlow) => Promise<void>) {
+/** Runs `fn` in an imapflow session of the inbox (over STARTTLS), logged out after. */
+async function onServer<T>(fn: (c: ImapFlow) => Promise<T>): Promise<T> {
   const c = new ImapFlow({
     host: '127.0.0.1',
     port: svc.imapPort,
@@ -144,11 +118,28 @@ async function onServer(fn: (c: ImapFlow) => Promise<void>) {
   });
   await c.connect();
   try {
-    await fn(c);
+    return await fn(c);
   } finally {
     await c.logout();
   }
 }
+
+/** The server's messages in a mailbox: subject → flags, read with imapflow. */
+const remote = (mailbox: string) =>
+  onServer(async (c) => {
+    const out = new Map<string, string[]>();
+    const lock = await c.getMailboxLock(mailbox);
+    try {
+      for await (const m of c.fetch('1:*', { envelope: true, flags: true })) {
+        out.set(m.envelope?.subject ?? '', [...(m.flags ?? [])].sort());
+      }
+    } catch (err) {
+      if (!/empty|Invalid messageset/i.test(String(err))) throw err;
+    } finally {
+      lock.release();
+    }
+    return out;
+  });
 
 t.test('first sync: the server mailboxes arrive in the Maildir with their flags', async (t) => {
   await deliver(storage, 'INBOX', 'one');

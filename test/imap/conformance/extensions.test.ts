@@ -3,19 +3,13 @@
 // UIDs, MODSEQs, sizes) are <n>; human-readable texts are <text>.
 import t from 'tap';
 import { startTestService } from '../../helpers/service.js';
-import { makeInbox, rawImap, type RawImap } from '../../helpers/imap-inbox.js';
+import { makeInbox, rawImap, rawSession } from '../../helpers/imap-inbox.js';
 import { answer, exchange } from './replay.js';
 
 const svc = await startTestService(t);
 const a = await makeInbox(svc.running.storage, { localpart: 'fred' });
 
-async function loggedIn(): Promise<RawImap> {
-  const raw = await rawImap(svc.imapPort);
-  await raw.until(/^\* OK/);
-  raw.send(`l LOGIN ${a.address} ${a.password}`);
-  await raw.until(/l OK/);
-  return raw;
-}
+const loggedIn = () => rawSession(svc.imapPort, a);
 
 const msg = (subject: string) => `Subject: ${subject}\r\n\r\nhello\r\n`;
 
