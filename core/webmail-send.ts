@@ -65,7 +65,14 @@ async function copyBytes(s: WebmailSession, d: DraftInput, now: Date): Promise<B
   return composer.compile().build();
 }
 
-async function store(deps: CoreDeps, s: WebmailSession, role: 'drafts' | 'sent', bytes: Buffer, flags: string[], now: Date) {
+async function store(
+  deps: CoreDeps,
+  s: WebmailSession,
+  role: 'drafts' | 'sent',
+  bytes: Buffer,
+  flags: string[],
+  now: Date,
+) {
   const mb = await folderByRole(deps, s, role);
   const tree = parseMimeTree(bytes);
   const { blobs, store: mail } = deps.storage.mail;
@@ -108,10 +115,11 @@ export async function sendFromWebmail(deps: CoreDeps, s: WebmailSession, d: Draf
   }
   const to = d.to.map((a) => normalizeMailbox(a.trim())!);
   const cc = (d.cc ?? []).map((a) => normalizeMailbox(a.trim())!);
-  const recipients = [...new Set([...to, ...cc].map((a) => a.toLowerCase()))].map(
-    (lower) => [...to, ...cc].find((a) => a.toLowerCase() === lower)!,
+  const recipients = [...new Set([...to, ...cc].map((a) => a.toLowerCase()))].map((lower) =>
+    [...to, ...cc].find((a) => a.toLowerCase() === lower)!,
   );
-  if (!recipients.length) throw fail('invalid_request', 'Add a recipient.', [{ field: 'body.to', message: 'is empty' }]);
+  if (!recipients.length)
+    throw fail('invalid_request', 'Add a recipient.', [{ field: 'body.to', message: 'is empty' }]);
   const answered = d.answering ? await ownMessage(deps, s, d.answering) : null;
   const attachments = attachmentsOf(d);
   const refs = cleanIds([...(d.references ?? []), d.inReplyTo]);

@@ -67,9 +67,14 @@ export async function webmailSignIn(
 ): Promise<{ token: string; csrfToken: string; address: string }> {
   const result = await inboxLogin(deps, a);
   if (result.kind === 'throttled') {
-    throw new ApiError('rate_limited', 'Too many failed sign-ins; try again later.', { retryAfterSeconds: 30 }, {
-      'Retry-After': '30',
-    });
+    throw new ApiError(
+      'rate_limited',
+      'Too many failed sign-ins; try again later.',
+      { retryAfterSeconds: 30 },
+      {
+        'Retry-After': '30',
+      },
+    );
   }
   if (result.kind === 'failed') throw fail('unauthorized', 'Wrong address or password.');
   const opened = await openSession(deps, result.principal.inboxId, a.now);
@@ -103,7 +108,8 @@ export async function changeWebmailPassword(
   a: { currentPassword: string; newPassword: string; now: Date; passwordLogN: number },
 ): Promise<{ token: string; csrfToken: string }> {
   const hash = await liveInboxHash(deps.storage.db, s.inboxId);
-  if (!hash || !(await verifyPassword(a.currentPassword, hash))) throw fail('unauthorized', 'The current password is wrong.');
+  if (!hash || !(await verifyPassword(a.currentPassword, hash)))
+    throw fail('unauthorized', 'The current password is wrong.');
   const next = await hashPassword(a.newPassword, a.passwordLogN);
   if (!(await setInboxPassword(deps.storage.db, deps.storage.mail.changes, s.inboxId, next)))
     throw fail('unauthorized', 'The inbox no longer exists.');
@@ -131,7 +137,8 @@ export async function sendingState(
 
 // ---- folders --------------------------------------------------------------------------------------------------
 
-const roleOf = (m: Mailbox) => (m.name === 'INBOX' ? 'inbox' : m.specialUse ? m.specialUse.slice(1).toLowerCase() : null);
+const roleOf = (m: Mailbox) =>
+  m.name === 'INBOX' ? 'inbox' : m.specialUse ? m.specialUse.slice(1).toLowerCase() : null;
 const ORDER = ['inbox', 'drafts', 'sent', 'junk', 'trash'];
 
 export async function webmailFolders(deps: CoreDeps, s: WebmailSession) {
@@ -160,7 +167,9 @@ export async function folderByRole(deps: CoreDeps, s: WebmailSession, role: stri
 // ---- messages -------------------------------------------------------------------------------------------------
 
 function isMimeTree(v: unknown): v is MimeTree {
-  return typeof v === 'object' && v !== null && (v as MimeTree).version === 1 && typeof (v as MimeTree).body === 'object';
+  return (
+    typeof v === 'object' && v !== null && (v as MimeTree).version === 1 && typeof (v as MimeTree).body === 'object'
+  );
 }
 
 async function bodyOf(deps: CoreDeps, m: StoredMessage): Promise<Buffer> {
@@ -330,20 +339,29 @@ export async function setMessageFlags(
   if (want.seen !== undefined) (want.seen ? add : remove).push('\\Seen');
   if (want.flagged !== undefined) (want.flagged ? add : remove).push('\\Flagged');
   let flags = m.flags;
-  if (add.length) flags = (await store.setFlags(m.mailboxId, [Number(m.uid)], { mode: 'add', flags: add })).changed[0]?.flags ?? flags;
+  if (add.length)
+    flags =
+      (await store.setFlags(m.mailboxId, [Number(m.uid)], { mode: 'add', flags: add })).changed[0]?.flags ?? flags;
   if (remove.length)
     flags =
-      (await store.setFlags(m.mailboxId, [Number(m.uid)], { mode: 'remove', flags: remove })).changed[0]?.flags ?? flags;
+      (await store.setFlags(m.mailboxId, [Number(m.uid)], { mode: 'remove', flags: remove })).changed[0]?.flags ??
+      flags;
   return { seen: flags.includes('\\Seen'), flagged: flags.includes('\\Flagged') };
 }
 
 export async function addFlag(deps: CoreDeps, m: StoredMessage, flag: string): Promise<void> {
-  if (!m.flags.includes(flag)) await deps.storage.mail.store.setFlags(m.mailboxId, [Number(m.uid)], { mode: 'add', flags: [flag] });
+  if (!m.flags.includes(flag))
+    await deps.storage.mail.store.setFlags(m.mailboxId, [Number(m.uid)], { mode: 'add', flags: [flag] });
 }
 
 async function moveTo(deps: CoreDeps, m: StoredMessage, to: Mailbox, now: Date) {
   const out = await copyMessages(
-    { db: deps.storage.db, blobs: deps.storage.mail.blobs, feed: deps.storage.mail.changes, onError: (err) => deps.ctx.log.warn({ err }, 'webmail: after-commit step failed') },
+    {
+      db: deps.storage.db,
+      blobs: deps.storage.mail.blobs,
+      feed: deps.storage.mail.changes,
+      onError: (err) => deps.ctx.log.warn({ err }, 'webmail: after-commit step failed'),
+    },
     { fromId: m.mailboxId, toId: to.id, uids: [Number(m.uid)], move: true, enforceLimit: false, now },
   );
   if (out.kind !== 'copied') throw fail('not_found', 'No such message.');

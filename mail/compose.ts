@@ -383,10 +383,10 @@ export function serializeMime(root: MimeNode): Buffer {
         typeof content !== 'string'
           ? b64wrap(content.toString('base64'), 76)
           : encoding === 'base64'
-          ? b64wrap(b64encode(content), 76)
-          : encoding === 'quoted-printable'
-            ? qpwrap(qpencode(content), 76)
-            : content,
+            ? b64wrap(b64encode(content), 76)
+            : encoding === 'quoted-printable'
+              ? qpwrap(qpencode(content), 76)
+              : content,
       );
     }
     if (node.multipart) {

@@ -84,7 +84,8 @@ export const webmailHandlers: Handlers<typeof webmailRoutes> = {
     const seen = query.markSeen !== false || m.message.flags.includes('\\Seen');
     const remoteImages = m.html ? sanitizeMessageHtml(m.html, { images: false, cid: () => null }).remoteImages : false;
     const d = m.tree.display;
-    const addr = (l: { name: string; address: string }[]) => l.map((a) => ({ name: a.name || null, address: a.address }));
+    const addr = (l: { name: string; address: string }[]) =>
+      l.map((a) => ({ name: a.name || null, address: a.address }));
     return {
       ...webmailListItem({ ...m.message, flags: seen ? [...m.message.flags, '\\Seen'] : m.message.flags }, m.tree),
       seen,
@@ -122,7 +123,10 @@ export const webmailHandlers: Handlers<typeof webmailRoutes> = {
 
 /** The message ids of the References field (RFC 5322 §3.6.4), for a reply's own References. */
 function referencesOf(body: Buffer, headerEnd: number): string[] {
-  const header = body.subarray(0, headerEnd).toString('latin1').replace(/\r?\n[ \t]+/g, ' ');
+  const header = body
+    .subarray(0, headerEnd)
+    .toString('latin1')
+    .replace(/\r?\n[ \t]+/g, ' ');
   const line = /^references:(.*)$/im.exec(header)?.[1] ?? '';
   return [...line.matchAll(/<([^<>\s]+@[^<>\s]+)>/g)].map((m) => m[1]!).slice(-50);
 }

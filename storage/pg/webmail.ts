@@ -28,7 +28,11 @@ export async function insertWebmailSession(
  * The live session of a token hash: unexpired, its inbox not deleted and at the credentials version the
  * session signed in with. Null otherwise (a stale row is left for the sweep).
  */
-export async function findWebmailSession(q: Queryable, tokenHash: string, now: Date): Promise<WebmailSessionRow | null> {
+export async function findWebmailSession(
+  q: Queryable,
+  tokenHash: string,
+  now: Date,
+): Promise<WebmailSessionRow | null> {
   const rows = await q.query<WebmailSessionRow>(
     `SELECT s.inbox_id AS "inboxId", i.localpart || '@' || c.domain AS address,
        s.credentials_version AS "credentialsVersion", s.csrf_token AS "csrfToken", s.expires_at AS "expiresAt"
@@ -82,10 +86,10 @@ const MESSAGE = `x.id, x.mailbox_id AS "mailboxId", x.uid, x.modseq, x.blob_addr
 /** The message `id` when it belongs to `inboxId`; null for another inbox's message or no message. */
 export async function messageOfInbox(q: Queryable, inboxId: string, id: string): Promise<StoredMessage | null> {
   if (!isUuid(id)) return null;
-  const rows = await q.query<StoredMessage>(`SELECT ${MESSAGE} FROM mail_messages x WHERE x.id = $1 AND x.inbox_id = $2`, [
-    id,
-    inboxId,
-  ]);
+  const rows = await q.query<StoredMessage>(
+    `SELECT ${MESSAGE} FROM mail_messages x WHERE x.id = $1 AND x.inbox_id = $2`,
+    [id, inboxId],
+  );
   return rows[0] ?? null;
 }
 
@@ -134,7 +138,13 @@ export async function messagePage(
 export async function inboxSendingState(
   q: Queryable,
   inboxId: string,
-): Promise<{ address: string; domain: string; projectId: string; outboundVerified: boolean; outboundElsewhere: boolean } | null> {
+): Promise<{
+  address: string;
+  domain: string;
+  projectId: string;
+  outboundVerified: boolean;
+  outboundElsewhere: boolean;
+} | null> {
   const rows = await q.query<{
     address: string;
     domain: string;

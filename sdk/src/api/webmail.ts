@@ -121,7 +121,10 @@ export const webmailRoutes = routes({
     summary:
       "Change the inbox's own password. Every other session of the inbox (IMAP too) ends; this one continues with " +
       'a new cookie and CSRF token. 401 when currentPassword is wrong.',
-    body: Obj({ currentPassword: Type.String({ maxLength: 1024 }), newPassword: Type.String({ minLength: 10, maxLength: 1024 }) }),
+    body: Obj({
+      currentPassword: Type.String({ maxLength: 1024 }),
+      newPassword: Type.String({ minLength: 10, maxLength: 1024 }),
+    }),
     response: Type.Object({ csrfToken: Type.String() }),
   },
   'webmail.folders.list': {
