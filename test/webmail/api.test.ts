@@ -240,7 +240,7 @@ t.test('the webmail API end to end', async (t) => {
   });
 
   await t.test('Host: the app at / only on the webmail host; unknown hosts get nothing', async (t) => {
-    const page = (host: string, path = '/') => hostGet(svc.running.ports.http, host, path);
+    const page = (host: string, path = '/') => hostGet(svc.running.ports.http!, host, path);
     const home = await page(svc.running.ctx.config.webmailHost);
     t.equal(home.status, 200);
     t.match(home.text, /id="webmail-app"/);
@@ -250,7 +250,7 @@ t.test('the webmail API end to end', async (t) => {
     t.equal((await page('127.0.0.1', '/webmail/')).status, 200, '/webmail/ locally');
     t.equal((await page('unverified.example')).status, 404, 'an unknown host gets no app at /');
     t.equal((await page('unverified.example', '/webmail/')).status, 404, 'nor at /webmail/');
-    const api = await hostGet(svc.running.ports.http, 'unverified.example', '/webmail/v1/session');
+    const api = await hostGet(svc.running.ports.http!, 'unverified.example', '/webmail/v1/session');
     t.equal(api.status, 404, 'nor its API');
   });
 
