@@ -33,6 +33,7 @@ const PRODUCTS: [string, string][] = [
   ['v1', 'Data layer and services (/v1)'],
   ['modules', 'Modules'],
   ['admin', 'Admin (platform staff and the platform key)'],
+  ['webmail', 'Webmail (the session cookie of one inbox)'],
 ];
 
 /** An intersection of objects reads better as the one object it is. */

@@ -40,6 +40,10 @@ const splitAddresses = (s) =>
     .split(/[,;\n]/)
     .map((x) => x.trim())
     .filter(Boolean);
+/** @param {Item} m */
+const itemLabel = (m) =>
+  `${m.seen ? '' : 'Unread. '}${m.flagged ? 'Flagged. ' : ''}From ${whoList(m.from) || 'unknown'}. ` +
+  `${m.subject || '(no subject)'}. ${when(m.date)}`;
 /** @param {Folder} f */
 const folderLabel = (f) => (f.role === 'inbox' ? 'Inbox' : f.name);
 
@@ -80,7 +84,10 @@ function SignIn({ onSignedIn }) {
   </main>`;
 }
 
-/** @param {{ folders: Folder[], current: string | null, onPick: (id: string) => void, onEmpty: (f: Folder) => void }} props */
+/**
+ * @param {{ folders: Folder[], current: string | null, onPick: (id: string) => void,
+ *   onEmpty: (f: Folder) => void }} props
+ */
 function FolderList({ folders, current, onPick, onEmpty }) {
   return html`<nav aria-label="Folders" class="folders">
     <ul>
@@ -145,7 +152,7 @@ function MessageList({ folder, items, total, page, query, onQuery, onPage, onOpe
               class=${`message ${m.seen ? 'read' : 'unread'}`}
               data-id=${m.id}
               onClick=${() => onOpen(m.id)}
-              aria-label=${`${m.seen ? '' : 'Unread. '}${m.flagged ? 'Flagged. ' : ''}From ${whoList(m.from) || 'unknown'}. ${m.subject || '(no subject)'}. ${when(m.date)}`}
+              aria-label=${itemLabel(m)}
             >
               <span class="from"
                 >${m.seen ? '' : html`<span class="dot" aria-hidden="true">●</span> `}${
@@ -244,7 +251,9 @@ function Reader({ message: m, folders, onBack, onChanged, onCompose, onGone }) {
       to: '',
       cc: '',
       subject: /^fwd?:/i.test(m.subject) ? m.subject : `Fwd: ${m.subject}`,
-      text: `\n\n---------- Forwarded message ----------\nFrom: ${whoList(m.from)}\nDate: ${when(m.date)}\nSubject: ${m.subject}\nTo: ${whoList(m.to)}\n\n${m.text}`,
+      text:
+        '\n\n---------- Forwarded message ----------\n' +
+        `From: ${whoList(m.from)}\nDate: ${when(m.date)}\nSubject: ${m.subject}\nTo: ${whoList(m.to)}\n\n${m.text}`,
       attachments: [],
     });
   const frameSrc = `/webmail/v1/messages/${m.id}/html${images ? '?images=1' : ''}`;

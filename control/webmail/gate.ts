@@ -45,7 +45,8 @@ export function viaHttps(ctx: KoaContext, deps: Deps): boolean {
 
 export function sessionCookie(token: string, secure: boolean): string {
   const name = secure ? SECURE_COOKIE : COOKIE;
-  return `${name}=${token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${SESSION_IDLE_MS / 1000}${secure ? '; Secure' : ''}`;
+  const maxAge = SESSION_IDLE_MS / 1000;
+  return `${name}=${token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure ? '; Secure' : ''}`;
 }
 
 export function clearedCookie(secure: boolean): string {

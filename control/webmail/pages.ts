@@ -109,7 +109,8 @@ async function messageHtml(ctx: KoaContext, deps: Deps, s: WebmailSession, id: s
   ctx.set('Content-Security-Policy', messageFrameCsp(images));
   ctx.set('Cache-Control', 'no-store');
   ctx.type = 'text/html; charset=utf-8';
-  ctx.body = `<!doctype html><html><head><meta charset="utf-8"><base target="_blank"></head><body>${view.html}</body></html>`;
+  const head = '<!doctype html><html><head><meta charset="utf-8"><base target="_blank"></head>';
+  ctx.body = `${head}<body>${view.html}</body></html>`;
 }
 
 async function download(ctx: KoaContext, deps: Deps, s: WebmailSession, id: string, part: string) {
@@ -122,7 +123,10 @@ async function download(ctx: KoaContext, deps: Deps, s: WebmailSession, id: stri
   ctx.body = p.bytes;
 }
 
-/** SSE (HTML Living Standard §9.2): `ready` once subscribed, `change` per committed change, `signout` when the session ends. */
+/**
+ * SSE (HTML Living Standard §9.2): `ready` once subscribed, `change` per committed change, `signout` when the
+ * session ends.
+ */
 async function events(ctx: KoaContext, deps: Deps, s: WebmailSession, token: string) {
   const stream = new PassThrough();
   const send = (event: string, data: unknown) => stream.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
