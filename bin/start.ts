@@ -8,6 +8,7 @@ import { openStorage, type Storage } from '../storage/index.js';
 import { sweepExpired } from '../storage/pg/request-guard.js';
 import { createApp } from '../control/app.js';
 import { listenHttp } from '../control/server.js';
+import { sweepWebmailSessions } from '../storage/pg/webmail.js';
 import type { Deps } from '../control/deps.js';
 import { LOG_N } from '../core/passwords.js';
 import { createResolver } from '../mail/dns.js';
@@ -135,6 +136,9 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
       const sweep = setInterval(() => {
         sweepExpired(storage.db, new Date(ctx.clock.now()), IDLE_BUCKET_MS).catch((err) =>
           ctx.log.warn({ err }, 'sweep failed'),
+        );
+        sweepWebmailSessions(storage.db, new Date(ctx.clock.now())).catch((err) =>
+          ctx.log.warn({ err }, 'webmail session sweep failed'),
         );
       }, SWEEP_EVERY_MS);
       sweep.unref();
