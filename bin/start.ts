@@ -8,6 +8,7 @@ import { openStorage, type Storage } from '../storage/index.js';
 import { sweepExpired } from '../storage/pg/request-guard.js';
 import { createApp } from '../control/app.js';
 import { listenHttp } from '../control/server.js';
+import { sweepWebmailSessions } from '../storage/pg/webmail.js';
 import type { Deps } from '../control/deps.js';
 import { LOG_N } from '../core/passwords.js';
 import { createResolver } from '../mail/dns.js';
@@ -151,6 +152,9 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
         finishInterruptedPurges({ ctx, storage })
           .then((n) => n && ctx.log.info({ inboxes: n }, 'finished interrupted inbox purges'))
           .catch((err) => ctx.log.warn({ err }, 'inbox purge sweep failed'));
+        sweepWebmailSessions(storage.db, new Date(ctx.clock.now())).catch((err) =>
+          ctx.log.warn({ err }, 'webmail session sweep failed'),
+        );
       }, SWEEP_EVERY_MS);
       sweep.unref();
       stops.push(async () => clearInterval(sweep));

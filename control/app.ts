@@ -14,6 +14,8 @@ import type { Deps, Handler, RequestCtx } from './deps.js';
 import { authorizeRoute } from './authorize.js';
 import { actorOf } from './principal.js';
 import { insertAudit } from '../storage/pg/audit.js';
+import { gateWebmail } from './webmail/gate.js';
+import { webmailPages } from './webmail/pages.js';
 
 export interface AppOptions {
   /** Check every response against its schema (tests); a mismatch is a 500 and a log line. */
@@ -66,6 +68,8 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
     const limit = spec.bodyLimit ?? DEFAULT_BODY_LIMIT;
 
     router.register(koaPath(spec.path), [spec.method], async (ctx) => {
+      // The webmail's routes: Host, session cookie and CSRF token, before the body is read.
+      const webmail = spec.webmail ? await gateWebmail(ctx, deps, spec.webmail) : null;
       const rawBody = await readRawBody(ctx.req, limit);
       const principal =
         spec.auth === 'public'
@@ -91,6 +95,7 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
         access: await authorizeRoute(deps.storage.db, spec, principal, input),
         audit: {},
         headers: {},
+        webmail,
       };
       const result = await handler(input as never, rc);
       if (spec.method !== 'GET' && spec.audit !== false)
@@ -109,6 +114,7 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
   }
 
   app.use(errorEnvelope(deps.ctx.log, randomUUID));
+  app.use(webmailPages(deps));
   app.use(router.routes());
   return app;
 }

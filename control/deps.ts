@@ -2,6 +2,7 @@
 import type { CoreDeps } from '../core/deps.js';
 import type { Principal } from './principal.js';
 import type { Access } from './authorize.js';
+import type { WebmailGate } from './webmail/gate.js';
 import type { RouteInput, RouteOutput, RouteSpec } from '@svc-mail/sdk';
 
 export interface Deps extends CoreDeps {
@@ -26,6 +27,8 @@ export interface RequestCtx {
     targetId?: string | null;
     actorId?: string | null;
   };
+  /** On the webmail's routes: the gate's verdict, with the session of one inbox (control/webmail/gate.ts). */
+  webmail?: WebmailGate | null;
   /** Response headers a handler adds (e.g. Idempotent-Replayed). */
   headers: Record<string, string>;
 }

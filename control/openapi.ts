@@ -25,6 +25,7 @@ export function openApiDocument(): Record<string, unknown> {
       summary: r.summary,
       security: r.auth === 'public' ? [] : [{ svcHmac: [] }],
       'x-credentials': r.auth,
+      ...(r.webmail ? { 'x-webmail': r.webmail } : {}),
       ...(r.permission ? { 'x-permission': r.permission } : {}),
       ...(r.role ? { 'x-role': r.role } : {}),
       ...(r.scope ? { 'x-scope': r.scope } : {}),

@@ -33,6 +33,7 @@ const PRODUCTS: [string, string][] = [
   ['v1', 'Data layer and services (/v1)'],
   ['modules', 'Modules'],
   ['admin', 'Admin (platform staff and the platform key)'],
+  ['webmail', 'Webmail (the session cookie of one inbox)'],
 ];
 
 /** An intersection of objects reads better as the one object it is. */
@@ -126,9 +127,13 @@ function requestFields(r: RouteSpec): string[] {
 
 function access(r: RouteSpec): string[] {
   const lines = [
-    r.auth === 'public'
-      ? '- Credentials: none (public, unsigned).'
-      : `- Credentials: ${r.auth.map((k) => `\`${k}\``).join(', ')}.`,
+    r.webmail === 'session'
+      ? '- Credentials: the webmail session cookie; changes also send its CSRF token in `X-CSRF-Token` (§4.15).'
+      : r.webmail === 'signin'
+        ? '- Credentials: the inbox address and password in the body; sets the webmail session cookie (§4.15).'
+        : r.auth === 'public'
+          ? '- Credentials: none (public, unsigned).'
+          : `- Credentials: ${r.auth.map((k) => `\`${k}\``).join(', ')}.`,
   ];
   const needs: string[] = [];
   if (r.permission) needs.push(`permission \`${r.permission}\` (members)`);

@@ -6,7 +6,7 @@ import type { CoreDeps } from './deps.js';
 import { FREE_DAILY_LIMIT } from './usage.js';
 import { renderTemplate } from './template-render.js';
 import { renderedOrFail, usableTemplate } from './templates.js';
-import { composeMessage, normalizeMailbox, parseFrom, type Mailbox } from '../mail/compose.js';
+import { composeMessage, normalizeMailbox, parseFrom, type ComposeInput, type Mailbox } from '../mail/compose.js';
 import { encodeReturnPath } from '../mail/verp.js';
 import {
   acceptMessage,
@@ -46,6 +46,11 @@ export interface OutgoingMessage {
   /** Values of the {{name}} placeholders. */
   variables?: Readonly<Record<string, unknown>>;
   unsubscribeUrl?: string;
+  /**
+   * The webmail's extra fields (core/webmail-send.ts), never taken from the sendEmail route's body: the To and
+   * Cc the message shows, the message answered, and attachments.
+   */
+  compose?: Pick<ComposeInput, 'displayTo' | 'cc' | 'inReplyTo' | 'references' | 'attachments'>;
 }
 
 type Body = OutgoingMessage;
@@ -208,6 +213,7 @@ async function composeAndAccept(
     messageId: messageIdHeader,
     date: now,
     headers: unsubscribeHeaders(body.unsubscribeUrl),
+    ...body.compose,
   });
   await spool.enqueue(
     {

@@ -30,6 +30,16 @@ export interface ComposeInput {
   date: Date;
   /** Extra headers (already validated), e.g. List-Unsubscribe later. */
   headers?: Record<string, string>;
+  /**
+   * The webmail's fields (docs/api.md §4.15). `displayTo` and `cc` are what the To and Cc fields show when a
+   * message to several people goes out as one copy per recipient (`to` is then that recipient, RCPT TO).
+   */
+  displayTo?: string[];
+  cc?: string[];
+  /** Message-IDs without angle brackets (RFC 5322 §3.6.4). */
+  inReplyTo?: string;
+  references?: string[];
+  attachments?: { filename: string; contentType: string; content: Buffer }[];
 }
 
 /** RFC 5321 §4.5.3.1.1: a local part is at most 64 octets. */
@@ -297,11 +307,44 @@ export function compileMessage(m: ComposeInput): MimeNode {
     headers[key] = value;
   }
 
+  const listed = (field: string, list: string[] | undefined) =>
+    list?.map((a) => {
+      assertHeaderSafe(field, a);
+      const n = normalizeMailbox(a);
+      if (!n) throw new Error(`compose: ${field} holds an invalid mailbox`);
+      return { name: '', address: n };
+    });
+  const displayTo = listed('to', m.displayTo);
+  const cc = listed('cc', m.cc);
+  const ids = [...(m.inReplyTo ? [m.inReplyTo] : []), ...(m.references ?? [])];
+  for (const id of ids) {
+    assertHeaderSafe('message id', id);
+    if (!/^[^<>\s]+@[^<>\s]+$/.test(id)) throw new Error('compose: a referenced message id is not id-left@id-right');
+  }
+  for (const a of m.attachments ?? []) {
+    assertHeaderSafe('attachment filename', a.filename);
+    if (!/^[\w.+-]+\/[\w.+-]+$/.test(a.contentType)) throw new Error('compose: attachment content type is invalid');
+    if (!Buffer.isBuffer(a.content)) throw new TypeError('compose: attachment content must be a Buffer');
+  }
+
   const composer = new MailComposer({
     // Objects, not strings: MailComposer then does not run them through addressparser again, and the
     // name gets quoted (RFC 5322 §3.2.4) or encoded (RFC 2047 §5 (3)) as it needs.
     from: { name: fromName, address: from },
-    to: { name: '', address: to },
+    to: displayTo && displayTo.length ? displayTo : { name: '', address: to },
+    ...(cc && cc.length ? { cc } : {}),
+    ...(m.inReplyTo ? { inReplyTo: `<${m.inReplyTo}>` } : {}),
+    ...(m.references?.length ? { references: m.references.map((r) => `<${r}>`) } : {}),
+    ...(m.attachments?.length
+      ? {
+          attachments: m.attachments.map((a) => ({
+            filename: a.filename,
+            contentType: a.contentType,
+            content: a.content,
+            contentTransferEncoding: 'base64' as const,
+          })),
+        }
+      : {}),
     subject: m.subject,
     // '' is "no body" to MailComposer, which is what it is: the part is left out. An html-only message
     // gets a text/plain alternative made from its html (RFC 2046 §5.1.4): readers without html get the
@@ -340,13 +383,18 @@ export function serializeMime(root: MimeNode): Buffer {
     out.push(node.buildHeaders(), '\r\n\r\n');
     const content = node.content;
     if (content) {
-      if (typeof content !== 'string') throw new Error('compose: a part whose content is not a string');
+      // Strings, and the Buffers of the webmail's attachments (always base64).
+      if (typeof content !== 'string' && !Buffer.isBuffer(content))
+        throw new Error('compose: a part whose content is not a string');
+      if (typeof content !== 'string' && encoding !== 'base64') throw new Error('compose: a binary part not in base64');
       out.push(
-        encoding === 'base64'
-          ? b64wrap(b64encode(content), 76)
-          : encoding === 'quoted-printable'
-            ? qpwrap(qpencode(content), 76)
-            : content,
+        typeof content !== 'string'
+          ? b64wrap(content.toString('base64'), 76)
+          : encoding === 'base64'
+            ? b64wrap(b64encode(content), 76)
+            : encoding === 'quoted-printable'
+              ? qpwrap(qpencode(content), 76)
+              : content,
       );
     }
     if (node.multipart) {

@@ -16,6 +16,7 @@ import { sendHandlers } from './send.js';
 import { suppressionHandlers } from './suppressions.js';
 import { templateHandlers } from './templates.js';
 import { webhookHandlers } from './webhooks.js';
+import { webmailHandlers } from '../webmail/handlers.js';
 
 export const handlers: Handlers<RouteTable> = {
   ...serviceHandlers,
@@ -33,4 +34,5 @@ export const handlers: Handlers<RouteTable> = {
   ...suppressionHandlers,
   ...templateHandlers,
   ...webhookHandlers,
+  ...webmailHandlers,
 };

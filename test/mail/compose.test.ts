@@ -536,10 +536,18 @@ t.test('no file or URL access: a path is text, an object body is refused', async
   await t.rejects(composeMessage(smuggled), { message: /text must be a string/ });
   const smuggledHtml = { ...BASE, html: { href: 'http://127.0.0.1:1/' } as unknown as string };
   await t.rejects(composeMessage(smuggledHtml), { message: /html must be a string/ });
-  // composeMessage takes no attachments: an `attachments` property is not passed on.
+  // The webmail's attachments are Buffers with a name and a type: one given as a path is refused, never read.
   const withAttachments = { ...BASE, attachments: [{ path: '/etc/passwd' }] } as unknown as ComposeInput;
-  const out = (await composeMessage(withAttachments)).toString('latin1');
-  t.notMatch(out, /multipart\/mixed|root:|passwd/, 'no attachment part');
+  await t.rejects(composeMessage(withAttachments), { message: /attachment/ });
+  const named = { filename: 'passwd', contentType: 'text/plain', path: '/etc/passwd' };
+  await t.rejects(composeMessage({ ...BASE, attachments: [named] } as unknown as ComposeInput), {
+    message: /must be a Buffer/,
+  });
+  const real = { filename: 'a.txt', contentType: 'text/plain', content: Buffer.from('words') };
+  const out = (await composeMessage({ ...BASE, attachments: [real] })).toString('latin1');
+  t.match(out, /multipart\/mixed/);
+  t.match(out, new RegExp(Buffer.from('words').toString('base64')), 'the Buffer, in base64');
+  t.notMatch(out, /root:/);
 });
 
 t.test('MailComposer itself refuses a path when file access is disabled (the option we rely on)', async (t) => {

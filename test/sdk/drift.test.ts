@@ -7,7 +7,7 @@ import { openApiDocument } from '../../control/openapi.js';
 import { startTestService } from '../helpers/service.js';
 
 const routes = Object.entries(routeTable) as [string, RouteSpec][];
-const PRODUCTS = ['auth', 'console', 'admin', 'modules', 'v1', 'health'];
+const PRODUCTS = ['auth', 'console', 'admin', 'webmail', 'modules', 'v1', 'health'];
 
 const camel = (segment: string) => segment.replace(/[-_]+([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 const isParam = (segment: string) => /^\{\w+\}$/.test(segment);
@@ -28,7 +28,7 @@ function splitPath(p: string): { product: string; literals: string[] } | null {
     if (segs[2] !== 'v1') return null;
     product = 'modules';
     rest = [segs[1] as string, ...segs.slice(3)];
-  } else if (['auth', 'console', 'admin'].includes(segs[0] ?? '')) {
+  } else if (['auth', 'console', 'admin', 'webmail'].includes(segs[0] ?? '')) {
     // /<product>/v1/...
     if (segs[1] !== 'v1') return null;
     product = segs[0] as string;
@@ -84,7 +84,7 @@ t.test('every name follows docs/api.md §1 rule 5', async (t) => {
   for (const [name, r] of routes) {
     const parts = name.split('.');
     const split = splitPath(r.path);
-    t.ok(split, `${r.path} has a product prefix (auth, console, admin, modules, v1 or health)`);
+    t.ok(split, `${r.path} has a product prefix (auth, console, admin, webmail, modules, v1 or health)`);
     if (!split) continue;
     t.ok(PRODUCTS.includes(split.product));
     t.equal(parts[0], split.product, `${name}: first segment is the product of ${r.path}`);

@@ -16,6 +16,7 @@ import { sendRoutes } from './send.js';
 import { suppressionRoutes } from './suppressions.js';
 import { templateRoutes } from './templates.js';
 import { webhookRoutes } from './webhooks.js';
+import { webmailRoutes } from './webmail.js';
 
 export const routeTable = {
   ...serviceRoutes,
@@ -33,6 +34,7 @@ export const routeTable = {
   ...suppressionRoutes,
   ...templateRoutes,
   ...webhookRoutes,
+  ...webmailRoutes,
 };
 
 export type RouteTable = typeof routeTable;
@@ -55,3 +57,4 @@ export * from './services.js';
 export * from './suppressions.js';
 export * from './templates.js';
 export * from './webhooks.js';
+export * from './webmail.js';

@@ -58,6 +58,11 @@ export interface RouteSpec {
   bodyLimit?: number;
   /** false: a successful call leaves no audit row (only where another record already says it). */
   audit?: false;
+  /**
+   * A route of the webmail's own API (docs/api.md §4.15), on a webmail host only: 'session' needs the
+   * session cookie (and the CSRF token on every change), 'signin' opens a session.
+   */
+  webmail?: 'session' | 'signin';
 }
 
 export const MB = 1024 * 1024;

@@ -1,0 +1,93 @@
+// Received HTML as the webmail shows it (docs/api.md §4.15): sanitized here, then served alone in a sandboxed
+// frame under its own Content-Security-Policy (control/webmail/raw.ts), so that either guard holds if the
+// other fails. No script, no forms, no frames, no event handlers; links kept but opened outside; images only
+// from the message itself (cid:, RFC 2392, inlined as data: URLs) or data:, remote ones kept back until the
+// reader asks for them.
+//
+// sanitize-html 2.17.5: the newest release that still runs on Node 20 (later ones need a newer Node).
+import sanitizeHtml from 'sanitize-html';
+
+/** cid: images larger than this are left out rather than inlined into the page. */
+const MAX_INLINE_IMAGE = 5 * 1024 * 1024;
+
+export interface HtmlView {
+  html: string;
+  /** Whether the message refers to remote images (which are blocked unless `images` was given). */
+  remoteImages: boolean;
+}
+
+export interface InlineImage {
+  contentType: string;
+  bytes: Buffer;
+}
+
+const REMOTE = /^(https?:)?\/\//i;
+
+export function sanitizeMessageHtml(
+  raw: string,
+  opts: { images: boolean; cid: (id: string) => InlineImage | null },
+): HtmlView {
+  let remoteImages = false;
+  const html = sanitizeHtml(raw, {
+    allowedTags: [
+      ...sanitizeHtml.defaults.allowedTags,
+      'img',
+      'style',
+      'center',
+      'font',
+      'span',
+      'div',
+      'table',
+      'thead',
+      'tbody',
+      'tfoot',
+      'tr',
+      'td',
+      'th',
+      'colgroup',
+      'col',
+    ],
+    // The frame's CSP allows inline style only; a <style> element's text cannot run anything there.
+    allowVulnerableTags: true,
+    allowedAttributes: {
+      '*': ['style', 'class', 'align', 'valign', 'width', 'height', 'bgcolor', 'color', 'dir', 'lang', 'title'],
+      a: ['href', 'name', 'target', 'rel'],
+      img: ['src', 'alt', 'width', 'height', 'data-blocked-src'],
+      td: ['colspan', 'rowspan'],
+      th: ['colspan', 'rowspan'],
+      font: ['face', 'size', 'color'],
+    },
+    allowedSchemes: ['http', 'https', 'mailto'],
+    allowedSchemesByTag: { img: ['data', 'cid', 'http', 'https'] },
+    allowProtocolRelative: false,
+    transformTags: {
+      a: (tagName, attribs) => ({
+        tagName,
+        attribs: { ...attribs, target: '_blank', rel: 'noopener noreferrer' },
+      }),
+      img: (tagName, attribs) => {
+        const src = (attribs.src ?? '').trim();
+        const out: Record<string, string> = { ...attribs };
+        delete out.src;
+        if (/^cid:/i.test(src)) {
+          const image = opts.cid(decodeURIComponent(src.slice(4)));
+          if (image && image.bytes.length <= MAX_INLINE_IMAGE && /^image\/[\w.+-]+$/.test(image.contentType)) {
+            out.src = `data:${image.contentType};base64,${image.bytes.toString('base64')}`;
+          }
+        } else if (/^data:image\//i.test(src)) out.src = src;
+        else if (REMOTE.test(src)) {
+          remoteImages = true;
+          if (opts.images && /^https?:/i.test(src)) out.src = src;
+          else out['data-blocked-src'] = src.slice(0, 2048);
+        }
+        return { tagName, attribs: out };
+      },
+    },
+  });
+  return { html, remoteImages };
+}
+
+/** The Content-Security-Policy of the message frame: sandboxed, nothing but inline style and the message's images. */
+export function messageFrameCsp(images: boolean): string {
+  return `sandbox; default-src 'none'; img-src data: cid:${images ? ' https: http:' : ''}; style-src 'unsafe-inline'`;
+}
