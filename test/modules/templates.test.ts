@@ -559,7 +559,8 @@ t.test(
     });
     t.same(
       mimeParts(spool.body(inline.providerMessageId)!),
-      { subject: 'S &', html: '<i>&amp;</i>', text: null },
+      // html alone gets a text alternative made from the rendered html (mail/compose.ts).
+      { subject: 'S &', html: '<i>&amp;</i>', text: '&' },
       'variables alone render the own content',
     );
 
