@@ -94,7 +94,7 @@ export async function listenImap(log: Logger, backend: MailboxBackend, opts: Ima
     loginFailureDelayMs: opts.loginFailureDelayMs ?? DEFAULTS.loginFailureDelayMs,
   };
   // Without a certificate there is no other way to log in; with one, only the clients it names may do so in
-  // the clear. One frozen config each way, shared by every session.
+  // the clear. One config each way, shared by every session.
   const cleartextConfig: SessionConfig = { ...config, allowPlaintextAuth: false };
   const plaintextAuthFrom = opts.plaintextAuthFrom ?? isLoopback;
   const autologoutMs = opts.autologoutMs ?? AUTOLOGOUT_MS;
