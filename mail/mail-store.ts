@@ -125,7 +125,8 @@ export interface MailStore {
   appendAll(inputs: readonly AppendInput[]): Promise<AppendOutcome[]>;
   /**
    * appendAll whose transaction may also carry other concurrent callers' inputs (group commit): answered once
-   * that shared transaction commits; its failure fails every caller in it. For inputs without import keys.
+   * that shared transaction commits; when it fails, each caller's inputs are tried again on their own. For
+   * inputs without import keys.
    */
   appendGrouped(inputs: readonly AppendInput[]): Promise<AppendOutcome[]>;
   setFlags(

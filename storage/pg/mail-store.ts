@@ -29,6 +29,7 @@ import {
 } from '../../mail/mail-store.js';
 import { isPgError, PG_UNIQUE_VIOLATION, type Db, type Queryable } from './client.js';
 import type { ChangeFeedWriter } from './change-feed.js';
+import { batched } from './batch.js';
 
 const MAILBOX = `id, inbox_id AS "inboxId", name, special_use AS "specialUse", uid_validity AS "uidValidity",
   uid_next AS "uidNext", highest_modseq AS "highestModseq", subscribed`;
@@ -89,51 +90,12 @@ function values(rows: number, width: number, casts: Record<number, string> = {})
   return out.join(', ');
 }
 
-/** Inputs of one transaction at most: a batch holds its mailbox rows' locks while it runs. */
-const MAX_GROUP = 256;
-
 /**
- * Group commit (as Postgres' own commit_delay, or Postfix's cleanup writing many queue files between syncs):
- * while one transaction runs, the calls that arrive wait, and the next transaction takes them all. Each
- * commit's WAL flush and each mailbox row lock is then paid once per batch instead of once per message,
- * and no caller is answered before the commit that holds its rows. A failure of the shared transaction fails
- * every call in it (each caller's client then retries, as after any 451).
+ * Deliveries of one group-committed transaction at most (`appendGrouped`): with the MX's default of 100
+ * recipients a delivery (SVC_MX_MAX_RECIPIENTS), 32 keep a batch's INSERT under Postgres' 65,535 parameters;
+ * a batch over it fails and is retried delivery by delivery.
  */
-function groupCommits(appendAll: (inputs: readonly AppendInput[]) => Promise<AppendOutcome[]>) {
-  interface Waiting {
-    inputs: readonly AppendInput[];
-    resolve: (out: AppendOutcome[]) => void;
-    reject: (err: unknown) => void;
-  }
-  let queue: Waiting[] = [];
-  let running = false;
-  async function drain() {
-    running = true;
-    while (queue.length) {
-      let n = 0;
-      let take = 0;
-      while (take < queue.length && (take === 0 || n + queue[take]!.inputs.length <= MAX_GROUP)) {
-        n += queue[take]!.inputs.length;
-        take++;
-      }
-      const batch = queue.slice(0, take);
-      queue = queue.slice(take);
-      try {
-        const out = await appendAll(batch.flatMap((w) => w.inputs));
-        let k = 0;
-        for (const w of batch) w.resolve(out.slice(k, (k += w.inputs.length)));
-      } catch (err) {
-        for (const w of batch) w.reject(err);
-      }
-    }
-    running = false;
-  }
-  return (inputs: readonly AppendInput[]) =>
-    new Promise<AppendOutcome[]>((resolve, reject) => {
-      queue.push({ inputs, resolve, reject });
-      if (!running) void drain();
-    });
-}
+const MAX_GROUP = 32;
 
 export interface MailStoreDeps {
   db: Db;
@@ -298,7 +260,18 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
 
     append: async (input) => (await appendAll([input]))[0] as AppendOutcome,
     appendAll,
-    appendGrouped: groupCommits(appendAll),
+    // Group commit (storage/pg/batch.ts, as for sends): the deliveries that arrive while a transaction runs
+    // share the next one, each answered after its commit; a batch that fails is retried delivery by delivery,
+    // so one bad delivery fails alone. One transaction at a time: each holds its mailboxes' row locks.
+    appendGrouped: batched<readonly AppendInput[], AppendOutcome[]>(
+      async (deliveries) => {
+        const out = await appendAll(deliveries.flat());
+        let k = 0;
+        return deliveries.map((d) => out.slice(k, (k += d.length)));
+      },
+      appendAll,
+      { max: MAX_GROUP, inFlight: 1 },
+    ),
 
     async setFlags(mailboxId, uids, change, opts = {}) {
       normalizeFlags(change.flags);

@@ -1,5 +1,6 @@
 // The SQL of the webmail (core/webmail.ts): sessions, folder counts, one page of a folder with its search,
-// a message of one inbox by id, and what decides whether the inbox may send. Every read of a message or a
+// a message of one inbox by id, and what decides whether the inbox may send. An inbox row carries its
+// project and domain (migration 0011), so none of these joins its capability. Every read of a message or a
 // folder names the inbox too, so a session can only ever reach its own.
 import type { Mailbox, StoredMessage } from '../../mail/mail-store.js';
 import { isUuid } from '../../mail/uuid.js';
@@ -34,9 +35,9 @@ export async function findWebmailSession(
   now: Date,
 ): Promise<WebmailSessionRow | null> {
   const rows = await q.query<WebmailSessionRow>(
-    `SELECT s.inbox_id AS "inboxId", i.localpart || '@' || c.domain AS address,
+    `SELECT s.inbox_id AS "inboxId", i.localpart || '@' || i.domain AS address,
        s.credentials_version AS "credentialsVersion", s.csrf_token AS "csrfToken", s.expires_at AS "expiresAt"
-     FROM webmail_sessions s JOIN inboxes i ON i.id = s.inbox_id JOIN inbound_capabilities c ON c.id = i.capability_id
+     FROM webmail_sessions s JOIN inboxes i ON i.id = s.inbox_id
      WHERE s.token_hash = $1 AND s.expires_at > $2 AND i.deleted_at IS NULL
        AND i.credentials_version = s.credentials_version`,
     [tokenHash, now],
@@ -152,13 +153,12 @@ export async function inboxSendingState(
     outboundVerified: boolean;
     outboundElsewhere: boolean;
   }>(
-    `SELECT i.localpart || '@' || c.domain AS address, c.domain, c.project_id AS "projectId",
-       EXISTS (SELECT 1 FROM outbound_capabilities o WHERE o.domain = c.domain AND o.project_id = c.project_id
+    `SELECT i.localpart || '@' || i.domain AS address, i.domain, i.project_id AS "projectId",
+       EXISTS (SELECT 1 FROM outbound_capabilities o WHERE o.domain = i.domain AND o.project_id = i.project_id
                AND o.status = 'verified') AS "outboundVerified",
-       EXISTS (SELECT 1 FROM outbound_capabilities o WHERE o.domain = c.domain AND o.project_id <> c.project_id)
+       EXISTS (SELECT 1 FROM outbound_capabilities o WHERE o.domain = i.domain AND o.project_id <> i.project_id)
          AS "outboundElsewhere"
-     FROM inboxes i JOIN inbound_capabilities c ON c.id = i.capability_id
-     WHERE i.id = $1 AND i.deleted_at IS NULL`,
+     FROM inboxes i WHERE i.id = $1 AND i.deleted_at IS NULL`,
     [inboxId],
   );
   return rows[0] ?? null;
