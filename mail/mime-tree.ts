@@ -212,6 +212,21 @@ class Scanner {
     while (from < chunk.length) {
       const lf = chunk.indexOf(0x0a, from);
       const end = lf < 0 ? chunk.length : lf + 1;
+      // Most lines are body lines that cannot be a delimiter (they do not start with "--"): only their
+      // line-end state is kept, without copying or joining them (the whole line is in this chunk).
+      if (lf >= 0 && this.lineBytes === 0 && !(chunk[from] === 0x2d && chunk[from + 1] === 0x2d)) {
+        const top = this.stack[this.stack.length - 1]!;
+        if (!top.inHeader) {
+          this.offset = chunkStart + end;
+          this.lineFeeds++;
+          const hasCr = end - from >= 2 && chunk[lf - 1] === 0x0d;
+          this.prevLineEmpty = end - from === (hasCr ? 2 : 1);
+          this.prevLineCr = hasCr;
+          this.lineStart = this.offset;
+          from = end;
+          continue;
+        }
+      }
       this.appendLine(chunk.subarray(from, end));
       this.offset = chunkStart + end;
       if (lf >= 0) {
@@ -460,17 +475,49 @@ export function transferDecode(raw: Buffer, encoding: string | null): Buffer {
   }
   if (enc === 'quoted-printable') {
     // RFC 2045 §6.7: "=" at a line end is a soft break, "=XX" an octet.
-    const s = raw.toString('latin1').replace(/=\r?\n/g, '');
-    const out: number[] = [];
-    for (let i = 0; i < s.length; i++) {
-      if (s[i] === '=' && /^[0-9A-Fa-f]{2}$/.test(s.slice(i + 1, i + 3))) {
-        out.push(parseInt(s.slice(i + 1, i + 3), 16));
-        i += 2;
-      } else out.push(s.charCodeAt(i) & 0xff);
-    }
-    return Buffer.from(out);
+    return quotedPrintableDecode(raw);
   }
   return raw;
+}
+
+const hexValue = (c: number | undefined): number =>
+  c === undefined
+    ? -1
+    : c >= 0x30 && c <= 0x39
+      ? c - 0x30
+      : (c | 0x20) >= 0x61 && (c | 0x20) <= 0x66
+        ? (c | 0x20) - 0x57
+        : -1;
+
+/**
+ * RFC 2045 §6.7, byte by byte (one pass, no string copies): "=" before a line end is a soft break,
+ * "=XX" an octet; any other "=" stays as it is (note (2): a robust decoder passes it through).
+ */
+function quotedPrintableDecode(raw: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(raw.length);
+  let n = 0;
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw[i]!;
+    if (c === 0x3d) {
+      if (raw[i + 1] === 0x0a) {
+        i += 1;
+        continue;
+      }
+      if (raw[i + 1] === 0x0d && raw[i + 2] === 0x0a) {
+        i += 2;
+        continue;
+      }
+      const hi = hexValue(raw[i + 1]);
+      const lo = hexValue(raw[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out[n++] = hi * 16 + lo;
+        i += 2;
+        continue;
+      }
+    }
+    out[n++] = c;
+  }
+  return out.subarray(0, n);
 }
 
 const ENTITIES: Record<string, string> = { nbsp: ' ', amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
@@ -497,8 +544,14 @@ function previewOf(c: Capture | null, html: boolean): string {
   const charset = e.params.find(([n]) => n === 'charset')?.[1] ?? null;
   let text = decodeCharset(transferDecode(raw, e.encoding), charset);
   if (html) text = stripHtml(text);
-  const chars = Array.from(text.replace(/\s+/g, ' ').trim());
-  return chars.length > PREVIEW_CHARS ? chars.slice(0, PREVIEW_CHARS).join('').trimEnd() + '…' : chars.join('');
+  // The first PREVIEW_CHARS code points (never half a surrogate pair), without splitting the whole text.
+  let out = '';
+  let n = 0;
+  for (const ch of text.replace(/\s+/g, ' ').trim()) {
+    if (n++ === PREVIEW_CHARS) return out.trimEnd() + '…';
+    out += ch;
+  }
+  return out;
 }
 
 /** A multipart in which no delimiter occurred has no parts: RFC 2046 §5.1.1 wants one at least. */

@@ -1,7 +1,7 @@
 // Shared by both blob stores: reads a body (bytes or a stream), hashing it as it arrives, into chunks of
 // a fixed size. A blob's address is its SHA-256, known only at the end, so the chunks are held until then:
-// once, never concatenated into one more copy. A stream's small pieces are packed into whole chunks (one
-// copy); bytes given whole are cut into views of the caller's buffer (no copy).
+// once, never concatenated into one more copy. A stream's pieces are joined once per chunk (one copy; a
+// body that is one piece, none); bytes given whole are cut into views of the caller's buffer (no copy).
 import { createHash } from 'node:crypto';
 import type { BlobSource } from '../mail/blob-store.js';
 
@@ -23,27 +23,25 @@ export async function readChunks(source: BlobSource, chunkBytes = BLOB_CHUNK_BYT
     for (let at = 0; at < whole.length; at += chunkBytes) chunks.push(whole.subarray(at, at + chunkBytes));
     return { address: hash.digest('hex'), size: whole.length, chunks };
   }
+  // The pieces are kept as they come and joined once per chunk (a body smaller than a chunk is one copy of
+  // its own size, not a chunk-sized buffer).
   const chunks: Buffer[] = [];
-  let current = Buffer.allocUnsafe(chunkBytes);
-  let filled = 0;
+  let pieces: Buffer[] = [];
+  let pending = 0;
   let size = 0;
   for await (const piece of source) {
     if (!(piece instanceof Uint8Array)) throw new TypeError('blob stream must yield bytes (Buffer or Uint8Array)');
     hash.update(piece);
     size += piece.byteLength;
+    pieces.push(Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength));
+    pending += piece.byteLength;
+    if (pending < chunkBytes) continue;
+    const joined = Buffer.concat(pieces, pending);
     let at = 0;
-    while (at < piece.byteLength) {
-      const n = Math.min(chunkBytes - filled, piece.byteLength - at);
-      current.set(piece.subarray(at, at + n), filled);
-      filled += n;
-      at += n;
-      if (filled === chunkBytes) {
-        chunks.push(current);
-        current = Buffer.allocUnsafe(chunkBytes);
-        filled = 0;
-      }
-    }
+    for (; joined.length - at >= chunkBytes; at += chunkBytes) chunks.push(joined.subarray(at, at + chunkBytes));
+    pieces = at < joined.length ? [joined.subarray(at)] : [];
+    pending = joined.length - at;
   }
-  if (filled > 0) chunks.push(current.subarray(0, filled));
+  if (pending > 0) chunks.push(pieces.length === 1 ? pieces[0]! : Buffer.concat(pieces, pending));
   return { address: hash.digest('hex'), size, chunks };
 }

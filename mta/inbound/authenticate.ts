@@ -167,6 +167,14 @@ export function authservIdOf(value: string): string | null {
   return id ? id.toLowerCase() : null;
 }
 
+/**
+ * Whether a header block carries a field whose verification hashes the body: DKIM-Signature (RFC 6376
+ * §3.7) or ARC-Message-Signature (RFC 8617 §4.1.2); ARC-Seal too, whose chain needs the latter.
+ */
+export function carriesSignatures(header: Buffer): boolean {
+  return /^(?:dkim-signature|arc-message-signature|arc-seal)[ \t]*:/im.test(header.toString('latin1'));
+}
+
 /** Offset just past the blank line that ends the header block, or -1 when `buf` holds no such line. */
 export function headerEnd(buf: Buffer): number {
   let lineStart = 0;

@@ -5,7 +5,7 @@
 // For inboxes, the message is read once, as a stream, into three readers at once: the blob store (the
 // stored body: the message minus the Authentication-Results fields in our name, mta/inbound/authenticate.ts),
 // the MIME scanner (mail/mime-tree.ts: envelope, structure, Message-ID, preview, computed once) and
-// mailauth (which hashes the body as it passes). Only the header block is held in memory (at most
+// mailauth (which hashes the body as it passes, when a DKIM or ARC signature asks for it). Only the header block is held in memory (at most
 // MAX_HEADER_BYTES), plus, when the same message also goes to a VERP return path, the report itself (at most
 // MAX_REPORT_BYTES, as before).
 //
@@ -34,6 +34,7 @@ import { readCapped } from './limits.js';
 import { recipientsOf, type InboxRecipient, type ReportRecipient } from './recipients.js';
 import {
   authenticateMessage,
+  carriesSignatures,
   headerEnd,
   mailauthResolver,
   removeOurAuthResults,
@@ -213,11 +214,19 @@ async function readMessage(
   let headBytes = 0;
   let raw: Buffer[] | null = keepRaw ? [] : null;
   let rawBytes = 0;
+  // Where the body goes once the header is read: mailauth reads the body only to hash it for a DKIM or
+  // ARC signature; a message without one gets its header alone (an empty body), the same verdict.
+  let bodyReaders = all;
   const pushHeader = async (block: Buffer) => {
     const end = headerEnd(block);
     const header = end < 0 ? block : block.subarray(0, end);
     const filtered = removeOurAuthResults(header, ours).header;
-    await write([original], block, failed);
+    if (carriesSignatures(header)) await write([original], block, failed);
+    else {
+      await write([original], header, failed);
+      original.end();
+      bodyReaders = [stored, scanned];
+    }
     await write(
       [stored, scanned],
       filtered === header ? block : Buffer.concat([filtered, block.subarray(end)]),
@@ -232,7 +241,7 @@ async function readMessage(
       else raw.push(c);
     }
     if (!head) {
-      await write(all, c, failed);
+      await write(bodyReaders, c, failed);
       continue;
     }
     head.push(c);
@@ -248,7 +257,7 @@ async function readMessage(
   // A message that is all header (no blank line): the whole of it is the header block.
   if (head && !failure && !stream.sizeExceeded) await pushHeader(head.length ? Buffer.concat(head) : Buffer.alloc(0));
   if (stream.sizeExceeded) fail(tooBig(maxBytes));
-  if (!failure) for (const s of all) s.end();
+  if (!failure) for (const s of all) if (!s.writableEnded) s.end();
 
   const [put, tree, verdict] = await readers;
   if (failure) {

@@ -14,6 +14,7 @@ import {
   parseMimeTree,
   parseMimeTreeStream,
   sectionRange,
+  transferDecode,
 } from '../../mail/mime-tree.js';
 
 const DIR = fileURLToPath(new URL('../fixtures/mime/', import.meta.url));
@@ -380,3 +381,12 @@ print(json.dumps(out))
     t.same(ours, python[i], name);
   });
 });
+
+t.test(
+  'quoted-printable: octets, soft breaks after CRLF or LF, a stray "=" passed through (RFC 2045 §6.7)',
+  async (t) => {
+    const decoded = transferDecode(Buffer.from('caf=C3=a9 =3D x=\r\ny=\nz =zz =4'), 'quoted-printable');
+    t.equal(decoded.toString('utf8'), 'café = xyz =zz =4');
+    t.equal(transferDecode(Buffer.from('aGk='), 'base64').toString(), 'hi');
+  },
+);

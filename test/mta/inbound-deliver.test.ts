@@ -163,6 +163,14 @@ t.test('DKIM pass, SPF pass, DMARC pass from a signing domain; a forged result i
     1,
     'exactly one result in our name: ours',
   );
+
+  // A signed message's body still goes to mailauth: a changed body fails its body hash.
+  const tampered = Buffer.from(signed.toString('latin1').replace('Signed body.', 'Signed body!'), 'latin1');
+  const r2 = await swaks(w.port, { from: 'news@signer.test', to: w.box.address, data: tampered });
+  t.equal(r2.code, 0, r2.out);
+  const [, m2] = await readMailbox(storage, w.box.mailboxes.INBOX!.id);
+  const ar2 = fieldsOf(m2!.prefix).find((f) => f.startsWith('Authentication-Results:'))!;
+  t.match(ar2, /dkim=(?:fail|neutral)[^;]*body hash did not verify/, `changed body: ${ar2}`);
 });
 
 t.test('DMARC: a failure under p=reject is filed in Junk; under p=none in INBOX', async (t) => {
