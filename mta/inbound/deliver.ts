@@ -5,9 +5,9 @@
 // For inboxes, the message is read once, as a stream, into three readers at once: the blob store (the
 // stored body: the message minus the Authentication-Results fields in our name, mta/inbound/authenticate.ts),
 // the MIME scanner (mail/mime-tree.ts: envelope, structure, Message-ID, preview, computed once) and
-// mailauth (which hashes the body as it passes, when a DKIM or ARC signature asks for it). Only the header block is held in memory (at most
-// MAX_HEADER_BYTES), plus, when the same message also goes to a VERP return path, the report itself (at most
-// MAX_REPORT_BYTES, as before).
+// mailauth (which hashes the body as it passes, when a DKIM or ARC signature asks for it). Only the header
+// block is held in memory (at most MAX_HEADER_BYTES), plus, when the same message also goes to a VERP
+// return path, the report itself (at most MAX_REPORT_BYTES, as before).
 //
 // Order, so that nothing acknowledged is lost and nothing half-stored is visible:
 // 1. the body is in the blob store and synced (`put` resolves once durable; it holds one reference);
