@@ -243,7 +243,8 @@ class Scanner {
     const start = Math.max(c.entity.bodyStart + c.bytes, chunkStart);
     const stop = Math.min(c.entity.bodyStart + PREVIEW_RAW_BYTES, chunkStart + chunk.length);
     if (stop <= start) return;
-    c.chunks.push(Buffer.from(chunk.subarray(start - chunkStart, stop - chunkStart)));
+    // A view, not a copy: the caller hands each chunk over and does not write to it again.
+    c.chunks.push(chunk.subarray(start - chunkStart, stop - chunkStart));
     c.bytes += stop - start;
   }
 
@@ -585,17 +586,26 @@ function finish(s: Scanner): MimeTree {
 
 /** The structure of a raw message held in memory. */
 export function parseMimeTree(raw: Buffer): MimeTree {
-  const s = new Scanner();
+  const s = mimeTreeScanner();
   s.push(raw);
-  return finish(s);
+  return s.finish();
 }
 
-/** The same, read from a stream chunk by chunk (the message is never held whole). */
-export async function parseMimeTreeStream(source: Readable | AsyncIterable<Buffer | string>): Promise<MimeTree> {
+/**
+ * The same, fed chunk by chunk by its caller (the message is never held whole); a chunk must not be
+ * written to after it is pushed (the preview keeps views of the first ones). `finish` once, at the end.
+ */
+export function mimeTreeScanner(): { push(chunk: Buffer): void; finish(): MimeTree } {
   const s = new Scanner();
+  return { push: (chunk) => s.push(chunk), finish: () => finish(s) };
+}
+
+/** The same, read from a stream. */
+export async function parseMimeTreeStream(source: Readable | AsyncIterable<Buffer | string>): Promise<MimeTree> {
+  const s = mimeTreeScanner();
   for await (const chunk of source as AsyncIterable<Buffer | string>)
     s.push(typeof chunk === 'string' ? Buffer.from(chunk, 'latin1') : chunk);
-  return finish(s);
+  return s.finish();
 }
 
 // ---- sections (RFC 3501 §6.4.5) ------------------------------------------------------------------

@@ -26,7 +26,7 @@ import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';
 import type { BlobRef } from '../../mail/blob-store.js';
-import { parseMimeTreeStream, type MimeTree } from '../../mail/mime-tree.js';
+import { mimeTreeScanner, type MimeTree } from '../../mail/mime-tree.js';
 import { MESSAGE_TOO_BIG } from '../../mail/smtp-reply.js';
 import { recordReport } from '../../storage/pg/reports.js';
 import { parseReport, reportOutcome } from './reports.js';
@@ -172,8 +172,9 @@ async function readMessage(
 ): Promise<Received> {
   const original = new PassThrough();
   const stored = new PassThrough();
-  const scanned = new PassThrough();
-  const all = [original, stored, scanned];
+  const all = [original, stored];
+  // The MIME scanner is fed in step with the blob store, synchronously (it does no I/O).
+  const scanner = mimeTreeScanner();
   // A reader's failure is reported through its own promise; these only keep an 'error' event from
   // going unhandled when a stream is destroyed after its reader has stopped listening.
   for (const s of all) s.on('error', () => {});
@@ -192,9 +193,15 @@ async function readMessage(
       throw err;
     });
   const ours = new Set([ctx.config.hostname.toLowerCase(), ctx.config.mxHost.toLowerCase()]);
+  const scan = (chunk: Buffer) => {
+    try {
+      scanner.push(chunk);
+    } catch (err) {
+      fail(err);
+    }
+  };
   const readers = Promise.allSettled([
     guard(storage.mail.blobs.put(stored)),
-    guard(parseMimeTreeStream(scanned)),
     // A failure inside mailauth must not refuse the mail on every retry: the message is stored with
     // "none" as its result (RFC 8601 §2.2) and the rest of the stream read on to nowhere.
     authenticateMessage(original, {
@@ -225,13 +232,11 @@ async function readMessage(
     else {
       await write([original], header, failed);
       original.end();
-      bodyReaders = [stored, scanned];
+      bodyReaders = [stored];
     }
-    await write(
-      [stored, scanned],
-      filtered === header ? block : Buffer.concat([filtered, block.subarray(end)]),
-      failed,
-    );
+    const kept = filtered === header ? block : Buffer.concat([filtered, block.subarray(end)]);
+    scan(kept);
+    await write([stored], kept, failed);
   };
   for await (const c of stream as AsyncIterable<Buffer>) {
     if (failure || stream.sizeExceeded) continue; // read to the end, keep nothing
@@ -241,6 +246,7 @@ async function readMessage(
       else raw.push(c);
     }
     if (!head) {
+      scan(c);
       await write(bodyReaders, c, failed);
       continue;
     }
@@ -259,14 +265,22 @@ async function readMessage(
   if (stream.sizeExceeded) fail(tooBig(maxBytes));
   if (!failure) for (const s of all) if (!s.writableEnded) s.end();
 
-  const [put, tree, verdict] = await readers;
+  const [put, verdict] = await readers;
+  let tree: MimeTree | null = null;
+  if (!failure) {
+    try {
+      tree = scanner.finish();
+    } catch (err) {
+      fail(err);
+    }
+  }
   if (failure) {
     if (put.status === 'fulfilled') await storage.mail.blobs.release(put.value.address).catch(() => {});
     throw (failure as { err: unknown }).err;
   }
-  if (put.status !== 'fulfilled' || tree.status !== 'fulfilled' || verdict.status !== 'fulfilled')
+  if (put.status !== 'fulfilled' || verdict.status !== 'fulfilled' || !tree)
     throw new Error('inbound: a reader failed without failing the pipeline');
-  return { blob: put.value, tree: tree.value, verdict: verdict.value, raw: raw ? Buffer.concat(raw) : null };
+  return { blob: put.value, tree, verdict: verdict.value, raw: raw ? Buffer.concat(raw) : null };
 }
 
 /** DSNs and ARF reports to the VERP return paths of sent messages (docs/decisions.md #10). */
