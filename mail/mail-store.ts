@@ -54,6 +54,11 @@ export interface AppendInput {
   mailboxId: string;
   /** The body, already in the blob store; append takes a reference of its own (the caller keeps its). */
   blob: BlobRef;
+  /**
+   * Instead, the caller's own reference (its put's) becomes the row's once the row is stored, and stays the
+   * caller's otherwise (any outcome but `appended`, or a throw): one write to the blob store less a message.
+   */
+  takesCallerRef?: boolean;
   prefix?: Uint8Array;
   internalDate: Date;
   flags?: readonly string[];

@@ -12,9 +12,10 @@
 // Order, so that nothing acknowledged is lost and nothing half-stored is visible:
 // 1. the body is in the blob store and synced (`put` resolves once durable; it holds one reference);
 // 2. one transaction commits a row in every recipient's inbox (`appendGrouped`: concurrent deliveries share
-//    a transaction, each answered after its commit), each row with its own reference to
-//    the body (INBOX or Junk, the prefix fields, INTERNALDATE now, billing started, docs/decisions.md #18);
-// 3. the put's reference is given back;
+//    a transaction, each answered after its commit), each row with a reference to the body, the first row
+//    taking over the put's (INBOX or Junk, the prefix fields, INTERNALDATE now, billing started,
+//    docs/decisions.md #18);
+// 3. when that first row was not stored, the put's reference is given back;
 // 4. only then the 250.
 // A crash before 2 commits leaves a body no row points to (a leaked reference, never a visible message);
 // the client got no 250 and sends again. Every inbox gets its copy in the same commit, so the retry after
@@ -26,6 +27,7 @@ import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';
 import type { BlobRef } from '../../mail/blob-store.js';
+import type { AppendOutcome } from '../../mail/mail-store.js';
 import { mimeTreeScanner, type MimeTree } from '../../mail/mime-tree.js';
 import { MESSAGE_TOO_BIG } from '../../mail/smtp-reply.js';
 import { recordReport } from '../../storage/pg/reports.js';
@@ -80,14 +82,17 @@ export async function receiveMessage(stream: DataStream, session: SMTPServerSess
     return;
   }
   const got = await readMessage(stream, session, deps, reports.length > 0);
-  const { blobs } = deps.storage.mail;
+  // The first inbox's row takes the put's reference; when it is not stored (or the append throws and the
+  // client sends again), the reference is given back here.
+  let first: AppendOutcome | null = null;
   try {
-    await appendToAll(inboxes, got, session, deps, deps.ctx.clock.now());
+    first = await appendToAll(inboxes, got, session, deps, deps.ctx.clock.now());
   } finally {
-    // The rows hold their own references now (or the append failed and the client sends again).
-    await blobs.release(got.blob.address).catch((err: unknown) => {
-      deps.ctx.log.warn({ err, blob: got.blob.address }, 'inbound: the put reference was not given back (a leak)');
-    });
+    if (first?.kind !== 'appended') {
+      await deps.storage.mail.blobs.release(got.blob.address).catch((err: unknown) => {
+        deps.ctx.log.warn({ err, blob: got.blob.address }, 'inbound: the put reference was not given back (a leak)');
+      });
+    }
   }
   if (reports.length) {
     if (got.raw) await recordReports(got.raw, reports, deps);
@@ -109,12 +114,13 @@ async function appendToAll(
   session: SMTPServerSession,
   { ctx, storage }: ReceiveDeps,
   now: number,
-): Promise<void> {
+): Promise<AppendOutcome> {
   const sender = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
   const outcomes = await storage.mail.store.appendGrouped(
-    recipients.map((r) => ({
+    recipients.map((r, i) => ({
       mailboxId: got.verdict.junk ? r.junkMailboxId : r.inboxMailboxId,
       blob: got.blob,
+      takesCallerRef: i === 0,
       prefix: Buffer.from(
         traceFields({
           helo: session.hostNameAppearsAs || '',
@@ -149,6 +155,7 @@ async function appendToAll(
     // The inbox was deleted between RCPT and DATA: nobody is left to read it.
     else ctx.log.warn({ inboxId, outcome: out.kind, session: session.id }, 'inbound mail not stored');
   }
+  return outcomes[0]!;
 }
 
 /** Writes, waiting for the reader to catch up (backpressure), unless the pipeline has failed meanwhile. */

@@ -132,7 +132,9 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
       };
     });
     // At once, not one after the other: the local store's concurrent writes share one commit and one sync.
-    await Promise.all(items.map((it) => blobs.addRef(it.address)));
+    // An input that takes its caller's reference needs none of its own (and gives none back below).
+    const ours = items.filter((it) => !it.input.takesCallerRef);
+    await Promise.all(ours.map((it) => blobs.addRef(it.address)));
     const outcomes: AppendOutcome[] = items.map(() => ({ kind: 'no_mailbox' }));
     const notices: ChangeNotice[] = [];
     try {
@@ -219,7 +221,7 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
       });
     } catch (err) {
       // Nothing references the bodies on our behalf: give back every reference taken above.
-      await Promise.all(items.map((it) => blobs.release(it.address).catch(onError)));
+      await Promise.all(ours.map((it) => blobs.release(it.address).catch(onError)));
       if (err instanceof NothingStored) return outcomes;
       // The only unique index an append can hit is the import key's (docs/decisions.md #20); it rolls back
       // every input of the call, so the import appends one message at a time.
@@ -228,7 +230,9 @@ export function openMailStore({ db, blobs, feed, clock, onError = () => {} }: Ma
     }
     // The inputs left out hold no row: their references go back.
     await Promise.all(
-      items.map((it, i) => (outcomes[i]!.kind === 'appended' ? null : blobs.release(it.address).catch(onError))),
+      items.map((it, i) =>
+        outcomes[i]!.kind === 'appended' || it.input.takesCallerRef ? null : blobs.release(it.address).catch(onError),
+      ),
     );
     for (const n of notices) feed.publish(n);
     return outcomes;

@@ -434,6 +434,23 @@ t.test('appendAll: one message into several inboxes commits all copies or none',
   t.match(out, [{ kind: 'appended', uid: 1 }, { kind: 'no_mailbox' }, { kind: 'appended', uid: 1 }]);
   t.equal(await f.storage.mail.blobs.refs(blob.address), 3, 'one reference per stored copy, and the caller');
   t.equal(await usedBytes(f), body.length);
+
+  // takesCallerRef: the caller's reference becomes the stored row's; when the row is not stored, or the
+  // append throws, the caller keeps it.
+  const own = await f.storage.mail.blobs.put(mail(8));
+  const taking = (x: Fixture) => ({ ...input(x), blob: own, takesCallerRef: true });
+  t.match(await f.store.appendAll([taking(gone)]), [{ kind: 'no_mailbox' }]);
+  t.equal(await f.storage.mail.blobs.refs(own.address), 1, "not stored: still the caller's one reference");
+  await f.storage.db.query(
+    'CREATE TRIGGER refuse_second BEFORE INSERT ON mail_messages FOR EACH ROW EXECUTE FUNCTION refuse_second()',
+  );
+  await t.rejects(f.store.appendAll([taking(f), input(g)]), /injected failure/);
+  t.equal(await f.storage.mail.blobs.refs(own.address), 1, "rolled back: still the caller's one reference");
+  await f.storage.db.query('DROP TRIGGER refuse_second ON mail_messages');
+  const [taken] = await f.store.appendAll([taking(f), { ...input(g), blob: own }]);
+  t.equal(await f.storage.mail.blobs.refs(own.address), 2, "two rows, two references: the first one the caller's");
+  await f.store.expunge(box(f, 'INBOX').id, [(taken as { uid: number }).uid]);
+  t.equal(await f.storage.mail.blobs.refs(own.address), 1, 'the row that took it gives it back when expunged');
 });
 
 t.test('appendGrouped: concurrent deliveries share transactions, each answered with its own outcome', async (t) => {
