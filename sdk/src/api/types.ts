@@ -80,8 +80,8 @@ export interface RouteInput<R extends RouteSpec> {
 }
 export type RouteOutput<R extends RouteSpec> = Static<R['response']>;
 
-// Shared schema pieces. Request objects drop unknown fields (ajv removeAdditional) rather than
-// reject them, so an older server tolerates a newer client.
+// Shared schema pieces. Request objects refuse unknown fields (400 invalid_request naming each one,
+// docs/decisions.md #23): a misspelt optional field is never dropped without a word.
 export const Obj = <P extends Parameters<typeof Type.Object>[0]>(props: P) =>
   Type.Object(props, { additionalProperties: false });
 export const Timestamp = Type.String({ format: 'date-time' });
