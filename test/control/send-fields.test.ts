@@ -195,6 +195,18 @@ t.test('the whole request is within the 10 MB body limit', async (t) => {
   );
   t.equal(err.status, 413, '8 MB of bytes is over 10 MB of base64: 413');
   t.equal(err.code, 'payload_too_large');
+
+  const fits = randomBytes(7 * 1024 * 1024);
+  const ok = await s.key.v1.services.sendEmail({
+    from: `ada@${s.domain}`,
+    to: 'bob@example.com',
+    subject: 'big',
+    text: 'x',
+    attachments: [{ filename: 'fits.bin', content: fits.toString('base64') }],
+  });
+  t.equal(ok.status, 'queued', '7 MB of bytes fits');
+  const m = await parseWithPython(svc.running.storage.spool.body(ok.providerMessageId)!);
+  t.ok(m.parts.find((p) => p.filename === 'fits.bin')?.content.equals(fits), 'spooled whole');
 });
 
 t.test('an accepted message: Reply-To, extra headers, attachments, as Python reads them', async (t) => {
