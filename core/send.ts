@@ -8,6 +8,7 @@ import { renderTemplate } from './template-render.js';
 import { renderedOrFail, usableTemplate } from './templates.js';
 import { composeMessage, normalizeMailbox, parseFrom, type ComposeInput, type Mailbox } from '../mail/compose.js';
 import { encodeReturnPath } from '../mail/verp.js';
+import { extrasOf, hasExtras, type ExtraFields, type Extras } from './send-fields.js';
 import {
   acceptMessage,
   findSendingCapability,
@@ -34,8 +35,11 @@ function canonical(v: unknown): string {
   return JSON.stringify(v) ?? 'null';
 }
 
-/** A message to send, as sendEmail takes it (docs/api.md §4.11). */
-export interface OutgoingMessage {
+/**
+ * A message to send, as sendEmail takes it (docs/api.md §4.11); the extra fields (replyTo, headers,
+ * attachments, tags, metadata) are checked by core/send-fields.ts.
+ */
+export interface OutgoingMessage extends ExtraFields {
   to: string;
   from: string;
   subject: string;
@@ -152,6 +156,9 @@ export async function sendMessage(deps: CoreDeps, body: Body, projectId: string 
       { field: 'body.to', message: 'is not a valid address' },
     ]);
 
+  // Only a message that has extra fields pays for their checks (and the base64 decoding of attachments).
+  const extras = hasExtras(body) ? extrasOf(body) : null;
+
   const { db } = deps.storage;
   const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
   const refused = () =>
@@ -175,7 +182,7 @@ export async function sendMessage(deps: CoreDeps, body: Body, projectId: string 
     }
     senders.set(fromDomain, cap);
 
-    const outcome = await composeAndAccept(deps, now, body, from, to, cap);
+    const outcome = await composeAndAccept(deps, now, body, extras, from, to, cap);
     if (outcome.kind === 'sender_changed') {
       cap = await lookAgain();
       continue;
@@ -192,6 +199,7 @@ async function composeAndAccept(
   deps: CoreDeps,
   now: Date,
   body: Body,
+  extras: Extras | null,
   from: Mailbox,
   to: string,
   cap: SendingCapability,
@@ -212,7 +220,10 @@ async function composeAndAccept(
     html: content.html,
     messageId: messageIdHeader,
     date: now,
-    headers: unsubscribeHeaders(body.unsubscribeUrl),
+    headers: extras?.headers
+      ? { ...unsubscribeHeaders(body.unsubscribeUrl), ...extras.headers }
+      : unsubscribeHeaders(body.unsubscribeUrl),
+    ...extras?.compose,
     ...body.compose,
   });
   await spool.enqueue(
@@ -243,6 +254,8 @@ async function composeAndAccept(
       returnPath,
       sizeBytes: raw.length,
       template: content.template,
+      tags: extras?.tags ?? null,
+      metadata: extras?.metadata ?? null,
       now: now,
       idempotency: body.idempotencyKey
         ? {

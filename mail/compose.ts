@@ -6,7 +6,7 @@
 // (RFC 5322 §2.2: a field body never holds a bare CR or LF; NUL is never valid in a message).
 import MailComposer from 'nodemailer/lib/mail-composer';
 import addressparser from 'nodemailer/lib/addressparser';
-import { encodeWord } from 'nodemailer/lib/mime-funcs';
+import { detectMimeType, encodeWord } from 'nodemailer/lib/mime-funcs';
 import type MimeNode from 'nodemailer/lib/mime-node';
 import { encode as qpencode, wrap as qpwrap } from 'nodemailer/lib/qp';
 import { encode as b64encode, wrap as b64wrap } from 'nodemailer/lib/base64';
@@ -39,8 +39,43 @@ export interface ComposeInput {
   /** Message-IDs without angle brackets (RFC 5322 §3.6.4). */
   inReplyTo?: string;
   references?: string[];
-  attachments?: { filename: string; contentType: string; content: Buffer }[];
+  /** Reply-To (RFC 5322 §3.6.2), each already checked by parseFrom. */
+  replyTo?: Mailbox[];
+  attachments?: ComposeAttachment[];
 }
+
+export interface ComposeAttachment {
+  filename: string;
+  /** type/subtype; absent: guessed from the file name's extension (nodemailer's table). */
+  contentType?: string;
+  content: Buffer;
+  /**
+   * An inline part (RFC 2392): Content-ID <contentId>, Content-Disposition inline, and beside the html in a
+   * multipart/related (RFC 2387) when there is html, which refers to it as cid:<contentId>.
+   */
+  contentId?: string;
+}
+
+// RFC 2045 §6.4 and RFC 2046 §5.2.1: a multipart or message entity is never base64-encoded, and an
+// attachment always is; such a type would also make nodemailer build the part as a container.
+const CONTAINER_TYPE = /^(multipart|message)\//i;
+
+/**
+ * An attachment's content type: as given, or guessed from its file name by nodemailer's extension table
+ * (application/octet-stream for an unknown one). A multipart/* or message/* one (.eml guesses message/rfc822)
+ * becomes application/octet-stream, since an attachment is always base64.
+ */
+export function attachmentContentType(filename: string, given: string | undefined): string {
+  const type = given !== undefined ? given.toLowerCase() : detectMimeType(filename);
+  return CONTAINER_TYPE.test(type) ? 'application/octet-stream' : type;
+}
+
+/** What sendEmail takes as an attachment's content type: type/subtype, RFC 6838 §4.2 restricted names. */
+export function isAttachmentContentType(s: string): boolean {
+  return ATTACHMENT_TYPE.test(s) && !CONTAINER_TYPE.test(s);
+}
+// RFC 6838 §4.2: restricted-name = 1*127 of ALPHA / DIGIT and ! # $ & - ^ _ . + (first one ALPHA/DIGIT).
+const ATTACHMENT_TYPE = /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$/;
 
 /** RFC 5321 §4.5.3.1.1: a local part is at most 64 octets. */
 export const MAX_LOCAL_PART_LENGTH = 64;
@@ -74,6 +109,10 @@ const FIELD_NAME = /^[\x21-\x39\x3b-\x7e]+$/;
 // RFC 5322 §3.6.4: msg-id = "<" id-left "@" id-right ">", both dot-atom-text here (no-fold-literal
 // is legal on the right but we never make one).
 const DOT_ATOM_TEXT = DOT_STRING; // the same grammar: RFC 5321's Dot-string is RFC 5322's dot-atom-text
+// RFC 2392 §2: a Content-ID is a msg-id (RFC 5322 §3.6.4); `cid:` URLs name it without the angle brackets.
+// Accepted: dot-atom-text with at most one "@" inside (id-left@id-right, or a bare id, which every reader takes).
+const DOT_ATOM_SOURCE = DOT_STRING.source.slice(1, -1); // without its ^ and $
+export const CONTENT_ID = new RegExp(`^${DOT_ATOM_SOURCE}(?:@${DOT_ATOM_SOURCE})?$`);
 
 // Headers composeMessage writes itself. An extra header of the same name would be a duplicate of a
 // field RFC 5322 §3.6 allows once (or, for Content-*, contradict the MIME structure), or would be
@@ -323,9 +362,19 @@ export function compileMessage(m: ComposeInput): MimeNode {
   }
   for (const a of m.attachments ?? []) {
     assertHeaderSafe('attachment filename', a.filename);
-    if (!/^[\w.+-]+\/[\w.+-]+$/.test(a.contentType)) throw new Error('compose: attachment content type is invalid');
+    if (a.contentType !== undefined && !/^[\w.+-]+\/[\w.+-]+$/.test(a.contentType))
+      throw new Error('compose: attachment content type is invalid');
     if (!Buffer.isBuffer(a.content)) throw new TypeError('compose: attachment content must be a Buffer');
+    if (a.contentId !== undefined && !CONTENT_ID.test(a.contentId))
+      throw new Error('compose: attachment content id is not an RFC 2392 id without angle brackets');
   }
+  const replyTo = m.replyTo?.map((r) => {
+    assertHeaderSafe('reply-to name', r.name ?? '');
+    assertHeaderSafe('reply-to', r.address);
+    const address = parseAddrSpec(r.address, true);
+    if (!address) throw new Error('compose: reply-to holds an invalid mailbox');
+    return { name: r.name ?? '', address };
+  });
 
   const composer = new MailComposer({
     // Objects, not strings: MailComposer then does not run them through addressparser again, and the
@@ -333,15 +382,17 @@ export function compileMessage(m: ComposeInput): MimeNode {
     from: { name: fromName, address: from },
     to: displayTo && displayTo.length ? displayTo : { name: '', address: to },
     ...(cc && cc.length ? { cc } : {}),
+    ...(replyTo && replyTo.length ? { replyTo } : {}),
     ...(m.inReplyTo ? { inReplyTo: `<${m.inReplyTo}>` } : {}),
     ...(m.references?.length ? { references: m.references.map((r) => `<${r}>`) } : {}),
     ...(m.attachments?.length
       ? {
           attachments: m.attachments.map((a) => ({
             filename: a.filename,
-            contentType: a.contentType,
+            contentType: attachmentContentType(a.filename, a.contentType),
             content: a.content,
             contentTransferEncoding: 'base64' as const,
+            ...(a.contentId !== undefined ? { cid: a.contentId, contentDisposition: 'inline' as const } : {}),
           })),
         }
       : {}),

@@ -30,6 +30,8 @@ export const messageJson = (m: MessageRecord) => ({
   subject: m.subject,
   messageId: m.messageIdHeader,
   attempts: m.attempts,
+  tags: m.tags,
+  metadata: m.metadata,
   createdAt: m.createdAt.toISOString(),
   updatedAt: m.updatedAt.toISOString(),
 });
@@ -40,6 +42,13 @@ const eventJson = (e: MessageEventRecord) => ({
   createdAt: e.createdAt.toISOString(),
   detail: e.detail ?? null,
 });
+
+/** `?tag=name:value` (the route's pattern has checked it; neither part holds a colon). */
+function tagFilter(tag: string | undefined): { name: string; value: string } | null {
+  if (tag === undefined) return null;
+  const colon = tag.indexOf(':');
+  return { name: tag.slice(0, colon), value: tag.slice(colon + 1) };
+}
 
 const noSuchMessage = () => fail('not_found', 'No such message.');
 
@@ -90,6 +99,7 @@ export const messageHandlers: Handlers<typeof messageRoutes> = {
     const rows = await listMessages(rc.deps.storage.db, {
       projectId,
       status: query.status ?? null,
+      tag: tagFilter(query.tag),
       limit: clampLimit(query.limit),
     });
     return { messages: rows.map(messageJson) };
@@ -99,6 +109,7 @@ export const messageHandlers: Handlers<typeof messageRoutes> = {
     const rows = await listMessages(rc.deps.storage.db, {
       projectId: query.projectId ?? null,
       status: query.status ?? null,
+      tag: tagFilter(query.tag),
       limit: clampLimit(query.limit),
     });
     return { messages: rows.map(messageJson) };

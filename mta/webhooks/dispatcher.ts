@@ -55,6 +55,8 @@ function webhookBody(d: ClaimedDelivery): string {
       to: d.to,
       from: d.from,
       subject: d.subject,
+      tags: d.tags,
+      metadata: d.metadata,
       detail: d.detail ?? null,
     },
   });

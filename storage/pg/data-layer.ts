@@ -67,6 +67,8 @@ const TABLE_SQL: Record<string, TableSql> = {
       from: 't.from_header',
       to: 't.to_address',
       messageId: 't.message_id_header',
+      tags: `coalesce(t.tags, '[]'::jsonb)`,
+      metadata: `coalesce(t.metadata, '{}'::jsonb)`,
       createdAt: 't.created_at',
       updatedAt: 't.updated_at',
     },

@@ -12,6 +12,9 @@ export interface MessageRecord {
   subject: string;
   messageIdHeader: string;
   attempts: number;
+  /** docs/api.md §4.11: [] and {} for a message sent without. */
+  tags: { name: string; value: string }[];
+  metadata: Record<string, string>;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -24,7 +27,8 @@ export interface MessageEventRecord {
 }
 
 const COLUMNS = `id, project_id AS "projectId", status, from_header AS "fromHeader", to_address AS "to", subject,
-  message_id_header AS "messageIdHeader", attempts, created_at AS "createdAt", updated_at AS "updatedAt"`;
+  message_id_header AS "messageIdHeader", attempts, coalesce(tags, '[]'::jsonb) AS tags,
+  coalesce(metadata, '{}'::jsonb) AS metadata, created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 /** One message by its id, or null (also for an id that is not a UUID). Access is the caller's to check. */
 export async function getMessage(q: Queryable, id: string): Promise<MessageRecord | null> {
@@ -42,20 +46,27 @@ export async function listMessageEvents(q: Queryable, messageId: string): Promis
 }
 
 /**
- * Messages newest first, optionally of one project and of one status. Ties in created_at are broken
- * by id so that pages are stable. Served by messages_project_idx or messages_status_idx.
+ * Messages newest first, optionally of one project, of one status and with one tag (docs/api.md §4.11).
+ * Ties in created_at are broken by id so that pages are stable. Served by messages_project_idx or
+ * messages_status_idx; with a tag, a statement of its own, whose containment test the planner can serve
+ * from the partial messages_tags_idx (a shared statement's generic plan could not).
  */
 export async function listMessages(
   q: Queryable,
-  f: { projectId?: string | null; status?: string | null; limit: number },
+  f: { projectId?: string | null; status?: string | null; tag?: { name: string; value: string } | null; limit: number },
 ): Promise<MessageRecord[]> {
-  return q.query<MessageRecord>(
-    `SELECT ${COLUMNS} FROM messages
-     WHERE ($1::uuid IS NULL OR project_id = $1::uuid) AND ($2::text IS NULL OR status = $2)
-     ORDER BY created_at DESC, id DESC LIMIT $3`,
-    [f.projectId ?? null, f.status ?? null, f.limit],
-  );
+  const params = [f.projectId ?? null, f.status ?? null, f.limit];
+  if (!f.tag) return q.query<MessageRecord>(LIST_SQL, params);
+  return q.query<MessageRecord>(LIST_TAGGED_SQL, [
+    ...params,
+    JSON.stringify([{ name: f.tag.name, value: f.tag.value }]),
+  ]);
 }
+
+const LIST_WHERE = `($1::uuid IS NULL OR project_id = $1::uuid) AND ($2::text IS NULL OR status = $2)`;
+const LIST_SQL = `SELECT ${COLUMNS} FROM messages WHERE ${LIST_WHERE} ORDER BY created_at DESC, id DESC LIMIT $3`;
+const LIST_TAGGED_SQL = `SELECT ${COLUMNS} FROM messages WHERE ${LIST_WHERE} AND tags @> $4::jsonb
+  ORDER BY created_at DESC, id DESC LIMIT $3`;
 
 export interface MessageStats {
   /** Live (not soft-deleted) projects. */

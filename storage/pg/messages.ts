@@ -55,6 +55,9 @@ export interface NewMessage {
   sizeBytes: number;
   /** The template (modules/templates) and the version of it the message was rendered from, if any. */
   template?: { id: string; version: number } | null;
+  /** docs/api.md §4.11: the tags (a JSON array) and metadata (a JSON object) as JSON text, or null. */
+  tags?: string | null;
+  metadata?: string | null;
   idempotency: { key: string; bodyHash: string; ttlMs: number } | null;
   now: Date;
 }
@@ -77,15 +80,16 @@ export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 // passes `$20`, and the batch sends the messages of an organization it refused one at a time
 // (exactly `dailyLimit` pass). Where a check refuses, nothing of that message is written.
 //
-// Parameters: per message arrays $1–$19 (see acceptRows), $20 the daily limit of the free plan.
+// Parameters: per message arrays $1–$19, $22 and $23 (see acceptRows), $20 the daily limit of the free plan,
+// $21 the idempotency key.
 const ACCEPT_SQL = `
 WITH req AS (
   SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[],
     $9::text[], $10::text[], $11::int[], $12::timestamptz[], $13::uuid[], $14::int[], $15::date[], $16::uuid[],
-    $17::text[], $18::text[], $19::text[])
+    $17::text[], $18::text[], $19::text[], $22::text[], $23::text[])
     WITH ORDINALITY AS q(id, project_id, organization_id, outbound_id, from_header, from_address, to_address, subject,
       message_id_header, return_path, size_bytes, at, template_id, template_version, day, event_id, domain,
-      return_path_subdomain, display_name, i)
+      return_path_subdomain, display_name, tags, metadata, i)
 ), cap AS (
   SELECT req.i, o.plan FROM req
   JOIN outbound_capabilities c ON c.id = req.outbound_id AND c.project_id = req.project_id AND c.domain = req.domain
@@ -107,11 +111,11 @@ WITH req AS (
 ), msg AS (
   INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address, to_address,
     subject, message_id_header, return_path, idempotency_key, size_bytes, created_at, updated_at, template_id,
-    template_version)
+    template_version, tags, metadata)
   SELECT req.id, req.project_id, req.organization_id, req.outbound_id,
     CASE WHEN sup.i IS NULL THEN 'queued' ELSE 'suppressed' END,
     req.from_header, req.from_address, req.to_address, req.subject, req.message_id_header, req.return_path, $21::text,
-    req.size_bytes, req.at, req.at, req.template_id, req.template_version
+    req.size_bytes, req.at, req.at, req.template_id, req.template_version, req.tags::jsonb, req.metadata::jsonb
   FROM req JOIN cap ON cap.i = req.i
   JOIN counted ON counted.organization_id = req.organization_id AND counted.day = req.day
   LEFT JOIN sup ON sup.i = req.i
@@ -157,6 +161,8 @@ async function acceptRows(
     col((m) => m.sender.defaultDisplayName),
     ms[0]!.dailyLimit,
     idempotencyKey,
+    col((m) => m.tags ?? null),
+    col((m) => m.metadata ?? null),
   ]);
   if (rows.length !== ms.length) throw new Error(`accept returned ${rows.length} rows for ${ms.length} messages`);
   return rows.map((r, i): AcceptOutcome => {

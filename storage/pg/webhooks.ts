@@ -178,6 +178,9 @@ export interface ClaimedDelivery {
   to: string;
   from: string;
   subject: string;
+  /** docs/api.md §4.11: the message's tags and metadata, [] and {} when it has none. */
+  tags: { name: string; value: string }[];
+  metadata: Record<string, string>;
 }
 
 export interface ClaimOptions {
@@ -225,7 +228,8 @@ export async function claimWebhookDeliveries(q: Queryable, o: ClaimOptions): Pro
      RETURNING d.id, d.webhook_id AS "webhookId", d.attempt, d.endpoint_id AS "endpointId", w.url,
        w.secret_sealed AS "secretSealed", e.id AS "eventId", e.type AS "eventType", e.created_at AS "eventAt", e.detail,
        m.id AS "messageId", m.project_id AS "projectId",
-       m.to_address AS "to", m.from_header AS "from", m.subject`,
+       m.to_address AS "to", m.from_header AS "from", m.subject, coalesce(m.tags, '[]'::jsonb) AS tags,
+       coalesce(m.metadata, '{}'::jsonb) AS metadata`,
     [
       o.now,
       full,

@@ -977,9 +977,11 @@ t.test('messages, message_events, idempotency_keys: read-only, scoped, filtered'
     'from',
     'id',
     'messageId',
+    'metadata',
     'projectId',
     'status',
     'subject',
+    'tags',
     'to',
     'updatedAt',
   ]);

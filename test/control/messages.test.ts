@@ -19,9 +19,11 @@ const ROW_KEYS = [
   'from',
   'id',
   'messageId',
+  'metadata',
   'projectId',
   'status',
   'subject',
+  'tags',
   'to',
   'updatedAt',
 ];
@@ -188,6 +190,8 @@ t.test('message reads: shapes, order and who may read', async (t) => {
       subject: 'Your receipt',
       messageId: '<r-1@sender.example.test>',
       attempts: 2,
+      tags: [],
+      metadata: {},
       createdAt: iso(t0 - 10 * 60_000),
       updatedAt: iso(t0 - 60_000),
     });

@@ -281,6 +281,22 @@ t.test("serializeMime writes exactly the bytes of nodemailer's own streaming bui
       },
     ],
     ['a very long ASCII subject word', { subject: 'S'.repeat(2000) }],
+    [
+      'sendEmail extras: Reply-To, extra headers, attachments, an inline image',
+      {
+        html: '<p><img src="cid:logo"></p>',
+        replyTo: [
+          { name: 'Zoë Support', address: 'help@example.com' },
+          { name: null, address: 'b@example.org' },
+        ],
+        headers: { 'X-Note': 'Grüße', 'X-Campaign': 'c-1' },
+        attachments: [
+          { filename: 'Résumé été.pdf', content: randomBytes(5000) },
+          { filename: 'logo.png', content: randomBytes(300), contentId: 'logo' },
+          { filename: 'notes.txt', contentType: 'text/plain', content: Buffer.from('words') },
+        ],
+      },
+    ],
   ];
   const encodings = new Set<string>();
   for (const [what, change] of cases) {
@@ -489,6 +505,41 @@ t.test('extra headers are added as given; those compose owns are refused', async
       JSON.stringify(name),
     );
   }
+});
+
+t.test('sendEmail extras: Reply-To, content types guessed or given, inline parts (RFC 2387, RFC 2392)', async (t) => {
+  const out = (
+    await composeMessage({
+      ...BASE,
+      html: '<img src="cid:logo@x">',
+      replyTo: [{ name: 'Zoë', address: 'z@example.com' }],
+      attachments: [
+        { filename: 'logo.png', content: Buffer.from('png'), contentId: 'logo@x' },
+        { filename: 'a.PDF', content: Buffer.from('pdf') },
+        { filename: 'noext', content: Buffer.from('x') },
+        { filename: 'fwd.eml', content: Buffer.from('From: a@b\r\n\r\nx') },
+        { filename: 'given', contentType: 'Text/CSV', content: Buffer.from('a,b') },
+        { filename: 'sneaky', contentType: 'message/rfc822', content: Buffer.from('x') },
+      ],
+    })
+  ).toString('latin1');
+  t.match(out, /\r\nReply-To: =\?UTF-8\?Q\?Zo=C3=AB\?= <z@example\.com>\r\n/, 'Reply-To, the name encoded');
+  t.match(out, /Content-Type: multipart\/related; type="text\/html"/);
+  t.match(out, /Content-Type: image\/png; name=logo\.png\r\nContent-ID: <logo@x>\r\n/);
+  t.match(out, /Content-Disposition: inline; filename=logo\.png/);
+  t.match(out, /Content-Type: application\/pdf; name=a\.PDF/, 'guessed from the extension, any case');
+  t.match(out, /Content-Type: application\/octet-stream; name=noext/, 'no extension: octet-stream');
+  t.match(out, /Content-Type: application\/octet-stream; name=fwd\.eml/, 'message/* is never base64: bytes');
+  t.match(out, /Content-Type: text\/csv; name=given/, 'a given type, lower-cased');
+  t.match(out, /Content-Type: application\/octet-stream; name=sneaky/);
+  t.notMatch(out, /message\/rfc822/);
+  const invalid = (a: object) => composeMessage({ ...BASE, attachments: [a] } as unknown as ComposeInput);
+  await t.rejects(invalid({ filename: 'a', content: Buffer.from('x'), contentId: '<a>' }), /content id/);
+  await t.rejects(
+    composeMessage({ ...BASE, replyTo: [{ name: 'x', address: 'not an address' }] }),
+    /reply-to holds an invalid mailbox/,
+  );
+  await t.rejects(composeMessage({ ...BASE, replyTo: [{ name: 'x\r\nBcc: y', address: 'a@b.com' }] }), /CR, LF/);
 });
 
 t.test('CR, LF or NUL in any header-bound value throws, never reaches the output', async (t) => {

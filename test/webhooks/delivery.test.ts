@@ -119,10 +119,14 @@ t.test('delivered, bounced, deferred and suppressed each reach every subscribed 
     'detail',
     'from',
     'messageId',
+    'metadata',
     'projectId',
     'subject',
+    'tags',
     'to',
   ]);
+  // docs/api.md §4.11: tags and metadata in every payload, [] and {} for a message sent without.
+  t.same([byType.delivered!.json.data.tags, byType.delivered!.json.data.metadata], [[], {}]);
   t.match(byType.bounced!.json.data, {
     messageId: ids.bounced,
     detail: { class: 'unknown_user', reply: /550 5\.1\.1/ },

@@ -23,6 +23,15 @@ export const MESSAGE_EVENT_TYPES = [...MESSAGE_STATUSES, 'complained'] as const;
 export type MessageEventType = (typeof MESSAGE_EVENT_TYPES)[number];
 export const MessageEventTypeSchema = Type.Union(MESSAGE_EVENT_TYPES.map((s) => Type.Literal(s)));
 
+const TAG_TEXT = '^[A-Za-z0-9_-]{1,256}$';
+/** docs/api.md §4.11: a tag of a message, name and value each 1 to 256 of A-Z a-z 0-9 _ -. */
+export const Tag = Type.Object(
+  { name: Type.String({ pattern: TAG_TEXT }), value: Type.String({ pattern: TAG_TEXT }) },
+  { additionalProperties: false },
+);
+/** docs/api.md §4.11: a message's metadata, string values only (at most 2 KB as JSON). */
+export const Metadata = Type.Record(Type.String(), Type.String());
+
 /**
  * docs/decisions.md #4: the row of GET /v1/messages/get. The same row is what /v1/messages/list, the
  * project's message views and the admin message list carry.
@@ -39,6 +48,9 @@ export const Message = Type.Object({
   messageId: Type.String(),
   /** Delivery attempts made so far. */
   attempts: Type.Integer({ minimum: 0 }),
+  /** As given to sendEmail (docs/api.md §4.11); [] and {} for a message sent without. */
+  tags: Type.Array(Tag),
+  metadata: Metadata,
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });

@@ -25,6 +25,8 @@ export {
 // A message id that is not a UUID names no message: 404, as an unknown one (not 400), so the answer
 // is the same for every id that is not the caller's.
 const ById = Obj({ id: Type.String({ minLength: 1, maxLength: 200 }) });
+/** `?tag=name:value`: the messages sent with this tag (docs/api.md §4.11). */
+const TagFilter = Type.String({ pattern: '^[A-Za-z0-9_-]{1,256}:[A-Za-z0-9_-]{1,256}$' });
 const Messages = Type.Object({ messages: Type.Array(Message) });
 /** Every status as a key, zero included, so a client never has to tell "none" from "absent". */
 const StatusCounts = Type.Object(
@@ -59,20 +61,27 @@ export const messageRoutes = routes({
     auth: PROJECT_AUTH,
     target: { kind: 'project', in: 'params', field: 'id' },
     scope: 'project:admin',
-    summary: "The project's recent messages, newest first; optionally of one status.",
+    summary: "The project's recent messages, newest first; optionally of one status and with one tag (name:value).",
     params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
-    query: Obj({ limit: Type.Optional(Limit), status: Type.Optional(MessageStatusSchema) }),
+    query: Obj({
+      limit: Type.Optional(Limit),
+      status: Type.Optional(MessageStatusSchema),
+      tag: Type.Optional(TagFilter),
+    }),
     response: Messages,
   },
   'admin.messages.list': {
     method: 'GET',
     path: '/admin/v1/messages',
     auth: ADMIN_AUTH,
-    summary: 'Recent messages across projects, newest first; optionally of one project and of one status.',
+    summary:
+      'Recent messages across projects, newest first; optionally of one project, of one status and with one tag ' +
+      '(name:value).',
     query: Obj({
       limit: Type.Optional(Limit),
       projectId: Type.Optional(Type.String({ format: 'uuid' })),
       status: Type.Optional(MessageStatusSchema),
+      tag: Type.Optional(TagFilter),
     }),
     response: Messages,
   },

@@ -4,6 +4,29 @@ import { MB, Obj, routes } from './types.js';
 import { PROJECT_AUTH } from './projects.js';
 import { ADMIN_AUTH } from './admin.js';
 import { TemplateValues } from './templates.js';
+import { Metadata, Tag } from './mail-records.js';
+
+/** docs/api.md §4.11 limits of the extra fields. */
+export const MAX_REPLY_TO = 50;
+export const MAX_EXTRA_HEADERS = 50;
+/** All extra header names and values together, in UTF-8 octets. */
+export const MAX_EXTRA_HEADER_BYTES = 8 * 1024;
+export const MAX_ATTACHMENTS = 50;
+export const MAX_TAGS = 10;
+/** The metadata object as JSON, in UTF-8 octets. */
+export const MAX_METADATA_BYTES = 2 * 1024;
+
+const ReplyToAddress = Type.String({ minLength: 3, maxLength: 500 });
+
+const Attachment = Obj({
+  filename: Type.String({ minLength: 1, maxLength: 255 }),
+  /** The file's bytes, base64 (RFC 4648 §4, padded; no line breaks). */
+  content: Type.String(),
+  /** type/subtype without parameters; guessed from the file name's extension when absent. */
+  contentType: Type.Optional(Type.String({ minLength: 3, maxLength: 255 })),
+  /** Makes the part inline (multipart/related): the html refers to it as cid:<contentId>. */
+  contentId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+});
 
 const fields = {
   to: Type.String({ minLength: 3, maxLength: 320 }),
@@ -20,6 +43,18 @@ const fields = {
   // One-click unsubscribe (RFC 8058): an https URL; the message gets List-Unsubscribe and
   // List-Unsubscribe-Post, both covered by the DKIM signature.
   unsubscribeUrl: Type.Optional(Type.String({ minLength: 9, maxLength: 900 })),
+  // docs/api.md §4.11 extra fields. Their finer rules (address syntax, header names, reserved fields, base64,
+  // sizes) are core/send.ts's, so that each refusal names the field it is about.
+  // Reply-To (RFC 5322 §3.6.2): one address or several, bare or in the display-name form.
+  replyTo: Type.Optional(
+    Type.Union([ReplyToAddress, Type.Array(ReplyToAddress, { minItems: 1, maxItems: MAX_REPLY_TO })]),
+  ),
+  // Extra header fields, name → value (RFC 5322 §3.6.8 optional fields).
+  headers: Type.Optional(Type.Record(Type.String(), Type.String(), { maxProperties: MAX_EXTRA_HEADERS })),
+  attachments: Type.Optional(Type.Array(Attachment, { maxItems: MAX_ATTACHMENTS })),
+  // Stored with the message, returned by its reads and carried in every webhook payload.
+  tags: Type.Optional(Type.Array(Tag, { maxItems: MAX_TAGS })),
+  metadata: Type.Optional(Metadata),
 };
 export const SendBody = Obj(fields);
 
