@@ -21,7 +21,8 @@ async function templateDir(): Promise<string> {
   const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8'));
   const version = pkg.dependencies['@electric-sql/pglite'] as string;
   const hash = createHash('sha256');
-  for (const m of await listMigrations()) hash.update(m.sql);
+  // Numbers and names too: a renumbered migration is recorded under its new number.
+  for (const m of await listMigrations()) hash.update(`${m.version} ${m.name}\n${m.sql}`);
   const dir = path.join(os.tmpdir(), `svc-pglite-template-${version}-${hash.digest('hex').slice(0, 12)}`);
   if (await exists(dir)) return dir;
   const tmp = `${dir}.${process.pid}.${randomBytes(4).toString('hex')}`;
