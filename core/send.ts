@@ -6,7 +6,14 @@ import type { CoreDeps } from './deps.js';
 import { FREE_DAILY_LIMIT } from './usage.js';
 import { renderTemplate } from './template-render.js';
 import { renderedOrFail, usableTemplate } from './templates.js';
-import { composeMessage, normalizeMailbox, parseFrom, type ComposeInput, type Mailbox } from '../mail/compose.js';
+import {
+  composeMessage,
+  hasLoneSurrogate,
+  normalizeMailbox,
+  parseFrom,
+  type ComposeInput,
+  type Mailbox,
+} from '../mail/compose.js';
 import { encodeReturnPath } from '../mail/verp.js';
 import { extrasOf, hasExtras, type ExtraFields, type Extras } from './send-fields.js';
 import {
@@ -139,6 +146,11 @@ export async function sendMessage(deps: CoreDeps, body: Body, projectId: string 
       bad.map((f) => ({ field: `body.${f}`, message: 'must not contain CR, LF or NUL' })),
     );
   }
+  // As in `from` (parseFrom): a lone surrogate is not text, and would silently become U+FFFD on the wire.
+  if (hasLoneSurrogate(body.subject))
+    throw fail('invalid_request', 'The subject is not valid Unicode text.', [
+      { field: 'body.subject', message: 'must not contain a lone UTF-16 surrogate' },
+    ]);
   if (body.templateId === undefined && body.text === undefined && body.html === undefined) {
     throw fail('invalid_request', 'Give text, html or templateId.', [
       { field: 'body.text', message: 'one of text, html or templateId is required' },

@@ -92,6 +92,8 @@ const HEADER_BREAK = /[\r\n\0]/;
 const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
 // A lone UTF-16 surrogate is not a character (it would reach the wire as U+FFFD): not valid text.
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+/** Whether a string holds a lone UTF-16 surrogate (not text: it would be sent as U+FFFD). */
+export const hasLoneSurrogate = (s: string): boolean => LONE_SURROGATE.test(s);
 
 // RFC 5321 §4.1.2: Dot-string = Atom *("." Atom), Atom = 1*atext (RFC 5322 §3.2.3), ASCII only: a
 // UTF-8 local part needs SMTPUTF8 (RFC 6531), which we do not offer.

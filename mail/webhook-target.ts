@@ -21,7 +21,8 @@ export type Refusal =
   | 'multicast'
   | 'reserved'
   | 'documentation'
-  | 'benchmarking';
+  | 'benchmarking'
+  | 'tunnel';
 
 interface Range {
   bytes: number[];
@@ -65,7 +66,14 @@ const V6: Range[] = [
   v6('::/8', 'reserved'), // IPv4-compatible (deprecated, RFC 4291 §2.5.5.1) and the rest of 0000::/8
   v6('64:ff9b:1::/48', 'private'), // RFC 8215 local-use NAT64
   v6('100::/64', 'reserved'), // RFC 6666 discard-only
+  // Teredo (RFC 4380 §2.14): the relay that answers is anyone's, and the client's IPv4 address sits
+  // obfuscated in the last 32 bits; nothing a webhook should go to.
+  v6('2001::/32', 'tunnel'),
+  v6('2001:2::/48', 'benchmarking'), // RFC 5180
+  v6('2001:10::/28', 'reserved'), // RFC 4843 deprecated ORCHID
   v6('2001:db8::/32', 'documentation'), // RFC 3849
+  v6('3fff::/20', 'documentation'), // RFC 9637
+  v6('5f00::/16', 'reserved'), // RFC 9602 SRv6 SIDs, not globally reachable
   v6('fc00::/7', 'unique local'), // RFC 4193
   v6('fe80::/10', 'link-local'), // RFC 4291 §2.5.6
   v6('fec0::/10', 'private'), // RFC 3879 deprecated site-local

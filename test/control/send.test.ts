@@ -103,6 +103,7 @@ t.test('validation, sender check and header injection', async (t) => {
     ['LF in to', { ...ok, to: 'r@example.com\nBcc: victim@example.com' }, 'body.to'],
     ['CR in from', { ...ok, from: `a@${s.domain}\rBcc: victim@example.com` }, 'body.from'],
     ['NUL in subject', { ...ok, subject: 'Hi\u0000there' }, 'body.subject'],
+    ['lone surrogate in subject', { ...ok, subject: 'Hi \ud83d there' }, 'body.subject'],
     ['idempotencyKey too short', { ...ok, idempotencyKey: 'short' }, 'body.idempotencyKey'],
   ] as const) {
     const e = await fails(body as Record<string, unknown>);

@@ -104,6 +104,11 @@ t.test('addresses webhooks may not reach', async (t) => {
     '64:ff9b::a9fe:a9fe': 'link-local',
     '2002:c0a8:101::1': 'private',
     '2001:db8::1': 'documentation',
+    '2001:0:4136:e378:8000:63bf:3fff:fdd2': 'tunnel', // a Teredo address (RFC 4380 §4)
+    '2001:2::1': 'benchmarking',
+    '2001:10::1': 'reserved',
+    '3fff::1': 'documentation',
+    '5f00::1': 'reserved',
   };
   for (const [address, why] of Object.entries(refused)) t.equal(refusalOf(address), why, `${address}: ${why}`);
   for (const address of [
@@ -115,6 +120,8 @@ t.test('addresses webhooks may not reach', async (t) => {
     '2606:4700:4700::1111',
     '::ffff:8.8.8.8',
     '2a00:1450::1',
+    '2001:4860:4860::8888', // in 2001::/16 but outside every special block
+    '2001:200::1',
   ]) {
     t.equal(refusalOf(address), null, `${address}: public`);
   }
