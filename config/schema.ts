@@ -6,6 +6,7 @@ import os from 'node:os';
 import { isIP } from 'node:net';
 import { parseDuration, parseDurationList } from './durations.js';
 import { HOSTNAME_PATTERN, parseHostPort, type HostPort } from '../mail/host-port.js';
+import { isCidr } from '../mail/client-address.js';
 
 // Moved to mail/ (the DNS client parses SVC_DNS_SERVERS entries too); kept importable from here.
 export { parseHostPort, type HostPort };
@@ -52,6 +53,8 @@ export interface Config {
   mxIdleTimeoutMs: number;
   /** How long an MX session may last at all, busy or not. */
   mxSessionTimeoutMs: number;
+  /** CIDR blocks of the proxies whose X-Forwarded-For and X-Forwarded-Proto the HTTP listener believes. */
+  trustedProxies: string[];
 }
 
 export interface SourceAddresses {
@@ -389,6 +392,18 @@ export const fields = [
     parse: (raw) => parseDuration(raw) as number,
     fallback: () => 10 * 60_000,
   }),
+  f({
+    env: 'SVC_TRUSTED_PROXIES',
+    key: 'trustedProxies',
+    doc:
+      'Comma list of addresses or CIDR blocks of the proxies in front of the HTTP listener (Caddy, a load ' +
+      'balancer): only from these are X-Forwarded-For (the client address rate limits count) and ' +
+      'X-Forwarded-Proto believed. Unset: none, the socket address is the client.',
+    schema: { type: 'string', format: 'cidr-list' },
+    expect: 'must be a comma list of IP addresses or CIDR blocks (10.0.0.0/8, ::1)',
+    parse: list,
+    fallback: () => [],
+  }),
 ] as const satisfies readonly Field<keyof Config>[];
 
 /**
@@ -411,6 +426,7 @@ export const crossChecks: ((c: Readonly<Config>) => string | null)[] = [
 export const formats: Record<string, (raw: string) => boolean> = {
   'host-port-list': (raw) => list(raw).length > 0 && list(raw).every((s) => parseHostPort(s, 53) !== null),
   'ip-list': (raw) => list(raw).every((s) => isIP(s) !== 0),
+  'cidr-list': (raw) => list(raw).every(isCidr),
   'duration-list': (raw) => parseDurationList(raw) !== null,
   duration: (raw) => parseDuration(raw) !== null,
   'source-address-list': (raw) => {

@@ -16,6 +16,7 @@ import { actorOf } from './principal.js';
 import { insertAudit } from '../storage/pg/audit.js';
 import { gateWebmail } from './webmail/gate.js';
 import { webmailPages } from './webmail/pages.js';
+import { clientAddress, trustedProxies } from '../mail/client-address.js';
 
 export interface AppOptions {
   /** Check every response against its schema (tests); a mismatch is a 500 and a log line. */
@@ -43,7 +44,8 @@ export const koaPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1');
 
 export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
   const app = new Koa();
-  // The source address comes from the socket; a proxy in front must be configured explicitly.
+  // The source address comes from the socket; a proxy in front is believed only when the operator names it
+  // (SVC_TRUSTED_PROXIES, the middleware below), never from Koa's app.proxy, which believes any client.
   app.proxy = false;
   app.silent = true;
   const router = new Router();
@@ -113,6 +115,14 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
     });
   }
 
+  // The client's address and scheme: the socket's, or what a trusted proxy says (SVC_TRUSTED_PROXIES).
+  const trusted = trustedProxies(deps.ctx.config.trustedProxies);
+  app.use(async (ctx, next) => {
+    const peer = ctx.req.socket.remoteAddress ?? '';
+    ctx.request.ip = clientAddress(peer, ctx.get('x-forwarded-for') || undefined, trusted);
+    ctx.state.forwardedProto = trusted(peer) ? ctx.get('x-forwarded-proto').trim().toLowerCase() : '';
+    await next();
+  });
   app.use(errorEnvelope(deps.ctx.log, randomUUID));
   app.use(webmailPages(deps));
   app.use(router.routes());

@@ -3,7 +3,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { TSchema } from '@sinclair/typebox';
-import { isIP } from 'node:net';
+import { isCidr } from '../../mail/client-address.js';
 import { fail } from '../errors.js';
 
 // Bodies: unknown fields are refused, never dropped (docs/decisions.md #23): a misspelt optional field
@@ -15,14 +15,6 @@ const textAjv = addFormats.default(new Ajv({ allErrors: true, coerceTypes: true,
 // Responses (checked when SVC_CHECK_RESPONSES is on, as in tests): exactly as declared.
 const responseAjv = addFormats.default(new Ajv({ allErrors: true, strict: false }));
 
-// A CIDR block: an IPv4 or IPv6 address, optionally with /bits in range.
-function isCidr(s: string): boolean {
-  const [addr = '', bits, extra] = s.split('/');
-  const v = isIP(addr);
-  if (v === 0 || extra !== undefined) return false;
-  if (bits === undefined) return true;
-  return /^\d{1,3}$/.test(bits) && Number(bits) <= (v === 4 ? 32 : 128);
-}
 for (const a of [bodyAjv, textAjv, responseAjv]) a.addFormat('cidr', isCidr);
 
 export type Part = 'params' | 'query' | 'body';

@@ -38,9 +38,12 @@ export async function webmailReachable(deps: Deps, hostname: string): Promise<bo
   return isWebmailHost(deps, h);
 }
 
-/** Secure cookies when the browser reached us over TLS (directly, or through a proxy that says so). */
+/**
+ * Secure cookies when the browser reached us over TLS: directly, or through a trusted proxy that says so
+ * (SVC_TRUSTED_PROXIES; control/app.ts reads its X-Forwarded-Proto), or when the public URL is https.
+ */
 export function viaHttps(ctx: KoaContext, deps: Deps): boolean {
-  return ctx.secure || ctx.get('x-forwarded-proto').toLowerCase() === 'https' || deps.publicUrl().startsWith('https:');
+  return ctx.secure || ctx.state.forwardedProto === 'https' || deps.publicUrl().startsWith('https:');
 }
 
 export function sessionCookie(token: string, secure: boolean): string {
