@@ -7,13 +7,8 @@
 import { createHash } from 'node:crypto';
 import type { CoreDeps } from './deps.js';
 import { unusableHash, verifyPassword } from './passwords.js';
-import {
-  failureBucketsOpen,
-  findInboxForLogin,
-  recordInboxLogin,
-  spendFailureTokens,
-  type FailureBucket,
-} from '../storage/pg/inbox-logins.js';
+import { findInboxForLogin, recordInboxLogin } from '../storage/pg/inbox-logins.js';
+import { spendThrottles, throttleWait, type Throttle } from '../storage/pg/throttles.js';
 
 /** Who logged in to an inbox. `credential` changes when the password does (a session re-checks it). */
 export interface InboxPrincipal {
@@ -34,7 +29,7 @@ export const ACCOUNT_FAILURES = { burst: 10, perSecond: 1 / 30 };
 export const CLIENT_FAILURES = { burst: 60, perSecond: 1 };
 
 /** Addresses are compared in lower case, so `Alice@X` and `alice@x` share a bucket. */
-export function failureBuckets(address: string, ip: string): FailureBucket[] {
+export function failureBuckets(address: string, ip: string): Throttle[] {
   return [
     { key: `imap-login:${address.trim().toLowerCase()}`, ...ACCOUNT_FAILURES },
     { key: `imap-ip:${ip}`, ...CLIENT_FAILURES },
@@ -60,7 +55,7 @@ export async function inboxLogin(
 ): Promise<InboxLoginResult> {
   const { db } = deps.storage;
   const buckets = failureBuckets(a.address, a.ip);
-  if (!(await failureBucketsOpen(db, buckets, a.now))) return { kind: 'throttled' };
+  if ((await throttleWait(db, buckets, a.now)) > 0) return { kind: 'throttled' };
   const parts = splitAddress(a.address);
   const found = parts ? await findInboxForLogin(db, parts.localpart, parts.domain) : null;
   // Verify against a dummy hash when there is no inbox (or no password), so timing does not tell.
@@ -72,6 +67,6 @@ export async function inboxLogin(
       principal: { inboxId: found.id, address: found.address, credential: credentialOf(found.passwordHash) },
     };
   }
-  await spendFailureTokens(db, buckets, a.now);
+  await spendThrottles(db, buckets, a.now);
   return { kind: 'failed' };
 }

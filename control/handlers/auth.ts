@@ -34,14 +34,14 @@ export function account(rc: RequestCtx): PrincipalOf<'account_token'> {
 const sessionJson = (s: Session) => ({ user: userJson(s.user), accountToken: s.token });
 
 export const authHandlers: Handlers<typeof authRoutes> = {
-  async 'auth.signup'({ body }, { deps, now }) {
+  async 'auth.signup'({ body }, { deps, now, ip }) {
     const { email, password } = body;
-    return sessionJson(await signUp(deps, { email, password, passwordLogN: deps.passwordLogN, now }));
+    return sessionJson(await signUp(deps, { email, password, passwordLogN: deps.passwordLogN, now, ip }));
   },
 
-  async 'auth.login'({ body }, { deps, now }) {
+  async 'auth.login'({ body }, { deps, now, ip }) {
     const { email, password } = body;
-    return sessionJson(await logIn(deps, { email, password, passwordLogN: deps.passwordLogN, now }));
+    return sessionJson(await logIn(deps, { email, password, passwordLogN: deps.passwordLogN, now, ip }));
   },
 
   async 'auth.logout'(_in, rc) {
@@ -50,9 +50,9 @@ export const authHandlers: Handlers<typeof authRoutes> = {
     return { ok: true as const };
   },
 
-  async 'auth.password.forgot'({ body }, { deps, now }) {
+  async 'auth.password.forgot'({ body }, { deps, now, ip }) {
     const linkOf = (token: string) => `${deps.publicUrl()}/reset-password?token=${token}`;
-    await requestPasswordReset(deps, { email: body.email, linkOf, now });
+    await requestPasswordReset(deps, { email: body.email, linkOf, now, ip });
     return { ok: true as const };
   },
 

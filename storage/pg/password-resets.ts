@@ -11,6 +11,15 @@ export async function insertPasswordReset(
   );
 }
 
+/** Whether the token is known, unused and unexpired now (a peek; consumePasswordReset decides). */
+export async function livePasswordReset(q: Queryable, tokenHash: string, now: Date): Promise<boolean> {
+  const rows = await q.query(
+    'SELECT 1 FROM password_resets WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2',
+    [tokenHash, now],
+  );
+  return rows.length > 0;
+}
+
 /** Marks the token used and returns its user, or null when unknown, used or expired. Race-safe: one UPDATE. */
 export async function consumePasswordReset(q: Queryable, tokenHash: string, now: Date): Promise<string | null> {
   const rows = await q.query<{ user_id: string }>(
