@@ -87,7 +87,15 @@ export function sanitizeMessageHtml(
   return { html, remoteImages };
 }
 
+/**
+ * What the message frame's sandbox allows (HTML sandboxing flags), in its CSP and on the <iframe> alike:
+ * popups only, so that a link (target=_blank, rel=noopener noreferrer) opens in a tab of its own, outside the
+ * sandbox; no scripts, no forms, no same-origin access, no top navigation.
+ */
+export const MESSAGE_FRAME_SANDBOX = 'allow-popups allow-popups-to-escape-sandbox';
+
 /** The Content-Security-Policy of the message frame: sandboxed, nothing but inline style and the message's images. */
 export function messageFrameCsp(images: boolean): string {
-  return `sandbox; default-src 'none'; img-src data: cid:${images ? ' https: http:' : ''}; style-src 'unsafe-inline'`;
+  const img = `img-src data: cid:${images ? ' https: http:' : ''}`;
+  return `sandbox ${MESSAGE_FRAME_SANDBOX}; default-src 'none'; ${img}; style-src 'unsafe-inline'`;
 }

@@ -308,7 +308,7 @@ function Reader({ message: m, folders, onBack, onChanged, onCompose, onGone }) {
         ? html`<iframe
             class="body-frame"
             title="Message content"
-            sandbox=""
+            sandbox="allow-popups allow-popups-to-escape-sandbox"
             referrerpolicy="no-referrer"
             src=${frameSrc}
           ></iframe>`

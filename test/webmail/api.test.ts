@@ -142,7 +142,10 @@ t.test('the webmail API end to end', async (t) => {
       const res = await a.call('GET', `messages/${hostileId}/html`);
       t.equal(res.status, 200);
       const csp = res.headers.get('content-security-policy') ?? '';
-      t.match(csp, /^sandbox; default-src 'none'; img-src data: cid:; style-src 'unsafe-inline'$/);
+      t.match(
+        csp,
+        /^sandbox allow-popups allow-popups-to-escape-sandbox; default-src 'none'; img-src data: cid:; style-src 'unsafe-inline'$/,
+      );
       t.equal(res.headers.get('x-content-type-options'), 'nosniff');
       t.equal(res.headers.get('referrer-policy'), 'no-referrer');
       const body = await res.text();

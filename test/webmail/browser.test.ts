@@ -153,6 +153,32 @@ t.test('the webmail in Chromium', async (t) => {
     t.same(fetched, [], 'the remote image was not fetched');
   });
 
+  await t.test('a link in a received message opens in a tab of its own', async (t) => {
+    const linked = [
+      'From: News <n@news.example>',
+      `To: ${alice.address}`,
+      'Subject: With a link',
+      'MIME-Version: 1.0',
+      'Content-Type: text/html; charset=utf-8',
+      '',
+      `<p>Read <a href="http://site.example:${imagePort}/article?id=7">the article</a>.</p>`,
+      '',
+    ].join('\r\n');
+    await putMessage(e, alice.mailboxes.INBOX!.id, linked);
+    await page.getByRole('button', { name: /^Inbox/ }).click();
+    await page.getByRole('button', { name: /With a link/ }).click();
+    const frame = page.frameLocator('iframe[title="Message content"]');
+    const [tab] = await Promise.all([
+      context.waitForEvent('page'),
+      frame.getByRole('link', { name: 'the article' }).click(),
+    ]);
+    await tab.waitForLoadState();
+    t.equal(tab.url(), `http://site.example:${imagePort}/article?id=7`, 'the link opened in a new tab');
+    t.ok(fetched.includes('/article?id=7'), 'and the page was fetched');
+    t.equal(page.url().startsWith(base), true, 'the webmail itself stayed where it was');
+    await tab.close();
+  });
+
   await t.test("the page's own requests: a CSRF attempt and another inbox's message are refused", async (t) => {
     const statuses = await page.evaluate(
       async ([bobs]) => {
