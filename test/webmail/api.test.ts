@@ -144,7 +144,10 @@ t.test('the webmail API end to end', async (t) => {
       const csp = res.headers.get('content-security-policy') ?? '';
       t.match(
         csp,
-        /^sandbox allow-popups allow-popups-to-escape-sandbox; default-src 'none'; img-src data: cid:; style-src 'unsafe-inline'$/,
+        new RegExp(
+          "^sandbox allow-popups allow-popups-to-escape-sandbox; default-src 'none'; img-src data: cid:; " +
+            "style-src 'unsafe-inline'$",
+        ),
       );
       t.equal(res.headers.get('x-content-type-options'), 'nosniff');
       t.equal(res.headers.get('referrer-policy'), 'no-referrer');
