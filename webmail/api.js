@@ -47,19 +47,35 @@ export async function api(method, path, body) {
   return json;
 }
 
-/** @param {File} file @returns {Promise<{ filename: string, contentType: string, contentBase64: string }>} */
-export function readAttachment(file) {
+/**
+ * A file or a downloaded part as an attachment of the draft API (base64 of its bytes).
+ * @param {Blob} blob @param {string} filename @param {string} contentType
+ * @returns {Promise<{ filename: string, contentType: string, contentBase64: string }>}
+ */
+function encodeAttachment(blob, filename, contentType) {
   return new Promise((resolve, reject) => {
     const r = new FileReader();
     r.onerror = () => reject(r.error);
     r.onload = () => {
       const url = String(r.result);
-      resolve({
-        filename: file.name,
-        contentType: file.type || 'application/octet-stream',
-        contentBase64: url.slice(url.indexOf(',') + 1),
-      });
+      resolve({ filename, contentType, contentBase64: url.slice(url.indexOf(',') + 1) });
     };
-    r.readAsDataURL(file);
+    r.readAsDataURL(blob);
   });
+}
+
+/** @param {File} file */
+export function readAttachment(file) {
+  return encodeAttachment(file, file.name, file.type || 'application/octet-stream');
+}
+
+/**
+ * An attachment of a stored message (a draft being opened again), read back through its download URL, so that
+ * saving or sending the draft keeps it.
+ * @param {string} messageId @param {{ part: string, filename: string, contentType: string }} a
+ */
+export async function readStoredAttachment(messageId, a) {
+  const res = await fetch(`/webmail/v1/messages/${messageId}/parts/${a.part}`, { credentials: 'same-origin' });
+  if (!res.ok) throw new ApiError(res.status, 'http_error', `The attachment ${a.filename} could not be read.`);
+  return encodeAttachment(await res.blob(), a.filename, a.contentType || 'application/octet-stream');
 }

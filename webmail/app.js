@@ -8,7 +8,7 @@
 import { h, render } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
-import { api, ApiError, readAttachment, setCsrf } from './api.js';
+import { api, ApiError, readAttachment, readStoredAttachment, setCsrf } from './api.js';
 
 const html = htm.bind(h);
 
@@ -556,7 +556,8 @@ function Mail({ session, onSignedOut }) {
           cc: m.cc.map((a) => a.address).join(', '),
           subject: m.subject,
           text: m.text,
-          attachments: [],
+          // Read back, so that saving or sending the draft again keeps its attachments.
+          attachments: await Promise.all(m.attachments.map((a) => readStoredAttachment(m.id, a))),
           draftId: m.id,
         });
         return;

@@ -129,6 +129,30 @@ t.test('the webmail in Chromium', async (t) => {
     await shot(page, '5-sent');
   });
 
+  await t.test('a draft keeps its attachment when opened again and sent', async (t) => {
+    const bytes = Buffer.from([0x25, 0x50, 0x44, 0x46, 0x00, 0xff, 0x10, 0x80, 0x0d, 0x0a]);
+    await page.getByRole('button', { name: 'Compose' }).click();
+    await page.getByLabel('To').fill('planner@dest.test');
+    await page.getByLabel('Subject').fill('Draft with a file');
+    await page
+      .getByLabel('Attach files')
+      .setInputFiles({ name: 'plan.pdf', mimeType: 'application/pdf', buffer: bytes });
+    await page.getByRole('button', { name: 'Save draft' }).click();
+    await page.getByText(/Draft saved/).waitFor();
+    await page.getByRole('button', { name: 'Close' }).click();
+    await page.getByRole('button', { name: /^Drafts/ }).click();
+    await page.getByRole('button', { name: /Draft with a file/ }).click();
+    await page.getByRole('list', { name: 'Attached files' }).getByText('plan.pdf').waitFor();
+    await shot(page, '5b-draft-reopened');
+    await page.getByRole('button', { name: 'Send' }).click();
+    const got = (await sink.waitForMessages(2))[1]!;
+    t.same(got.rcptTo, ['planner@dest.test']);
+    const raw = got.raw.toString('latin1');
+    t.match(raw, /filename=plan\.pdf/);
+    const part = /filename=plan\.pdf[^]*?\r\n\r\n([A-Za-z0-9+/=\r\n]+?)\r\n--/.exec(raw);
+    t.same(part && Buffer.from(part[1]!.replace(/\r\n/g, ''), 'base64'), bytes, 'the bytes unchanged');
+  });
+
   await t.test('hostile HTML: its script does not run and its remote image does not load', async (t) => {
     const hostile = [
       'From: Mallory <m@evil.example>',
