@@ -70,3 +70,22 @@ t.test('the webmail cookie is Secure only when a trusted proxy says https', asyn
   t.equal(proxied.statusCode, 200);
   t.match(String(proxied.headers['set-cookie']), /^__Host-svc_webmail=.*; Secure/, 'from the trusted proxy: Secure');
 });
+
+t.test('webmail sign-in failures count per client address: the one the trusted proxy names', async (t) => {
+  svc.clock.freeze();
+  const fail = (client: string, i: number) =>
+    post(
+      '127.0.0.2',
+      '/webmail/v1/session',
+      { address: `nobody${i}@example.test`, password: 'wrong password' },
+      {
+        'x-forwarded-for': client,
+      },
+    );
+  for (let i = 0; i < 60; i++) {
+    const res = await fail('198.51.100.1', i);
+    if (res.statusCode !== 401) return t.fail(`failure ${i + 1}: ${res.statusCode}`);
+  }
+  t.equal((await fail('198.51.100.1', 60)).statusCode, 429, 'the 61st failure from one client: throttled');
+  t.equal((await fail('198.51.100.2', 61)).statusCode, 401, 'another client behind the same proxy: its own bucket');
+});
