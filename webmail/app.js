@@ -40,10 +40,6 @@ const splitAddresses = (s) =>
     .split(/[,;\n]/)
     .map((x) => x.trim())
     .filter(Boolean);
-/** @param {Item} m */
-const itemLabel = (m) =>
-  `${m.seen ? '' : 'Unread. '}${m.flagged ? 'Flagged. ' : ''}From ${whoList(m.from) || 'unknown'}. ` +
-  `${m.subject || '(no subject)'}. ${when(m.date)}`;
 /** @param {Folder} f */
 const folderLabel = (f) => (f.role === 'inbox' ? 'Inbox' : f.name);
 
@@ -98,11 +94,16 @@ function FolderList({ folders, current, onPick, onEmpty }) {
               type="button"
               class="folder"
               aria-current=${f.id === current ? 'page' : undefined}
-              aria-label=${`${folderLabel(f)}${f.unread ? `, ${f.unread} unread` : ''}`}
               onClick=${() => onPick(f.id)}
             >
-              <span>${folderLabel(f)}</span
-              >${f.unread ? html`<span class="count" aria-hidden="true">${f.unread}</span>` : ''}
+              ${
+                // Named from its own text, in one piece, so that the name holds what is seen ("Inbox, 2 unread").
+                f.unread
+                  ? html`<span class="visually-hidden">${folderLabel(f)}, ${f.unread} unread</span
+                      ><span aria-hidden="true">${folderLabel(f)}</span
+                      ><span class="count" aria-hidden="true">${f.unread}</span>`
+                  : html`<span>${folderLabel(f)}</span>`
+              }
             </button>
             ${
               (f.role === 'trash' || f.role === 'junk') && f.total > 0
@@ -145,6 +146,8 @@ function MessageList({ folder, items, total, page, query, onQuery, onPage, onOpe
     </p>
     <ul class="messages">
       ${items.map(
+        // Each button is named by its own text (no aria-label that would say other than what is seen); the
+        // glyphs are said in words to a screen reader.
         (m) =>
           html`<li key=${m.id}>
             <button
@@ -152,15 +155,22 @@ function MessageList({ folder, items, total, page, query, onQuery, onPage, onOpe
               class=${`message ${m.seen ? 'read' : 'unread'}`}
               data-id=${m.id}
               onClick=${() => onOpen(m.id)}
-              aria-label=${itemLabel(m)}
             >
               <span class="from"
-                >${m.seen ? '' : html`<span class="dot" aria-hidden="true">●</span> `}${
-                  folder?.role === 'sent' || folder?.role === 'drafts' ? whoList(m.to) : whoList(m.from)
+                >${m.seen ? '' : html`<span class="dot" aria-hidden="true">●</span> `}<span class="visually-hidden"
+                  >${m.seen ? '' : 'Unread. '}${m.flagged ? 'Flagged. ' : ''}${
+                    folder?.role === 'sent' || folder?.role === 'drafts' ? 'To ' : 'From '
+                  }</span
+                >${
+                  (folder?.role === 'sent' || folder?.role === 'drafts' ? whoList(m.to) : whoList(m.from)) || 'unknown'
                 }</span
               >
               <span class="subject"
-                >${m.flagged ? '⚑ ' : ''}${m.subject || '(no subject)'}${m.hasAttachments ? ' 📎' : ''}</span
+                ><span aria-hidden="true">${m.flagged ? '⚑ ' : ''}</span>${m.subject || '(no subject)'}${
+                  m.hasAttachments
+                    ? html`<span aria-hidden="true"> 📎</span><span class="visually-hidden">, with attachments</span>`
+                    : ''
+                }</span
               >
               <span class="preview">${m.preview}</span>
               <time datetime=${m.date}>${when(m.date)}</time>

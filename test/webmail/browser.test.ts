@@ -4,7 +4,9 @@
 // image does not load, and the page's refusals (a CSRF attempt, another inbox's message). Each step leaves a
 // screenshot in the test's output directory.
 import t from 'tap';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import http from 'node:http';
@@ -15,6 +17,8 @@ import { waitFor } from '../helpers/wait-for.js';
 import { PASSWORD, putMessage, webmailEnv, webmailInbox } from '../helpers/webmail.js';
 
 const CHROMIUM = process.env.SVC_CHROMIUM ?? '/usr/bin/chromium';
+// axe-core, the accessibility rules engine browsers' own audits use, run in the page (WCAG 2.1 A and AA).
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const shots = path.resolve('.tap', 'webmail-screenshots');
 
 t.test('the webmail in Chromium', async (t) => {
@@ -66,6 +70,22 @@ t.test('the webmail in Chromium', async (t) => {
     void d.dismiss();
   });
   const shot = (p: Page, name: string) => p.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
+  /** The page's WCAG 2.1 A/AA violations, as "rule: first offending element" lines (none expected). */
+  const audit = async (p: Page): Promise<string[]> => {
+    // Through the debugger protocol, which the page's Content-Security-Policy does not govern.
+    await p.evaluate(AXE);
+    const violations = await p.evaluate(async () => {
+      const g = globalThis as unknown as {
+        axe: { run(ctx: unknown, o: unknown): Promise<unknown> };
+        document: unknown;
+      };
+      const r = (await g.axe.run(g.document, {
+        runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] },
+      })) as { violations: { id: string; help: string; nodes: { html: string }[] }[] };
+      return r.violations.map((v) => `${v.id} (${v.help}): ${v.nodes[0]?.html ?? ''}`);
+    });
+    return violations;
+  };
   // The webmail host of the configuration, resolved to loopback by the browser.
   const base = `http://${svc.running.ctx.config.webmailHost}:${svc.running.ports.http}`;
 
@@ -79,15 +99,19 @@ t.test('the webmail in Chromium', async (t) => {
 
   await t.test('sign in and read a message delivered over SMTP', async (t) => {
     await page.goto(`${base}/`);
+    await page.getByLabel('Email address').waitFor();
+    t.same(await audit(page), [], 'the sign-in page: no WCAG 2.1 A/AA violation');
     await page.getByLabel('Email address').fill(alice.address);
     await page.getByLabel('Password').fill(PASSWORD);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('button', { name: /Inbox, 1 unread/ }).waitFor();
     await shot(page, '1-signed-in');
+    t.same(await audit(page), [], 'the folder view: no WCAG 2.1 A/AA violation');
     await page.getByRole('button', { name: /Over SMTP/ }).click();
     await page.getByRole('heading', { name: 'Over SMTP' }).waitFor();
     t.match(await page.locator('.body-text').textContent(), /Delivered by swaks\./);
     await shot(page, '2-read');
+    t.same(await audit(page), [], 'the reading view: no WCAG 2.1 A/AA violation');
     await page.getByRole('button', { name: 'Back' }).click();
     t.ok(await page.getByRole('button', { name: /^Inbox$/ }).isVisible(), 'read: no unread count left');
   });
@@ -117,6 +141,7 @@ t.test('the webmail in Chromium', async (t) => {
       buffer: Buffer.from('attached words'),
     });
     await shot(page, '4-compose');
+    t.same(await audit(page), [], 'the compose view: no WCAG 2.1 A/AA violation');
     await page.getByRole('button', { name: 'Send' }).click();
     const [got] = await sink.waitForMessages(1);
     t.same(got!.rcptTo, ['friend@dest.test']);
