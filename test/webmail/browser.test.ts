@@ -101,13 +101,24 @@ t.test('the webmail in Chromium', async (t) => {
     await page.goto(`${base}/`);
     await page.getByLabel('Email address').waitFor();
     t.same(await audit(page), [], 'the sign-in page: no WCAG 2.1 A/AA violation');
-    await page.getByLabel('Email address').fill(alice.address);
-    await page.getByLabel('Password').fill(PASSWORD);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    // By keyboard alone: the field, Tab to the next, Enter submits.
+    await page.getByLabel('Email address').focus();
+    await page.keyboard.type(alice.address);
+    await page.keyboard.press('Tab');
+    t.equal(
+      await page.evaluate(
+        () => (globalThis as unknown as { document: { activeElement: { id: string } } }).document.activeElement.id,
+      ),
+      await page.getByLabel('Password').getAttribute('id'),
+      'Tab reaches the password',
+    );
+    await page.keyboard.type(PASSWORD);
+    await page.keyboard.press('Enter');
     await page.getByRole('button', { name: /Inbox, 1 unread/ }).waitFor();
     await shot(page, '1-signed-in');
     t.same(await audit(page), [], 'the folder view: no WCAG 2.1 A/AA violation');
-    await page.getByRole('button', { name: /Over SMTP/ }).click();
+    await page.getByRole('button', { name: /Over SMTP/ }).focus();
+    await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Over SMTP' }).waitFor();
     t.match(await page.locator('.body-text').textContent(), /Delivered by swaks\./);
     await shot(page, '2-read');
