@@ -138,6 +138,7 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
         createApp(deps, { checkResponses: opts.checkResponses }),
         config.bindHost,
         config.httpPort,
+        { maxConnections: config.httpMaxConnections },
       );
       ports.http = http.port;
       const host = config.bindHost.includes(':') ? `[${config.bindHost}]` : config.bindHost;

@@ -55,6 +55,10 @@ export interface Config {
   mxSessionTimeoutMs: number;
   /** CIDR blocks of the proxies whose X-Forwarded-For and X-Forwarded-Proto the HTTP listener believes. */
   trustedProxies: string[];
+  /** Connections the HTTP listener holds at once. */
+  httpMaxConnections: number;
+  /** Request bodies over 1 MB read at once; more are answered 429. */
+  httpMaxLargeBodies: number;
 }
 
 export interface SourceAddresses {
@@ -403,6 +407,24 @@ export const fields = [
     expect: 'must be a comma list of IP addresses or CIDR blocks (10.0.0.0/8, ::1)',
     parse: list,
     fallback: () => [],
+  }),
+  f({
+    env: 'SVC_HTTP_MAX_CONNECTIONS',
+    key: 'httpMaxConnections',
+    doc: 'Connections the HTTP listener holds at once; past it new ones are closed at once.',
+    schema: count(1),
+    expect: 'must be a whole number of at least 1',
+    parse: Number,
+    fallback: () => 2000,
+  }),
+  f({
+    env: 'SVC_HTTP_MAX_LARGE_BODIES',
+    key: 'httpMaxLargeBodies',
+    doc: 'Request bodies over 1 MB (sendEmail with attachments, imports) read at once; more are answered 429.',
+    schema: count(1),
+    expect: 'must be a whole number of at least 1',
+    parse: Number,
+    fallback: () => 64,
   }),
 ] as const satisfies readonly Field<keyof Config>[];
 

@@ -6,8 +6,8 @@ import Koa from 'koa';
 import Router from '@koa/router';
 import { routeTable, DEFAULT_BODY_LIMIT, type RouteSpec } from '@svc-mail/sdk';
 import { errorEnvelope } from './errors.js';
-import { readRawBody, parseJson } from './middleware/body.js';
-import { authenticate } from './middleware/authenticate.js';
+import { bodyReader, parseJson } from './middleware/body.js';
+import { checkHead, completeAuthentication } from './middleware/authenticate.js';
 import { compileRequest, compileResponse } from './middleware/validate.js';
 import { handlers } from './handlers/index.js';
 import type { Deps, Handler, RequestCtx } from './deps.js';
@@ -49,6 +49,7 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
   app.proxy = false;
   app.silent = true;
   const router = new Router();
+  const bodies = bodyReader(deps.ctx.config.httpMaxLargeBodies);
 
   const names = Object.keys(routeTable).sort((a, b) =>
     byPathSpecificity(routeTable[a as keyof typeof routeTable].path, routeTable[b as keyof typeof routeTable].path),
@@ -72,15 +73,15 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
     router.register(koaPath(spec.path), [spec.method], async (ctx) => {
       // The webmail's routes: Host, session cookie and CSRF token, before the body is read.
       const webmail = spec.webmail ? await gateWebmail(ctx, deps, spec.webmail) : null;
-      const rawBody = await readRawBody(ctx.req, limit);
+      // The credential's head first (docs/api.md §5): a request that cannot be authenticated is answered
+      // before its body is read; then the body, hashed as it arrives; then the signature over it.
+      const head = { method: ctx.method, target: ctx.originalUrl, headers: ctx.headers, ip: ctx.ip };
+      const accepted = spec.auth === 'public' ? null : spec.auth;
+      const checked = accepted && (await checkHead(head, accepted, deps));
+      const body = await bodies.read(ctx.req, ctx.res, limit);
+      const rawBody = body.raw;
       const principal =
-        spec.auth === 'public'
-          ? null
-          : await authenticate(
-              { method: ctx.method, target: ctx.originalUrl, headers: ctx.headers, rawBody, ip: ctx.ip },
-              spec.auth,
-              deps,
-            );
+        accepted && checked ? await completeAuthentication(checked, head, body.sha256, accepted, deps) : null;
       // A body on a route that takes none is ignored (it was still covered by the signature).
       const json = spec.body ? parseJson(rawBody) : undefined;
       const input = {

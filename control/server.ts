@@ -10,10 +10,18 @@ export interface HttpListener {
   close(): Promise<void>;
 }
 
-export async function listenHttp(app: Koa, host: string, port: number): Promise<HttpListener> {
+export interface HttpLimits {
+  /** SVC_HTTP_MAX_CONNECTIONS: past it, a new connection is closed at once. */
+  maxConnections: number;
+}
+
+export async function listenHttp(app: Koa, host: string, port: number, limits: HttpLimits): Promise<HttpListener> {
   const server = http.createServer(app.callback());
+  server.maxConnections = limits.maxConnections;
   // Longer than common load balancers' idle timeout (60 s), so they close first and never race us.
   server.keepAliveTimeout = 65_000;
+  // A client must send its whole header block within 70 s and its whole request within 120 s (Node answers
+  // 408 then): a slow sender holds a connection that long at most.
   server.headersTimeout = 70_000;
   server.requestTimeout = 120_000;
   server.on('clientError', answerClientError);

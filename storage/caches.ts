@@ -11,6 +11,8 @@ import type { GuardBatches } from './pg/request-guard.js';
 export interface Caches {
   /** Credentials by key id: the request guard's statement reads each again (control/middleware/authenticate.ts). */
   credentials: BoundedCache<StoredCredential>;
+  /** Key ids that matched no credential, with the time until which they are answered 401 without a lookup. */
+  unknownKeys: BoundedCache<number>;
   /** Opened credential secrets, keyed by the immutable sealed value: opening one costs an AES-GCM decryption. */
   openedSecrets: BoundedCache<string>;
   /** allowedCidrs lists (docs/api.md §4.7), parsed, keyed by the list joined with commas. */
@@ -26,6 +28,7 @@ export interface Caches {
 export function createCaches(db: Db): Caches {
   return {
     credentials: boundedCache(),
+    unknownKeys: boundedCache(),
     openedSecrets: boundedCache(),
     cidrLists: boundedCache(),
     senders: boundedCache(),

@@ -112,11 +112,33 @@ function admit(accepted: readonly CredentialKind[], p: Principal): ApiError | nu
   return unauthorized();
 }
 
-export async function authenticate(
-  req: SignedRequest,
-  accepted: readonly CredentialKind[],
-  deps: Deps,
-): Promise<Principal> {
+/** A request's method, target, headers and source address: what is known before its body is read. */
+export type RequestHead = Omit<SignedRequest, 'rawBody'>;
+
+/** What the head of a request proved: the platform key (complete), or a signed request still to verify. */
+export type HeadCheck =
+  | { kind: 'platform_admin' }
+  | {
+      kind: 'signed';
+      keyId: string;
+      sig: string;
+      ts: string;
+      tsMs: number;
+      nonce: string;
+      cred: StoredCredential;
+      cached: boolean;
+    };
+
+/** How long a key id that matched no credential is answered 401 without a lookup (docs/decisions.md #7). */
+const UNKNOWN_KEY_TTL_MS = 60_000;
+
+/**
+ * docs/api.md §5, the part that needs no body (issue 15 item 1): the Authorization header's form, the
+ * timestamp window, the nonce's form, and a credential under the key id (a key id that matches none is
+ * remembered for a minute: a repeated unknown one costs a cache miss, not a query). A request failing here is
+ * answered 401 before a byte of its body is read. The platform key is checked here whole.
+ */
+export async function checkHead(req: RequestHead, accepted: readonly CredentialKind[], deps: Deps): Promise<HeadCheck> {
   const { clock, config } = deps.ctx;
   const m = AUTH_RE.exec(header(req.headers, 'authorization') ?? '');
   if (!m) throw unauthorized();
@@ -150,19 +172,47 @@ export async function authenticate(
 
   // Credentials by key id, so that a request costs one round trip (the guard's statement, which reads the
   // credential again and consumes nothing when it is gone or changed) instead of two.
+  const cached = deps.storage.caches.credentials.get(keyId);
+  if (cached) return { kind: 'signed', keyId, sig, ts, tsMs, nonce, cred: cached, cached: true };
+  const unknown = deps.storage.caches.unknownKeys;
+  const missUntil = unknown.get(keyId);
+  if (missUntil !== undefined && missUntil > nowMs) throw unauthorized();
+  const found = await findCredential(deps.storage.db, keyId, now);
+  if (!found) {
+    unknown.set(keyId, nowMs + UNKNOWN_KEY_TTL_MS);
+    throw unauthorized();
+  }
+  return { kind: 'signed', keyId, sig, ts, tsMs, nonce, cred: found, cached: false };
+}
+
+/**
+ * The rest, once the body is read: the signature over the body's SHA-256 (hex), the credential's kind and
+ * source addresses, then one statement that consumes the nonce, takes a token from the bucket and reads the
+ * credential again (docs/decisions.md #25).
+ */
+export async function completeAuthentication(
+  head: HeadCheck,
+  req: RequestHead,
+  bodySha256: string,
+  accepted: readonly CredentialKind[],
+  deps: Deps,
+): Promise<Principal> {
+  if (head.kind === 'platform_admin') return { kind: 'platform_admin' };
+  const { keyId, sig, ts, tsMs, nonce } = head;
+  const now = new Date(deps.ctx.clock.now());
   const cache = deps.storage.caches.credentials;
   // The string to sign is the SDK's (one definition); the hashes are node:crypto's, synchronous and
   // cheaper per request than WebCrypto's promises.
-  const bodyHash = createHash('sha256').update(req.rawBody).digest('hex');
-  const toSign = stringToSign(req.method, req.target, ts, nonce, bodyHash);
+  const toSign = stringToSign(req.method, req.target, ts, nonce, bodySha256);
   const signedBy = (c: StoredCredential | null) => {
     const secret = c ? openSecret(deps, c) : 'no-such-credential';
     const expected = createHmac('sha256', secret).update(toSign).digest('hex');
     return c !== null && timingSafeEqual(Buffer.from(expected, 'hex'), Buffer.from(sig, 'hex'));
   };
-  let cred = cache.get(keyId) ?? null;
+  let cred: StoredCredential | null = head.cred;
   // A cached credential whose secret does not match is looked up again before the request fails.
-  if (!cred || !signedBy(cred)) {
+  if (!signedBy(cred)) {
+    if (!head.cached) throw unauthorized();
     cred = await findCredential(deps.storage.db, keyId, now);
     if (!signedBy(cred)) throw unauthorized();
   }
@@ -188,6 +238,17 @@ export async function authenticate(
   refuseUnless(deps, accepted, fresh, req.ip);
   checkGuard(guard);
   return toPrincipal(fresh);
+}
+
+/** Both phases over a request whose body is already read. */
+export async function authenticate(
+  req: SignedRequest,
+  accepted: readonly CredentialKind[],
+  deps: Deps,
+): Promise<Principal> {
+  const head = await checkHead(req, accepted, deps);
+  const bodySha256 = createHash('sha256').update(req.rawBody).digest('hex');
+  return completeAuthentication(head, req, bodySha256, accepted, deps);
 }
 
 /** Throws the answer for a credential that may not call this route (or not from this address). */

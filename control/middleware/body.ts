@@ -1,41 +1,127 @@
-// Reads the raw request body under a size limit. The raw bytes are kept: the signature (docs/api.md §5.2
-// line 5) covers their SHA-256, not a re-serialization of the parsed JSON.
-import type { IncomingMessage } from 'node:http';
-import { fail } from '../errors.js';
+// Reads the raw request body under a size limit, hashing it as it arrives. The raw bytes are kept: the
+// signature (docs/api.md §5.2 line 5) covers their SHA-256, not a re-serialization of the parsed JSON.
+//
+// What an anonymous client can make us spend (issue 15 item 1): a body is read only after the request's head
+// has passed (control/app.ts: the credential's head check runs first); a declared length over the limit is
+// answered 413 at once, unread; a body that grows past it is answered 413 as soon as it does; and large
+// bodies (over LARGE_BODY_BYTES, or of unknown length where more than that is allowed) are read a few at a
+// time, the rest answered 429 with Retry-After. Past a 413 the connection closes, after at most a little of
+// the rest is read and dropped, so that the client still gets to read the answer rather than a reset.
+import { createHash } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ApiError, fail } from '../errors.js';
 
-// Past the limit we keep reading and discarding up to this much more, so that a client still
-// uploading gets to read our 413 instead of a reset connection; beyond it we cut the connection.
-const DRAIN_CAP = 64 * 1024 * 1024;
+/** Bodies above this size count against the large-body cap. */
+export const LARGE_BODY_BYTES = 1024 * 1024;
+/** After a 413: at most this much more is read and dropped, for at most DRAIN_MS, before the socket closes. */
+const DRAIN_BYTES = 1024 * 1024;
+const DRAIN_MS = 2_000;
 
-export async function readRawBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  const declared = Number(req.headers['content-length'] ?? NaN);
-  const tooLarge = () => fail('payload_too_large', `Request body is larger than ${limit} bytes.`, { limit });
-  if (declared > limit) {
-    await drain(req);
-    throw tooLarge();
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limit) {
-      await drain(req);
-      throw tooLarge();
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks, size);
+export interface RawBody {
+  raw: Buffer;
+  /** SHA-256 of `raw`, hex. */
+  sha256: string;
 }
 
-async function drain(req: IncomingMessage): Promise<void> {
-  let seen = 0;
-  for await (const chunk of req) {
-    seen += (chunk as Buffer).length;
-    if (seen > DRAIN_CAP) {
+export interface BodyReader {
+  read(req: IncomingMessage, res: ServerResponse, limit: number): Promise<RawBody>;
+}
+
+/** `maxLarge`: how many large bodies may be read at once (SVC_HTTP_MAX_LARGE_BODIES). */
+export function bodyReader(maxLarge: number): BodyReader {
+  let large = 0;
+  return {
+    async read(req, res, limit) {
+      const declaredHeader = req.headers['content-length'];
+      const declared = declaredHeader === undefined ? null : Number(declaredHeader);
+      if (declared !== null && declared > limit) throw tooLarge(req, res, limit);
+      const isLarge = declared === null ? limit > LARGE_BODY_BYTES : declared > LARGE_BODY_BYTES;
+      if (isLarge && large >= maxLarge) {
+        closeAfter(req, res);
+        throw new ApiError(
+          'rate_limited',
+          'Too many large requests at once; try again in a second.',
+          { retryAfterSeconds: 1 },
+          { 'Retry-After': '1' },
+        );
+      }
+      if (isLarge) large++;
+      try {
+        return await readUpTo(req, res, limit);
+      } finally {
+        if (isLarge) large--;
+      }
+    },
+  };
+}
+
+/**
+ * Events rather than `for await`: leaving an async iteration early destroys the request, and with it the
+ * socket the 413 must still be written to.
+ */
+function readUpTo(req: IncomingMessage, res: ServerResponse, limit: number): Promise<RawBody> {
+  return new Promise((resolve, reject) => {
+    const hash = createHash('sha256');
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = () => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('error', onError);
+      req.off('close', onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        done();
+        req.pause();
+        reject(tooLarge(req, res, limit));
+        return;
+      }
+      hash.update(chunk);
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      done();
+      resolve({ raw: Buffer.concat(chunks, size), sha256: hash.digest('hex') });
+    };
+    const onError = (err: Error) => {
+      done();
+      reject(err);
+    };
+    const onClose = () => onError(new Error('the client closed the connection before the body ended'));
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+    req.on('close', onClose);
+  });
+}
+
+function tooLarge(req: IncomingMessage, res: ServerResponse, limit: number): ApiError {
+  closeAfter(req, res);
+  return fail('payload_too_large', `Request body is larger than ${limit} bytes.`, { limit });
+}
+
+/** The answer says the connection closes; once written, a little more of the body is dropped, then it does. */
+function closeAfter(req: IncomingMessage, res: ServerResponse): void {
+  res.setHeader('Connection', 'close');
+  res.once('finish', () => {
+    let seen = 0;
+    const stop = () => {
+      clearTimeout(timer);
+      req.removeListener('data', onData);
       req.socket.destroy();
-      return;
-    }
-  }
+    };
+    const onData = (chunk: Buffer) => {
+      seen += chunk.length;
+      if (seen > DRAIN_BYTES) stop();
+    };
+    const timer = setTimeout(stop, DRAIN_MS);
+    timer.unref();
+    req.on('data', onData);
+    req.once('end', stop);
+    req.resume();
+  });
 }
 
 export function parseJson(raw: Buffer): unknown {
