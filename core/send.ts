@@ -14,7 +14,7 @@ import {
   type ComposeInput,
   type Mailbox,
 } from '../mail/compose.js';
-import { encodeReturnPath } from '../mail/verp.js';
+import { encodeReturnPath, returnPathMac } from '../mail/verp.js';
 import { extrasOf, hasExtras, type ExtraFields, type Extras } from './send-fields.js';
 import {
   acceptMessage,
@@ -220,8 +220,14 @@ async function composeAndAccept(
   const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
   const content = await renderContent(deps, body, cap.organizationId);
   const id = randomUUID();
-  const messageIdHeader = `${id}@${fromDomain}`;
-  const returnPath = encodeReturnPath(id, `${cap.returnPathSubdomain}.${cap.domain}`);
+  // Unrelated to the id (docs/decisions.md #53): the Message-ID travels with every copy, forwards and
+  // quotes, and must not tell anyone the return path.
+  const messageIdHeader = `${randomUUID()}@${fromDomain}`;
+  const returnPath = encodeReturnPath(
+    id,
+    `${cap.returnPathSubdomain}.${cap.domain}`,
+    returnPathMac(deps.storage.sealer),
+  );
   // docs/api.md §4.11 display-name rule: the message's own name, else the domain's default, else none.
   const name = from.name ?? cap.defaultDisplayName;
   const raw = await composeMessage({

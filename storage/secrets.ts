@@ -1,20 +1,31 @@
 // The master key and the sealing of secrets the server must use again (HMAC secrets, DKIM keys,
 // mail carrying one-time links). AES-256-GCM; the associated data binds a sealed value to its row,
 // so a ciphertext copied into another row does not open.
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 import { open, readFile, mkdir, link, unlink } from 'node:fs/promises';
 import path from 'node:path';
 
 export interface Sealer {
   seal(plaintext: string, aad: string): string;
   open(sealed: string, aad: string): string;
+  /**
+   * HMAC-SHA256 (hex) of `data` under a key of its own for each `purpose`, derived from the master key
+   * (HMAC(master, "svc-mail mac " + purpose)): a tag only this service can make, e.g. in a return path.
+   */
+  mac(purpose: string, data: string): string;
 }
 
 const VERSION = 'v1';
 
 export function createSealer(key: Buffer): Sealer {
   if (key.length !== 32) throw new Error('master key must be 32 bytes');
+  const macKeys = new Map<string, Buffer>();
   return {
+    mac(purpose, data) {
+      let k = macKeys.get(purpose);
+      if (!k) macKeys.set(purpose, (k = createHmac('sha256', key).update(`svc-mail mac ${purpose}`).digest()));
+      return createHmac('sha256', k).update(data).digest('hex');
+    },
     seal(plaintext, aad) {
       const iv = randomBytes(12);
       const c = createCipheriv('aes-256-gcm', key, iv);

@@ -308,7 +308,7 @@ async function recordReports(raw: Buffer, reports: readonly ReportRecipient[], {
         : outcome.kind === 'bounced' && outcome.suppress
           ? 'hard_bounce'
           : null;
-    await recordReport(storage.db, {
+    const recorded = await recordReport(storage.db, {
       messageId: m.id,
       projectId: m.projectId,
       type: outcome.kind,
@@ -324,6 +324,7 @@ async function recordReports(raw: Buffer, reports: readonly ReportRecipient[], {
           }
         : undefined,
     });
-    log.info({ messageId: m.id, type: outcome.kind }, 'asynchronous report recorded');
+    if (recorded) log.info({ messageId: m.id, type: outcome.kind }, 'asynchronous report recorded');
+    else log.info({ messageId: m.id, type: outcome.kind }, 'a second final report of the message, ignored');
   }
 }

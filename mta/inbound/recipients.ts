@@ -11,7 +11,7 @@ import type { SMTPServerEnvelope } from 'smtp-server';
 import type { Storage } from '../../storage/index.js';
 import { reportedMessage, type ReportedMessage } from '../../storage/pg/reports.js';
 import { findInboundRecipient } from '../../storage/pg/inboxes.js';
-import { decodeReturnPath } from '../../mail/verp.js';
+import { decodeReturnPath, returnPathMac } from '../../mail/verp.js';
 import { normalizeLocalpart } from '../../mail/localpart.js';
 import { normalizeDomain } from '../../mail/domain-names.js';
 import { MAILBOX_FULL, MAILBOX_UNKNOWN, RELAY_DENIED } from '../../mail/smtp-reply.js';
@@ -34,10 +34,14 @@ export interface ReportRecipient {
 
 export type Recipient = InboxRecipient | ReportRecipient;
 
-/** The sent message whose exact return path `address` is, or null. */
+/**
+ * The sent message whose exact return path `address` is, or null. A tag that is not ours is refused before
+ * anything is looked up (docs/decisions.md #53); an address of before the tag names only the message that was
+ * sent from exactly it.
+ */
 export async function reportRecipient(storage: Storage, address: string): Promise<ReportedMessage | null> {
-  const verp = decodeReturnPath(address);
-  if (!verp) return null;
+  const verp = decodeReturnPath(address, returnPathMac(storage.sealer));
+  if (!verp || verp.signed === false) return null;
   const m = await reportedMessage(storage.db, verp.messageId);
   // The whole address must be the one we sent from: the id alone at another domain names nothing.
   return m && m.returnPath.toLowerCase() === address.toLowerCase() ? m : null;
@@ -59,7 +63,7 @@ export async function decideRecipient(storage: Storage, address: string): Promis
   // An address literal or a malformed domain is nothing we receive for.
   const domain = parts && normalizeDomain(parts.domain);
   const found = domain ? await findInboundRecipient(storage.db, localpart ?? '', domain) : null;
-  if (!found) throw decodeReturnPath(address) ? MAILBOX_UNKNOWN : RELAY_DENIED;
+  if (!found) throw decodeReturnPath(address, returnPathMac(storage.sealer)) ? MAILBOX_UNKNOWN : RELAY_DENIED;
   const inbox = localpart ? found.inbox : null;
   if (!inbox) throw MAILBOX_UNKNOWN;
   // At or over: the inbox takes nothing more; a message already accepted at DATA may have passed it.

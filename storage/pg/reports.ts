@@ -32,11 +32,24 @@ export interface Report {
 
 /**
  * Records one report: its event; for a bounce, the status `bounced` (unless the message already ended
- * as bounced or failed); the suppression if any; the webhook deliveries of the event.
+ * as bounced or failed); the suppression if any; the webhook deliveries of the event. A final report
+ * (bounced, complained) counts once per message (docs/decisions.md #53): a second one, a retransmission or
+ * a copy, records nothing and answers false. Delays may come again.
  */
-export async function recordReport(db: Db, r: Report): Promise<void> {
+export async function recordReport(db: Db, r: Report): Promise<boolean> {
   const eventId = randomUUID();
-  await db.tx(async (q) => {
+  return db.tx(async (q) => {
+    if (r.type !== 'deferred') {
+      // The message's row lock orders concurrent reports of one message: the second sees the first's event.
+      await q.query('SELECT 1 FROM messages WHERE id = $1 FOR UPDATE', [r.messageId]);
+      const seen = await q.query(
+        // Events of reports carry their source (mta/inbound/reports.ts): dsn, arf or text.
+        `SELECT 1 FROM message_events WHERE message_id = $1 AND type = $2
+           AND detail->>'source' IN ('dsn', 'arf', 'text') LIMIT 1`,
+        [r.messageId, r.type],
+      );
+      if (seen.length) return false;
+    }
     if (r.type === 'bounced') {
       await q.query(
         `UPDATE messages SET status = 'bounced', updated_at = $2
@@ -57,5 +70,6 @@ export async function recordReport(db: Db, r: Report): Promise<void> {
       );
     }
     await fanOut(q, [{ id: eventId, projectId: r.projectId, type: r.type, at: r.at }]);
+    return true;
   });
 }

@@ -39,7 +39,14 @@ t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
   t.equal(header(raw, 'From'), `Ada <ada@${s.domain}>`);
   t.equal(header(raw, 'To'), 'Bob@example.com');
   t.equal(header(raw, 'Subject'), 'Hello');
-  t.equal(header(raw, 'Message-ID'), `<${res.providerMessageId}@${s.domain}>`, 'Message-ID on the sender domain');
+  const messageId = header(raw, 'Message-ID') ?? '';
+  t.match(
+    messageId,
+    new RegExp(`^<[0-9a-f-]{36}@${s.domain.replace(/\./g, '\\.')}>$`),
+    'Message-ID on the sender domain',
+  );
+  t.notOk(messageId.includes(res.providerMessageId), 'unrelated to the message id (docs/decisions.md #53)');
+  t.notOk(entry?.mailFrom.includes(messageId.slice(1, 37).replace(/-/g, '')), 'and to the return path');
   t.ok(header(raw, 'Date'), 'Date');
   t.equal(header(raw, 'MIME-Version'), '1.0');
   t.match(header(raw, 'Content-Type'), /^multipart\/alternative/);

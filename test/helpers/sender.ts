@@ -62,3 +62,17 @@ export async function sender(
     dkimTxt,
   };
 }
+
+/** The return path and the Message-ID (with its angle brackets) a sent message went out with. */
+export async function sentAs(
+  svc: Pick<TestService, 'running'>,
+  id: string,
+): Promise<{ returnPath: string; messageIdHeader: string }> {
+  const rows = await svc.running.storage.db.query<{ returnPath: string; messageIdHeader: string }>(
+    'SELECT return_path AS "returnPath", message_id_header AS "messageIdHeader" FROM messages WHERE id = $1',
+    [id],
+  );
+  const row = rows[0];
+  if (!row) throw new Error(`no message ${id}`);
+  return { returnPath: row.returnPath, messageIdHeader: `<${row.messageIdHeader}>` };
+}

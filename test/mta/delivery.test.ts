@@ -84,7 +84,9 @@ t.test('delivered: STARTTLS, EHLO, VERP, two DKIM signatures, one reused connect
     'EHLO SVC_HOSTNAME',
   );
   t.ok(
-    got.every((m) => new RegExp(`^b-[0-9a-f]{32}@bounces\\.${w.s.domain.replace(/\./g, '\\.')}$`).test(m.mailFrom)),
+    got.every((m) =>
+      new RegExp(`^b-[0-9a-f]{32}-[0-9a-f]{12}@bounces\\.${w.s.domain.replace(/\./g, '\\.')}$`).test(m.mailFrom),
+    ),
     'VERP return path',
   );
   t.same(

@@ -2,6 +2,7 @@
 // inbox recipient: a DSN sent both to the return path of a message we sent and to an inbox bounces the
 // message and lands in the inbox, before the one 250.
 import t from 'tap';
+import { sentAs } from '../helpers/sender.js';
 import { startTestService } from '../helpers/service.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
@@ -26,7 +27,8 @@ t.test('one DSN to a VERP return path and an inbox: the bounce recorded and the 
     subject: 'Your receipt',
     text: 'Thanks',
   });
-  const sent = await waitFor(() => sink.messages.find((x) => x.raw.includes(id)), { what: `${id} at the sink` });
+  const { returnPath, messageIdHeader } = await sentAs(svc, id);
+  const sent = await waitFor(() => sink.messages.find((x) => x.mailFrom === returnPath), { what: `${id} at the sink` });
   const status = async () =>
     (await storage.db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [id]))[0]?.status;
   await waitFor(async () => (await status()) === 'delivered', { what: `${id} delivered` });
@@ -61,7 +63,7 @@ Content-Type: text/rfc822-headers
 From: ada@${s.domain}
 To: gone@dest.test
 Subject: Your receipt
-Message-ID: <${id}@${s.domain}>
+Message-ID: ${messageIdHeader}
 
 --B1--
 `;

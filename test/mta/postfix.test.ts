@@ -48,7 +48,7 @@ t.test('Postfix receives signed mail; its refusals bounce or defer', async (t) =
 
   t.same(stored.map((m) => m.rcpt).sort(), ['ann@pf.test', 'bob@pf.test']);
   t.ok(
-    stored.every((m) => /^b-[0-9a-f]{32}@bounces\./.test(m.mailFrom)),
+    stored.every((m) => /^b-[0-9a-f]{32}-[0-9a-f]{12}@bounces\./.test(m.mailFrom)),
     'Postfix saw the VERP return path',
   );
   const verdicts = await verifyDkimAll(

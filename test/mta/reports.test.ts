@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
-import { sender, type Sender } from '../helpers/sender.js';
+import { sender, sentAs, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 interface World {
@@ -34,9 +34,12 @@ async function delivered(w: World, to: string): Promise<{ id: string; verp: stri
     subject: 'Your receipt',
     text: 'Thanks',
   });
-  const m = await waitFor(() => w.sink.messages.find((x) => x.raw.includes(id)), { what: `${id} at the sink` });
+  const sent = await sentAs(w.svc, id);
+  const m = await waitFor(() => w.sink.messages.find((x) => x.mailFrom === sent.returnPath), {
+    what: `${id} at the sink`,
+  });
   await waitFor(async () => (await status(w, id)) === 'delivered', { what: `${id} delivered` });
-  return { id, verp: m.mailFrom, messageIdHeader: `<${id}@${w.s.domain}>` };
+  return { id, verp: m.mailFrom, messageIdHeader: sent.messageIdHeader };
 }
 
 const status = async (w: World, id: string) =>
@@ -127,6 +130,9 @@ ${originalHeaders(m, 'gone@dest.test')}
   t.equal(await status(w, m.id), 'bounced');
   const ev = (await events(w, m.id)).at(-1)!;
   t.equal(ev.type, 'bounced');
+  // The same report again (a retransmission, a copy): taken, and counted once (docs/decisions.md #53).
+  t.equal((await swaks(w, m.verp, dsn)).code, 0, 'a second copy is taken too');
+  t.equal((await events(w, m.id)).filter((e) => e.type === 'bounced').length, 1, 'one bounced event, not two');
   t.match(ev.detail, {
     source: 'dsn',
     action: 'failed',
@@ -234,6 +240,12 @@ Thanks
     detail: { source: 'arf', feedbackType: 'abuse', userAgent: 'SomeGenerator/1.0' },
   });
   t.equal(await suppression(w, 'annoyed@dest.test'), 'complaint');
+  t.equal((await swaks(w, m.verp, arf)).code, 0, 'the same complaint again is taken');
+  t.equal((await events(w, m.id)).filter((e) => e.type === 'complained').length, 1, 'and counted once');
+  const hooksAfter = await w.svc.running.storage.db.query('SELECT 1 FROM webhook_deliveries WHERE project_id = $1', [
+    w.s.projectId,
+  ]);
+  t.equal(hooksAfter.length, 1, 'no second webhook');
   const again = await w.s.key.v1.services.sendEmail({
     from: `ada@${w.s.domain}`,
     to: 'annoyed@dest.test',
@@ -316,6 +328,9 @@ t.test('the listener refuses every address that is not the return path of a mess
   for (const [to, reply] of [
     ['someone@dest.test', /550 5\.7\.1/],
     [`b-${'0'.repeat(32)}@bounces.${w.s.domain}`, /550 5\.1\.1/],
+    // The id guessed (say from headers): without the tag, and with a made-up one (docs/decisions.md #53).
+    [`b-${m.id.replace(/-/g, '')}@bounces.${w.s.domain}`, /550 5\.1\.1/],
+    [`b-${m.id.replace(/-/g, '')}-${'0'.repeat(12)}@bounces.${w.s.domain}`, /550 5\.1\.1/],
     [m.verp.replace(/@.*/, '@bounces.elsewhere.test'), /550 5\.1\.1/],
     [m.verp.replace('b-', 'c-'), /550 5\.7\.1/],
   ] as const) {
