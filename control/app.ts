@@ -101,8 +101,15 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
         webmail,
       };
       const result = await handler(input as never, rc);
+      // The change is committed: a failed audit row is logged (with everything it would have held) and never
+      // turns the answer into a 500, which would make the client send again what already took effect.
       if (spec.method !== 'GET' && spec.audit !== false)
-        await recordAudit(deps, name, spec, ctx.path, input.params as Record<string, unknown>, rc);
+        await recordAudit(deps, name, spec, ctx.path, input.params as Record<string, unknown>, rc).catch((err) =>
+          deps.ctx.log.error(
+            { err, route: name, path: ctx.path, requestId: rc.requestId, ip: rc.ip },
+            'audit row not written; the request took effect',
+          ),
+        );
       if (check.response) {
         const problems = check.response(JSON.parse(JSON.stringify(result)));
         if (problems) {

@@ -258,35 +258,32 @@ async function composeAndAccept(
     },
     raw,
   );
-  let outcome: AcceptOutcome;
-  try {
-    outcome = await acceptMessage(deps.storage, {
-      id,
-      sender: cap,
-      dailyLimit: FREE_DAILY_LIMIT,
-      fromHeader: name ? `${name} <${from.address}>` : from.address,
-      fromAddress: from.address,
-      to,
-      subject: content.subject,
-      messageIdHeader,
-      returnPath,
-      sizeBytes: raw.length,
-      template: content.template,
-      tags: extras?.tags ?? null,
-      metadata: extras?.metadata ?? null,
-      now: now,
-      idempotency: body.idempotencyKey
-        ? {
-            key: body.idempotencyKey,
-            bodyHash: createHash('sha256').update(canonical(body)).digest('hex'),
-            ttlMs: IDEMPOTENCY_TTL_MS,
-          }
-        : null,
-    });
-  } catch (err) {
-    await spool.remove(id).catch(() => {}); // else the MTA drops it as an orphan after its grace
-    throw err;
-  }
+  // No cleanup of the body when this throws: the error may come after Postgres committed (a connection lost
+  // before the reply), and then the row needs its body. The MTA decides by the row: without one after its
+  // grace, the body goes (mta/outbound/worker.ts); with one, the message is delivered, once.
+  const outcome = await acceptMessage(deps.storage, {
+    id,
+    sender: cap,
+    dailyLimit: FREE_DAILY_LIMIT,
+    fromHeader: name ? `${name} <${from.address}>` : from.address,
+    fromAddress: from.address,
+    to,
+    subject: content.subject,
+    messageIdHeader,
+    returnPath,
+    sizeBytes: raw.length,
+    template: content.template,
+    tags: extras?.tags ?? null,
+    metadata: extras?.metadata ?? null,
+    now: now,
+    idempotency: body.idempotencyKey
+      ? {
+          key: body.idempotencyKey,
+          bodyHash: createHash('sha256').update(canonical(body)).digest('hex'),
+          ttlMs: IDEMPOTENCY_TTL_MS,
+        }
+      : null,
+  });
   if (outcome.kind !== 'accepted' || outcome.status !== 'queued') await spool.remove(id);
   return outcome;
 }

@@ -147,16 +147,24 @@ export function openPostgres(url: string, max = 10): Db {
     query: run(pool),
     async tx(fn) {
       const client = await pool.connect();
+      // A checked-out client whose connection breaks (a reset, a server restart) emits 'error', which the pool
+      // listens to only while the client is idle: unheard, it would end the process. The query in flight
+      // fails with the same error, so nothing more is needed here than to hear it; the broken client is
+      // released with it, and the pool drops it instead of reusing it.
+      let broken: Error | undefined;
+      const onError = (err: Error) => (broken = err);
+      client.on('error', onError);
       try {
         await client.query('BEGIN');
         const out = await fn({ query: run(client) });
         await client.query('COMMIT');
         return out;
       } catch (err) {
-        await client.query('ROLLBACK').catch(() => {});
+        if (!broken) await client.query('ROLLBACK').catch(() => {});
         throw err;
       } finally {
-        client.release();
+        client.off('error', onError);
+        client.release(broken);
       }
     },
     listen: listener.listen,

@@ -434,3 +434,35 @@ t.test('send-on-behalf and the test-message routes', async (t) => {
   );
   t.equal(wrong.code, 'sender_domain_not_verified', "a test message for a project from another project's domain");
 });
+
+t.test('an audit row that cannot be written never turns a queued message into a 500', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  const audits = async () => (await svc.running.storage.db.query('SELECT 1 FROM audit_log')).length;
+  const before = await audits();
+  // The real database refuses the audit row (a trigger), after the message's own commit. The console's
+  // test message is an audited route that queues mail (sendEmail itself writes no audit row).
+  await svc.running.storage.db.query(`CREATE FUNCTION refuse_audit() RETURNS trigger AS $$ BEGIN
+      RAISE EXCEPTION 'injected audit failure'; END $$ LANGUAGE plpgsql`);
+  await svc.running.storage.db.query(
+    'CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION refuse_audit()',
+  );
+  const res = await s.owner.client.console.projects.testMessage({
+    id: s.projectId,
+    from: `test@${s.domain}`,
+    to: 'r@example.com',
+    subject: 'audited',
+    text: 'x',
+  });
+  t.equal(res.status, 'queued', 'answered 200 with the message queued');
+  const rows = await svc.running.storage.db.query<{ status: string }>(
+    'SELECT status FROM messages WHERE subject = $1',
+    ['audited'],
+  );
+  t.same(
+    rows.map((r) => r.status),
+    ['queued'],
+    'one message, queued',
+  );
+  t.equal(await audits(), before, 'and no audit row');
+});

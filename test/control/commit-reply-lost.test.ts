@@ -1,0 +1,142 @@
+// Issue 15 item 5 (a): Postgres commits a sendEmail, and the reply is lost on the way back (a connection
+// reset after COMMIT). The service must not take the message back: its body stays in the spool, the row
+// Postgres kept is delivered, once; a client that sends again with its idempotencyKey gets the same message,
+// not a second one. The fault is real: a TCP proxy between the service and Postgres forwards the COMMIT and
+// cuts the connection instead of forwarding the answer. Postgres only (PGlite has no socket to cut).
+import t from 'tap';
+import net from 'node:net';
+import { SvcError } from '@svc-mail/sdk';
+import { startTestService } from '../helpers/service.js';
+import { createTestDatabase } from '../helpers/database.js';
+import { startDnsZone } from '../helpers/dns-zone.js';
+import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { sender } from '../helpers/sender.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+const serverUrl = process.env.SVC_DATABASE_URL;
+if (!serverUrl) t.plan(0, 'skip: needs a real Postgres (SVC_DATABASE_URL); runs in the Postgres pass of .ci/run');
+else await main(serverUrl);
+
+/**
+ * A TCP proxy to Postgres. Armed, it watches each connection for the accept statement of a message (the
+ * INSERT into messages) and then, when the client sends COMMIT (or, outside a transaction, right after that
+ * statement), forwards it and drops the server's answer, closing both sides.
+ */
+async function cuttingProxy(upstream: URL) {
+  const state = { armed: false, cuts: 0 };
+  const server = net.createServer((client) => {
+    const pgSocket = net.connect(Number(upstream.port || 5432), upstream.hostname);
+    let phase: 'watch' | 'sawAccept' | 'cut' = 'watch';
+    let inTx = false;
+    const close = () => {
+      client.destroy();
+      pgSocket.destroy();
+    };
+    client.on('error', close);
+    pgSocket.on('error', close);
+    client.on('data', (d: Buffer) => {
+      const text = d.toString('latin1');
+      if (state.armed && phase === 'watch') {
+        if (/\bBEGIN\b/.test(text)) inTx = true;
+        if (text.includes('INSERT INTO messages (')) {
+          phase = inTx ? 'sawAccept' : 'cut';
+          if (phase === 'cut') state.armed = false;
+        }
+      } else if (phase === 'sawAccept' && /\bCOMMIT\b/.test(text)) {
+        phase = 'cut';
+        state.armed = false;
+      }
+      pgSocket.write(d);
+    });
+    pgSocket.on('data', (d: Buffer) => {
+      if (phase === 'cut') {
+        // The statement ran and committed; its answer never arrives.
+        state.cuts++;
+        close();
+        return;
+      }
+      client.write(d);
+    });
+    client.on('close', () => pgSocket.destroy());
+    pgSocket.on('close', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { state, port: (server.address() as net.AddressInfo).port, close: () => server.close() };
+}
+
+async function main(serverUrl: string) {
+  const database = await createTestDatabase(serverUrl);
+  t.teardown(() => database.drop());
+  const proxy = await cuttingProxy(new URL(database.url));
+  t.teardown(() => proxy.close());
+  const proxied = new URL(database.url);
+  proxied.hostname = '127.0.0.1';
+  proxied.port = String(proxy.port);
+
+  const zone = await startDnsZone(t);
+  const sink = await startSmtpSink(t);
+  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
+  const svc = await startTestService(t, {
+    env: {
+      SVC_DATABASE_URL: proxied.toString(),
+      SVC_DNS_SERVERS: zone.hostPort,
+      SVC_OUTBOUND_PORT: String(sink.port),
+    },
+    mta: { pollMs: 20 },
+  });
+  const s = await sender(svc);
+  const countRows = async (subject: string) =>
+    (
+      await svc.running.storage.db.query<{ n: number }>('SELECT count(*)::int AS n FROM messages WHERE subject = $1', [
+        subject,
+      ])
+    )[0]!.n;
+  const atSink = (subject: string) => sink.messages.filter((m) => m.raw.includes(`Subject: ${subject}`)).length;
+
+  t.test('with an idempotencyKey: the answer lost, the retry replays, one delivery', async (t) => {
+    const body = {
+      from: `ada@${s.domain}`,
+      to: 'r@dest.test',
+      subject: 'Committed once',
+      text: 'x',
+      idempotencyKey: 'commit-reply-lost-1',
+    };
+    proxy.state.armed = true;
+    const err = await s.key.v1.services.sendEmail(body).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    t.equal(proxy.state.cuts, 1, 'the answer to COMMIT was cut');
+    t.ok(err instanceof SvcError && err.status >= 500, `the client saw a failure (${String(err)})`);
+    t.equal(await countRows(body.subject), 1, 'Postgres kept the row');
+    const again = await s.key.v1.services.sendEmail(body);
+    t.equal(again.status, 'queued');
+    t.equal(await countRows(body.subject), 1, 'the retry made no second row');
+    await waitFor(() => atSink(body.subject) >= 1, { what: 'the delivery' });
+    await waitFor(
+      async () =>
+        (
+          await svc.running.storage.db.query<{ status: string }>('SELECT status FROM messages WHERE subject = $1', [
+            body.subject,
+          ])
+        )[0]?.status === 'delivered',
+      { what: 'delivered' },
+    );
+    t.equal(atSink(body.subject), 1, 'delivered exactly once');
+  });
+
+  t.test('without one: the answer lost, the message still delivered, once', async (t) => {
+    const body = { from: `ada@${s.domain}`, to: 'r@dest.test', subject: 'Committed, answer lost', text: 'x' };
+    const cutsBefore = proxy.state.cuts;
+    proxy.state.armed = true;
+    const err = await s.key.v1.services.sendEmail(body).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    t.equal(proxy.state.cuts, cutsBefore + 1, 'the answer to the accept statement was cut');
+    t.ok(err instanceof SvcError && err.status >= 500, 'the client saw a failure');
+    t.equal(await countRows(body.subject), 1, 'the row is there');
+    await waitFor(() => atSink(body.subject) >= 1, { what: 'the delivery, its body kept in the spool' });
+    t.equal(atSink(body.subject), 1, 'once');
+  });
+}
