@@ -59,6 +59,8 @@ export interface Config {
   httpMaxConnections: number;
   /** Request bodies over 1 MB read at once; more are answered 429. */
   httpMaxLargeBodies: number;
+  /** Networks the platform key may be used from; empty: any. */
+  platformAdminCidrs: string[];
 }
 
 export interface SourceAddresses {
@@ -425,6 +427,17 @@ export const fields = [
     expect: 'must be a whole number of at least 1',
     parse: Number,
     fallback: () => 64,
+  }),
+  f({
+    env: 'SVC_PLATFORM_ADMIN_CIDRS',
+    key: 'platformAdminCidrs',
+    doc:
+      'Comma list of addresses or CIDR blocks the platform key (SVC_PLATFORM_ADMIN_KEY) may be used from; ' +
+      'from anywhere else it is refused as a wrong key. Unset: any address (every use is logged with it).',
+    schema: { type: 'string', format: 'cidr-list' },
+    expect: 'must be a comma list of IP addresses or CIDR blocks (10.0.0.0/8, ::1)',
+    parse: list,
+    fallback: () => [],
   }),
 ] as const satisfies readonly Field<keyof Config>[];
 

@@ -16,7 +16,7 @@ import { actorOf } from './principal.js';
 import { insertAudit } from '../storage/pg/audit.js';
 import { gateWebmail } from './webmail/gate.js';
 import { webmailPages } from './webmail/pages.js';
-import { clientAddress, trustedProxies } from '../mail/client-address.js';
+import { clientAddress, networks } from '../mail/client-address.js';
 
 export interface AppOptions {
   /** Check every response against its schema (tests); a mismatch is a 500 and a log line. */
@@ -124,7 +124,7 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
   }
 
   // The client's address and scheme: the socket's, or what a trusted proxy says (SVC_TRUSTED_PROXIES).
-  const trusted = trustedProxies(deps.ctx.config.trustedProxies);
+  const trusted = networks(deps.ctx.config.trustedProxies);
   app.use(async (ctx, next) => {
     const peer = ctx.req.socket.remoteAddress ?? '';
     ctx.request.ip = clientAddress(peer, ctx.get('x-forwarded-for') || undefined, trusted);

@@ -4,8 +4,8 @@
 // under. Pure: the listener hands in the socket's address and the header.
 import net from 'node:net';
 
-/** Whether an address is one of the trusted proxies; built once from the CIDR list. */
-export type TrustedProxies = (address: string) => boolean;
+/** Whether an address is in a list of networks (trusted proxies, the platform key's networks). */
+export type Networks = (address: string) => boolean;
 
 /** "203.0.113.7" from "::ffff:203.0.113.7" (a dual-stack socket's view of an IPv4 peer). */
 export const plainAddress = (a: string): string => a.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, '');
@@ -19,7 +19,8 @@ export function isCidr(s: string): boolean {
   return /^\d{1,3}$/.test(bits) && Number(bits) <= (v === 4 ? 32 : 128);
 }
 
-export function trustedProxies(cidrs: readonly string[]): TrustedProxies {
+/** A matcher over a list of CIDR blocks or addresses, built once; an empty list matches nothing. */
+export function networks(cidrs: readonly string[]): Networks {
   if (!cidrs.length) return () => false;
   const list = new net.BlockList();
   for (const c of cidrs) {
@@ -40,11 +41,7 @@ export function trustedProxies(cidrs: readonly string[]): TrustedProxies {
  * from the right (each proxy appends the address it was reached from) past every trusted one, as nginx's
  * real_ip_recursive does. A hop that is not an address ends the walk at the last trusted one.
  */
-export function clientAddress(
-  socketAddress: string,
-  forwardedFor: string | undefined,
-  trusted: TrustedProxies,
-): string {
+export function clientAddress(socketAddress: string, forwardedFor: string | undefined, trusted: Networks): string {
   let client = plainAddress(socketAddress);
   if (!forwardedFor || !trusted(client)) return client;
   const hops = forwardedFor.split(',').map((h) => plainAddress(h.trim()));

@@ -1,7 +1,7 @@
 // What a storage handle keeps in process, for as long as it is open: caches of values cheap to find again
 // (each re-checked where it is used), and the batchers that let concurrent requests share a statement.
 // One set per handle: tests run several services in one process, each over its own database.
-import type { BlockList } from 'node:net';
+import type { Networks } from '../mail/client-address.js';
 import { boundedCache, type BoundedCache } from './bounded-cache.js';
 import type { Db } from './pg/client.js';
 import type { StoredCredential } from './pg/credentials.js';
@@ -16,7 +16,7 @@ export interface Caches {
   /** Opened credential secrets, keyed by the immutable sealed value: opening one costs an AES-GCM decryption. */
   openedSecrets: BoundedCache<string>;
   /** allowedCidrs lists (docs/api.md §4.7), parsed, keyed by the list joined with commas. */
-  cidrLists: BoundedCache<BlockList>;
+  cidrLists: BoundedCache<Networks>;
   /** Verified sending capabilities by domain: the accept statement checks each still stands (core/send.ts). */
   senders: BoundedCache<SendingCapability>;
   /** Concurrent sends without an idempotency key share a statement (storage/pg/messages.ts). */

@@ -12,7 +12,7 @@ import {
   HEADER_TIMESTAMP,
   stringToSign,
 } from '@svc-mail/sdk';
-import { BlockList, isIP } from 'node:net';
+import { networks, type Networks } from '../../mail/client-address.js';
 import type { Principal } from '../principal.js';
 import type { Deps } from '../deps.js';
 import { credentialAad } from '../../core/tokens.js';
@@ -86,21 +86,12 @@ function toPrincipal(c: StoredCredential): Principal {
 }
 
 // docs/api.md §4.7: allowedCidrs restricts the source addresses of a platform-managed key.
-function sourceAllowed(cidrLists: BoundedCache<BlockList>, cidrs: string[], ip: string): boolean {
+function sourceAllowed(cidrLists: BoundedCache<Networks>, cidrs: string[], ip: string): boolean {
   if (cidrs.length === 0) return true;
   const key = cidrs.join(',');
   let list = cidrLists.get(key);
-  if (!list) {
-    list = new BlockList();
-    for (const c of cidrs) {
-      const [net = '', bits = ''] = c.split('/');
-      const type = isIP(net) === 6 ? 'ipv6' : 'ipv4';
-      list.addSubnet(net, Number(bits || (type === 'ipv6' ? 128 : 32)), type);
-    }
-    cidrLists.set(key, list);
-  }
-  const addr = ip.startsWith('::ffff:') && isIP(ip.slice(7)) === 4 ? ip.slice(7) : ip;
-  return list.check(addr, isIP(addr) === 6 ? 'ipv6' : 'ipv4');
+  if (!list) cidrLists.set(key, (list = networks(cidrs)));
+  return list(ip);
 }
 
 /** Whether a route that accepts `accepted` admits this principal: 'ok', or the error to answer. */
@@ -151,7 +142,17 @@ export async function checkHead(req: RequestHead, accepted: readonly CredentialK
     const given = header(req.headers, HEADER_ADMIN_KEY);
     if (!config.platformAdminKey || given === undefined || !sameSecret(given, config.platformAdminKey))
       throw unauthorized();
+    // SVC_PLATFORM_ADMIN_CIDRS: the key works only from the operator's networks; every use is logged, with
+    // where it came from (it is one static secret for the whole platform).
+    if (!sourceAllowed(deps.storage.caches.cidrLists, config.platformAdminCidrs, req.ip)) {
+      deps.ctx.log.warn(
+        { ip: req.ip, method: req.method, target: req.target },
+        'platform key refused: outside its networks',
+      );
+      throw unauthorized();
+    }
     if (!accepted.includes('platform_admin')) throw unauthorized();
+    deps.ctx.log.info({ ip: req.ip, method: req.method, target: req.target }, 'platform key used');
     checkGuard(
       await guardRequest(deps.storage, {
         keyId: 'platform_admin',

@@ -142,8 +142,16 @@ export async function guardRequest(
   return guard(g);
 }
 
-/** Forgets nonces whose timestamp window has closed and buckets idle long enough to be full again. */
+/**
+ * Once a nonce's timestamp window has closed by this node's clock AND the database's, and five minutes more
+ * have passed, nobody accepts its request again and it goes (issue 15 item 6): a node whose clock runs ahead
+ * must not forget a nonce that a node running on time would still take, so that one request is never
+ * accepted twice while node clocks are within five minutes of the database's. Idle buckets go too: refilled
+ * by now, they are the same as no row.
+ */
 export async function sweepExpired(q: Queryable, now: Date, idleBucketMs: number): Promise<void> {
-  await q.query('DELETE FROM request_nonces WHERE expires_at < $1', [now]);
+  await q.query("DELETE FROM request_nonces WHERE expires_at < least($1::timestamptz, now()) - interval '5 minutes'", [
+    now,
+  ]);
   await q.query('DELETE FROM rate_limits WHERE updated_at < $1', [new Date(now.getTime() - idleBucketMs)]);
 }

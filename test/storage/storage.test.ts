@@ -10,6 +10,7 @@ import { listMigrations, migrate } from '../../storage/pg/migrate.js';
 import { createSealer, loadMasterKey } from '../../storage/secrets.js';
 import { openLmdb } from '../../storage/lmdb/env.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { sweepExpired } from '../../storage/pg/request-guard.js';
 
 const SERVER_URL = process.env.SVC_DATABASE_URL;
 
@@ -213,4 +214,24 @@ t.test('LMDB lives under <dataDir>/lmdb and keeps writes across reopen', async (
     'named databases too',
   );
   t.equal(reopened.root.get('missing'), undefined);
+});
+
+t.test('the nonce sweep keeps what a node on time would still take (issue 15 item 6)', async (t) => {
+  const dir = await tempDir(t);
+  const db = await openEmbedded(path.join(dir, 'pg'));
+  t.teardown(() => db.close());
+  await migrate(db);
+  const [{ now: dbNow }] = (await db.query<{ now: Date }>('SELECT now() AS now')) as [{ now: Date }];
+  const ago = (min: number) => new Date(dbNow.getTime() - min * 60_000);
+  for (const [nonce, expires] of [
+    ['closed 3 min ago', ago(3)],
+    ['closed 7 min ago', ago(7)],
+  ] as const)
+    await db.query('INSERT INTO request_nonces (key_id, nonce, expires_at) VALUES ($1, $2, $3)', ['k', nonce, expires]);
+  // A node whose clock runs ten minutes ahead of the database's sweeps.
+  await sweepExpired(db, new Date(dbNow.getTime() + 10 * 60_000), 3_600_000);
+  const left = (await db.query<{ nonce: string }>('SELECT nonce FROM request_nonces ORDER BY nonce')).map(
+    (r) => r.nonce,
+  );
+  t.same(left, ['closed 3 min ago'], 'only the nonce past the window and five more minutes on both clocks goes');
 });
