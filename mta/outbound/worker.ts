@@ -6,7 +6,7 @@
 import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';
 import type { SpoolEntry } from '../../storage/lmdb/spool.js';
-import { DELIVERABLE, messageStatuses, type Outcome } from '../../storage/pg/deliveries.js';
+import { DELIVERABLE, failLostMessages, messageStatuses, type Outcome } from '../../storage/pg/deliveries.js';
 import { dkimSign } from '../../mail/dkim-sign.js';
 import { createKeyCache } from './signing-keys.js';
 import { createOutcomeWriter, decide, type Decision } from './outcomes.js';
@@ -31,6 +31,9 @@ export interface WorkerOptions {
 /** A spooled id without a row may be a sendEmail whose commit is still in flight: wait this long. */
 const ORPHAN_GRACE_MS = 5 * 60_000;
 const ORPHAN_RECHECK_MS = 250;
+/** A message is lost once this long has passed after its retry schedule's end without a change. */
+const LOST_MARGIN_MS = 24 * 60 * 60_000;
+const RECONCILE_EVERY_MS = 60 * 60_000;
 
 export function startDeliveryWorker(ctx: Context, storage: Storage, opts: WorkerOptions = {}) {
   const { config, clock, log } = ctx;
@@ -157,6 +160,36 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   }
 
   // Leases held by a previous process on this spool are stale: it died mid-delivery (one MTA owns a spool).
+  // The reconciler (issue 15 item 5 d): rows left queued or deferred past the whole retry schedule and a day
+  // more are held by no MTA (their spool entry or body was lost), so they end `failed`, each logged. Hourly,
+  // and on each start; any node may run it, since the horizon is past every node's schedule.
+  const lostAfterMs = config.retryDelaysMs.reduce((a, b) => a + b, 0) + LOST_MARGIN_MS;
+  async function reconcile(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const now = clock.now();
+      const lost = await failLostMessages(db, {
+        before: new Date(now - lostAfterMs),
+        at: new Date(now),
+        reason: 'lost: not delivered or retried within the whole retry schedule (its spooled copy is gone)',
+        limit: 500,
+      });
+      for (const m of lost)
+        log.warn(
+          { messageId: m.id, projectId: m.projectId, was: m.status, lastChange: m.updatedAt },
+          'lost message ended failed',
+        );
+      total += lost.length;
+      if (lost.length < 500) return total;
+    }
+  }
+  const reconciler = setInterval(
+    () => void reconcile().catch((err) => log.error({ err }, 'reconciling lost messages failed')),
+    RECONCILE_EVERY_MS,
+  );
+  reconciler.unref();
+  void reconcile().catch((err) => log.error({ err }, 'reconciling lost messages failed'));
+
   spool
     .recoverLeases(clock.now())
     .then((n) => n && log.warn({ recovered: n }, 'deliveries interrupted by the last stop are retried now'))
@@ -167,9 +200,12 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     pools,
     /** When the last finished poll of the spool began (PollLoop.polledAt). */
     polledAt: loop.polledAt,
+    /** Ends the lost messages now (what the hourly timer does); resolves with how many. */
+    reconcile,
     /** SIGTERM: take no more work, let deliveries in progress finish (up to drainMs), then close. */
     async stop(): Promise<void> {
       loop.stop();
+      clearInterval(reconciler);
       const deadline = Date.now() + (opts.drainMs ?? 30_000);
       while ((inFlight.size || loop.polling()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       if (inFlight.size)

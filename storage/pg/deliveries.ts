@@ -114,3 +114,42 @@ export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Prom
     col((o) => (o.status === 'delivered' && o.outboundId ? o.outboundId : null)),
   ]);
 }
+
+/** A message ended `failed` by the reconciler (failLostMessages). */
+export interface LostMessage {
+  id: string;
+  projectId: string;
+  status: string;
+  updatedAt: Date;
+}
+
+/**
+ * Messages still `queued` or `deferred` whose last change is older than `before` (issue 15 item 5 d): past
+ * the whole retry schedule no MTA holds them any more (a spool entry lost with a disk, a body that never made
+ * it), so nobody would ever end them. Each ends `failed` with `reason` in its event, fanned out to webhooks,
+ * in one statement; at most `limit` a call, oldest first, skipping rows another transaction holds.
+ */
+export async function failLostMessages(
+  db: Db,
+  a: { before: Date; at: Date; reason: string; limit: number },
+): Promise<LostMessage[]> {
+  return db.query<LostMessage>(
+    `WITH lost AS (
+       SELECT id, status, updated_at FROM messages
+       WHERE status IN ('queued', 'deferred') AND updated_at < $1
+       ORDER BY updated_at LIMIT $4 FOR UPDATE SKIP LOCKED
+     ), upd AS (
+       UPDATE messages m SET status = 'failed', updated_at = $2 FROM lost WHERE m.id = lost.id
+       RETURNING m.id, m.project_id
+     ), ev AS (
+       INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
+       SELECT gen_random_uuid(), upd.id, upd.project_id, 'failed', $3::jsonb, $2 FROM upd
+       RETURNING id, project_id, type, created_at AS at
+     ), hooks AS (
+       ${fanOutSql('ev AS e')}
+     )
+     SELECT upd.id, upd.project_id AS "projectId", lost.status, lost.updated_at AS "updatedAt"
+     FROM upd JOIN lost ON lost.id = upd.id`,
+    [a.before, a.at, JSON.stringify({ reason: a.reason }), a.limit],
+  );
+}

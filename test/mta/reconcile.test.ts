@@ -1,0 +1,60 @@
+// Issue 15 item 5 (d): the reconciler. A message whose spooled copy is lost (here: removed from the spool, as
+// a lost disk would) stays `deferred` in Postgres with nobody to end it. Once its whole retry schedule and a
+// day more have passed with no change, the reconciler ends it `failed` with a reason, an event and its
+// webhook; a message still inside its schedule is left alone. The clock is the test's.
+import t from 'tap';
+import { startTestService } from '../helpers/service.js';
+import { startDnsZone } from '../helpers/dns-zone.js';
+import { sender } from '../helpers/sender.js';
+import { freePort } from '../helpers/postfix.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+const zone = await startDnsZone(t);
+zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
+// Nothing listens there: every attempt is deferred.
+const closed = await freePort();
+const svc = await startTestService(t, {
+  env: {
+    SVC_DNS_SERVERS: zone.hostPort,
+    SVC_OUTBOUND_PORT: String(closed),
+    SVC_RETRY_DELAYS: '1h,2h',
+    SVC_ALLOW_PRIVATE_WEBHOOKS: '1',
+  },
+  mta: { pollMs: 20 },
+});
+const s = await sender(svc);
+await s.owner.client.console.projects.webhooks.create({
+  id: s.projectId,
+  url: 'http://127.0.0.1:9/hook',
+  events: ['failed'],
+});
+const { db, spool } = svc.running.storage;
+const status = async (id: string) =>
+  (await db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [id]))[0]?.status;
+
+const send = async (subject: string) =>
+  (await s.key.v1.services.sendEmail({ from: `a@${s.domain}`, to: 'r@dest.test', subject, text: 'x' }))
+    .providerMessageId;
+
+t.test('a deferred message whose spooled copy is gone ends failed once past its schedule', async (t) => {
+  const lost = await send('lost');
+  await waitFor(async () => (await status(lost)) === 'deferred', { what: 'the first attempt deferred' });
+  // The copy is lost; nothing in the spool will ever try it again.
+  await spool.remove(lost);
+  const worker = svc.running.mta!.worker;
+  t.equal(await worker.reconcile(), 0, 'within its schedule (3 h) and a day: left alone');
+  svc.clock.advance(28 * 60 * 60_000);
+  const kept = await send('still inside its schedule');
+  await waitFor(async () => (await status(kept)) === 'deferred', { what: 'the other one deferred' });
+  t.equal(await worker.reconcile(), 1, 'past it: one lost message');
+  t.equal(await status(lost), 'failed');
+  t.equal(await status(kept), 'deferred', 'the recent one is untouched');
+  const [ev] = await db.query<{ type: string; detail: { reason: string } }>(
+    "SELECT type, detail FROM message_events WHERE message_id = $1 AND type = 'failed'",
+    [lost],
+  );
+  t.match(ev?.detail.reason, /^lost: /, 'the event says why');
+  const hooks = await db.query('SELECT 1 FROM webhook_deliveries WHERE event_type = $1', ['failed']);
+  t.equal(hooks.length, 1, 'and its webhook is on its way');
+  t.equal(await worker.reconcile(), 0, 'a second pass finds nothing');
+});
