@@ -242,9 +242,11 @@ Thanks
   t.equal(await suppression(w, 'annoyed@dest.test'), 'complaint');
   t.equal((await swaks(w, m.verp, arf)).code, 0, 'the same complaint again is taken');
   t.equal((await events(w, m.id)).filter((e) => e.type === 'complained').length, 1, 'and counted once');
-  const hooksAfter = await w.svc.running.storage.db.query('SELECT 1 FROM webhook_deliveries WHERE project_id = $1', [
-    w.s.projectId,
-  ]);
+  // First attempts only: the endpoint refuses, so the first one may already have a retry of its own.
+  const hooksAfter = await w.svc.running.storage.db.query(
+    'SELECT 1 FROM webhook_deliveries WHERE project_id = $1 AND attempt = 1',
+    [w.s.projectId],
+  );
   t.equal(hooksAfter.length, 1, 'no second webhook');
   const again = await w.s.key.v1.services.sendEmail({
     from: `ada@${w.s.domain}`,
