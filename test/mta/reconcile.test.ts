@@ -20,7 +20,8 @@ const svc = await startTestService(t, {
     SVC_RETRY_DELAYS: '1h,2h',
     SVC_ALLOW_PRIVATE_WEBHOOKS: '1',
   },
-  mta: { pollMs: 20 },
+  // A lease (60 min) longer than the orphan recheck (10 min), so a test can tell a leased entry from a handled one.
+  mta: { pollMs: 20, leaseMs: 60 * 60_000 },
 });
 const s = await sender(svc);
 await s.owner.client.console.projects.webhooks.create({
@@ -57,4 +58,37 @@ t.test('a deferred message whose spooled copy is gone ends failed once past its 
   const hooks = await db.query('SELECT 1 FROM webhook_deliveries WHERE event_type = $1 AND attempt = 1', ['failed']);
   t.equal(hooks.length, 1, 'and its webhook is on its way');
   t.equal(await worker.reconcile(), 0, 'a second pass finds nothing');
+});
+
+t.test('a spooled body without a row: kept while a commit could still land, dropped after a day', async (t) => {
+  const id = '0b9d7c5e-1111-4a2b-9c3d-5e6f7a8b9c0d';
+  const at = svc.clock.now();
+  await spool.enqueue(
+    {
+      id,
+      projectId: s.projectId,
+      domain: 'dest.test',
+      mailFrom: `b-x@bounces.${s.domain}`,
+      rcptTo: 'r@dest.test',
+      outboundId: s.outboundId,
+      nextAttemptMs: at,
+      attempts: 0,
+      createdMs: at,
+    },
+    Buffer.from('Subject: orphan\r\n\r\nx\r\n'),
+  );
+  svc.clock.advance(10 * 60_000);
+  // Handled: rescheduled to its next look for a row, 10 minutes on (leased, it would be 60), or dropped.
+  const now = svc.clock.now();
+  await waitFor(
+    () => {
+      const e = spool.get(id);
+      return !e || (e.nextAttemptMs > now && e.nextAttemptMs <= now + 11 * 60_000);
+    },
+    { what: 'the orphan looked at' },
+  );
+  t.ok(spool.body(id), 'ten minutes without a row: still kept (the row decides, not the age)');
+  svc.clock.advance(25 * 60 * 60_000);
+  await waitFor(() => !spool.body(id), { what: 'dropped after a day' });
+  t.notOk(spool.body(id), 'a day without a row: dropped');
 });
