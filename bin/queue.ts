@@ -1,5 +1,5 @@
 // `svc queue`: the operator's view of the outbound spool. Lists, inspects, makes due now ("retry") and
-// cancels ("delete") queued messages.
+// cancels ("delete") queued messages; `lost` lists, from Postgres, the messages the reconciler ended as lost.
 //
 // It opens ONLY the LMDB environment under SVC_DATA_DIR, never Postgres: the running service may hold
 // the embedded database (PGlite), which one process at a time can open, while LMDB is made to be shared
@@ -17,14 +17,18 @@ import type { Config } from '../config/schema.js';
 import { normalizeDomain } from '../mail/domain-names.js';
 import { openLmdb } from '../storage/lmdb/env.js';
 import { openSpool, type Spool, type SpoolEntry } from '../storage/lmdb/spool.js';
+import { openPostgres } from '../storage/pg/client.js';
+import { lostMessages } from '../storage/pg/deliveries.js';
 
 export const QUEUE_USAGE = `usage: svc queue <subcommand>
   list [--limit N] [--domain D] [--json]   queued messages in schedule order (first 100 by default)
   inspect <id> [--json | --body]           one message's fields and headers; --body: its raw bytes only
   retry <id> | --all [--domain D]          make messages due now
-  delete <id>                              cancel a message (the MTA records it failed and drops it)`;
+  delete <id>                              cancel a message (the MTA records it failed and drops it)
+  lost [--days N] [--json]                 messages the reconciler ended failed as lost (last 30 days;
+                                           reads Postgres: needs SVC_DATABASE_URL)`;
 
-const SUBCOMMANDS = ['list', 'inspect', 'retry', 'delete'];
+const SUBCOMMANDS = ['list', 'inspect', 'retry', 'delete', 'lost'];
 const DEFAULT_LIMIT = 100;
 /** `retry --all` reschedules in slices of this many, each one group commit, never one promise per entry at once. */
 const RETRY_SLICE = 1_000;
@@ -135,7 +139,8 @@ type Plan =
   | { sub: 'inspect'; id: string; body: boolean; json: boolean }
   | { sub: 'retry'; id: string }
   | { sub: 'retryAll'; domain: string | undefined; matches: ((d: string) => boolean) | null }
-  | { sub: 'delete'; id: string };
+  | { sub: 'delete'; id: string }
+  | { sub: 'lost'; days: number; json: boolean };
 
 function oneId(positionals: string[], sub: string): string {
   if (positionals.length !== 1 || !positionals[0]) throw new UsageError(`${sub} takes exactly one message id`);
@@ -186,8 +191,51 @@ function parse(sub: string, args: string[]): Plan {
       const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
       return { sub, id: oneId(positionals, sub) };
     }
+    case 'lost': {
+      const { values, positionals } = parseArgs({
+        args,
+        allowPositionals: true,
+        options: { days: { type: 'string' }, json: { type: 'boolean', default: false } },
+      });
+      if (positionals.length) throw new UsageError('lost takes no argument');
+      const days = values.days === undefined ? 30 : Number(values.days);
+      if (!Number.isInteger(days) || days < 1 || days > 3650)
+        throw new UsageError(
+          `--days must be a whole number from 1 to 3650 (got ${JSON.stringify(clean(values.days ?? ''))})`,
+        );
+      return { sub, days, json: values.json };
+    }
     default:
-      throw new UsageError(`unknown subcommand ${JSON.stringify(clean(sub))} (list, inspect, retry or delete)`);
+      throw new UsageError(`unknown subcommand ${JSON.stringify(clean(sub))} (list, inspect, retry, delete or lost)`);
+  }
+}
+
+/**
+ * The messages the reconciler (mta/outbound/worker.ts) ended `failed` as lost: no longer in any spool, so they
+ * are read from Postgres. The embedded database belongs to the running service alone, hence SVC_DATABASE_URL.
+ */
+async function lost(config: Config, plan: Extract<Plan, { sub: 'lost' }>, io: QueueIo): Promise<number> {
+  if (!config.databaseUrl) {
+    io.err(
+      "svc queue lost: needs SVC_DATABASE_URL (the embedded database is the running service's alone; " +
+        "its log names each one: 'lost message ended failed')",
+    );
+    return 1;
+  }
+  const db = openPostgres(config.databaseUrl, 1);
+  try {
+    const rows = await lostMessages(db, new Date(Date.now() - plan.days * 86_400_000), 1000);
+    if (plan.json) for (const r of rows) io.out(JSON.stringify(r));
+    else if (!rows.length) io.out(`no message ended as lost in the last ${plan.days} days`);
+    else
+      for (const line of table([
+        ['ID', 'ENDED', 'DOMAIN', 'PROJECT'],
+        ...rows.map((r) => [r.id, r.endedAt.toISOString(), clean(r.domain), r.projectId]),
+      ]))
+        io.out(line);
+    return 0;
+  } finally {
+    await db.close();
   }
 }
 
@@ -382,6 +430,7 @@ export async function queue(args: string[], config: Readonly<Config>, io: QueueI
     }
     throw e;
   }
+  if (plan.sub === 'lost') return lost(config, plan, io);
   // openLmdb creates the directory: check first, so a mistyped SVC_DATA_DIR is an error, not an empty queue.
   const dir = path.join(config.dataDir, 'lmdb');
   if (

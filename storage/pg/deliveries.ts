@@ -153,3 +153,18 @@ export async function failLostMessages(
     [a.before, a.at, JSON.stringify({ reason: a.reason }), a.limit],
   );
 }
+
+/** The messages failLostMessages ended since `since`, newest first: the operator's `svc queue lost`. */
+export async function lostMessages(
+  q: Queryable,
+  since: Date,
+  limit: number,
+): Promise<{ id: string; projectId: string; domain: string; endedAt: Date }[]> {
+  return q.query(
+    `SELECT m.id, m.project_id AS "projectId", split_part(m.to_address, '@', 2) AS domain, e.created_at AS "endedAt"
+     FROM message_events e JOIN messages m ON m.id = e.message_id
+     WHERE e.type = 'failed' AND e.detail->>'reason' LIKE 'lost:%' AND e.created_at >= $1
+     ORDER BY e.created_at DESC LIMIT $2`,
+    [since, limit],
+  );
+}

@@ -92,3 +92,22 @@ t.test('a spooled body without a row: kept while a commit could still land, drop
   await waitFor(() => !spool.body(id), { what: 'dropped after a day' });
   t.notOk(spool.body(id), 'a day without a row: dropped');
 });
+
+t.test('svc queue lost: what the reconciler ended, from Postgres', async (t) => {
+  const { svc: run } = await import('../helpers/child.js');
+  if (!svc.databaseUrl) {
+    const child = run(t, ['queue', 'lost'], { SVC_DATA_DIR: svc.dataDir });
+    t.equal((await child.exited).code, 1, 'on the embedded database: exit 1');
+    t.match(child.stderr(), /needs SVC_DATABASE_URL/);
+    return;
+  }
+  const child = run(t, ['queue', 'lost', '--json'], { SVC_DATA_DIR: svc.dataDir, SVC_DATABASE_URL: svc.databaseUrl });
+  t.equal((await child.exited).code, 0, child.stderr());
+  const rows = child
+    .stdout()
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { id: string; domain: string });
+  t.equal(rows.length, 1, 'the one lost message');
+  t.equal(rows[0]?.domain, 'dest.test');
+});
