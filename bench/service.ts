@@ -14,6 +14,8 @@ export const ADMIN_KEY = 'bench-platform-admin-key-0123456789';
 
 export interface Child {
   url: string;
+  /** The service's process id. */
+  pid: number;
   /** CPU time (user + system) the service process has used so far, in seconds. */
   cpuSeconds(): number;
   stop(): Promise<void>;
@@ -65,6 +67,7 @@ export async function startChild(
   }
   return {
     url,
+    pid: child.pid!,
     cpuSeconds: () => cpuSecondsOf((p) => p.pid === child.pid),
     async stop() {
       if (child.exitCode === null) child.kill('SIGTERM'); // drains, then exits (and writes --cpu-prof)

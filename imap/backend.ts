@@ -164,9 +164,10 @@ export interface MailboxBackend {
    * octets [0, size)). FETCH asks for the one range covering the sections it returns, SEARCH for the
    * header or the body. SEARCH itself runs in the protocol layer (imap/search-eval.ts) over fetchMeta
    * and this, so the store needs no search of its own. A message expunged meanwhile is a
-   * BackendError('nonexistent'); fetchMeta simply leaves such UIDs out.
+   * BackendError('nonexistent'); fetchMeta simply leaves such UIDs out. `message` is the one fetchMeta gave:
+   * the store may keep what it read with it, so that reading its octets needs no lookup of its own.
    */
-  readBody(user: Principal, mailboxId: string, uid: number, start: number, end: number): Promise<Buffer>;
+  readBody(user: Principal, mailboxId: string, message: MessageMeta, start: number, end: number): Promise<Buffer>;
   /** RFC 3501 §6.4.5: a non-PEEK BODY[] sets \Seen; the change must be seen by other sessions. */
   markSeen(user: Principal, mailboxId: string, uids: readonly number[]): Promise<StoreResult>;
   append(

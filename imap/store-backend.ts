@@ -85,6 +85,8 @@ export interface StoreBackendOptions {
 }
 
 export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {}): MailboxBackend {
+  // The stored row behind each MessageMeta handed out, for readBody; gone with the meta.
+  const rowOf = new WeakMap<MessageMeta, StoredMessage>();
   const { storage, ctx } = deps;
   const { db } = storage;
   const { blobs, store, changes } = storage.mail;
@@ -296,16 +298,27 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
           uids: page,
           ...(opts.changedSince !== null ? { changedSince: Number(opts.changedSince) } : {}),
         });
-        for (const r of rows) yield metaOf(r, isMimeTree(r.structure) ? r.structure : await treeOf(r));
+        for (const r of rows) {
+          const meta = metaOf(r, isMimeTree(r.structure) ? r.structure : await treeOf(r));
+          rowOf.set(meta, r);
+          yield meta;
+        }
       }
     },
 
-    async readBody(user, mailboxId, uid, start, end) {
-      await ownMailbox(user, mailboxId);
-      const [m] = await store.messages(mailboxId, { uids: [uid] });
-      if (!m) throw new BackendError('nonexistent', 'the message was expunged');
-      // The blob store has no range read: the whole body is fetched and the range sliced from it.
-      const body = await bodyOf(m);
+    async readBody(user, mailboxId, message, start, end) {
+      // The row fetchMeta read for this very message (the mailbox's owner checked there): no lookup again,
+      // which for a FETCH or SEARCH of every message was two round trips a message. Otherwise it is found.
+      let m = rowOf.get(message);
+      if (!m) {
+        await ownMailbox(user, mailboxId);
+        [m] = await store.messages(mailboxId, { uids: [message.uid] });
+        if (!m) throw new BackendError('nonexistent', 'the message was expunged');
+      }
+      // The blob store has no range read: the whole body is fetched and the range sliced from it. A body gone
+      // since the listing (expunged, its last reference released) is an expunged message.
+      const body = await blobs.get(m.blobAddress);
+      if (!body) throw new BackendError('nonexistent', 'the message was expunged');
       const from = Math.max(0, start);
       const to = Math.max(from, end);
       // Served octets are the prefix then the body; join only the parts the range touches.

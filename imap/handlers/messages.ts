@@ -94,7 +94,7 @@ async function fetchItems(
     sourceStart = Math.min(...plans.map((p) => p.start));
     const end = Math.max(...plans.map((p) => p.end));
     if (end > sourceStart) {
-      source = await backend.readBody(session.principal!, sel.snapshot.mailboxId, m.uid, sourceStart, end);
+      source = await backend.readBody(session.principal!, sel.snapshot.mailboxId, m, sourceStart, end);
     }
   }
   const out: ImapValue[] = [];
@@ -224,10 +224,15 @@ const searchHandler =
     const pass = positionFilter(criteria, maxSeq, maxUid);
     const candidates = all.filter((uid, i) => pass(i + 1, uid));
     const recent = sel.recent;
+    // The message being matched, as fetchMeta gave it: readBody reads its octets with what came along.
+    let current: MessageMeta | null = null;
     const scope: SearchScope = {
       maxSeq,
       maxUid,
-      read: (m, start, end) => backend.readBody(user, sel.snapshot.mailboxId, m.uid, start, end),
+      read: (m, start, end) => {
+        if (current?.uid !== m.uid) throw new Error('search: a read of another message than the one matched');
+        return backend.readBody(user, sel.snapshot.mailboxId, current, start, end);
+      },
     };
     const hits: number[] = [];
     let highest = 0n;
@@ -236,6 +241,7 @@ const searchHandler =
         const seq = seqOf(sel, meta.uid);
         if (!seq) continue;
         const m = { ...meta, seq, recent: recent.has(meta.uid) };
+        current = meta;
         if (!(await matchesSearch(criteria, m, scope))) continue;
         hits.push(byUid ? meta.uid : seq);
         if (meta.modseq > highest) highest = meta.modseq;

@@ -121,7 +121,8 @@ function memoryBackend() {
         };
       }
     },
-    async readBody(_u, mailboxId, uid, start, end) {
+    async readBody(_u, mailboxId, message, start, end) {
+      const uid = message.uid;
       calls.push(`readBody ${uid} ${start}-${end}`);
       const m = byId(mailboxId).messages.get(uid);
       if (!m) throw new BackendError('nonexistent', 'expunged');
