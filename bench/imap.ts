@@ -377,14 +377,15 @@ async function main() {
     const ratios = t.svc.map((v, i) => t.dovecot[i]! / v);
     console.log(
       `  ${op.padEnd(36)} svc ${fmt(t.svc).padEnd(22)} Dovecot ${fmt(t.dovecot).padEnd(22)} ` +
-        `Dovecot/svc ${median(ratios).toFixed(2)}× (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})`,
+        `Dovecot/svc ${median(ratios).toFixed(2)}× ` +
+        `(${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})`,
     );
     rows.push({ op, svcMs: t.svc, dovecotMs: t.dovecot, ratioMedian: median(ratios) });
   }
   const mib = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MiB`;
   console.log(
-    `  ${`memory, ${IDLE} idle connections`.padEnd(36)} svc +${mib(memory.svc).padEnd(18)} Dovecot +${mib(memory.dovecot).padEnd(18)} ` +
-      `Dovecot/svc ${(memory.dovecot / Math.max(1, memory.svc)).toFixed(2)}×`,
+    `  ${`memory, ${IDLE} idle connections`.padEnd(36)} svc +${mib(memory.svc).padEnd(18)} ` +
+      `Dovecot +${mib(memory.dovecot).padEnd(18)} Dovecot/svc ${(memory.dovecot / Math.max(1, memory.svc)).toFixed(2)}×`,
   );
   await mkdir(path.join(HERE, 'results'), { recursive: true });
   await writeFile(
