@@ -383,9 +383,10 @@ async function main() {
     rows.push({ op, svcMs: t.svc, dovecotMs: t.dovecot, ratioMedian: median(ratios) });
   }
   const mib = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MiB`;
+  const less = (memory.dovecot / Math.max(1, memory.svc)).toFixed(2);
   console.log(
     `  ${`memory, ${IDLE} idle connections`.padEnd(36)} svc +${mib(memory.svc).padEnd(18)} ` +
-      `Dovecot +${mib(memory.dovecot).padEnd(18)} Dovecot/svc ${(memory.dovecot / Math.max(1, memory.svc)).toFixed(2)}×`,
+      `Dovecot +${mib(memory.dovecot).padEnd(18)} Dovecot/svc ${less}×`,
   );
   await mkdir(path.join(HERE, 'results'), { recursive: true });
   await writeFile(
