@@ -71,13 +71,18 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
     const limit = spec.bodyLimit ?? DEFAULT_BODY_LIMIT;
 
     router.register(koaPath(spec.path), [spec.method], async (ctx) => {
+      // Refused before its body is read: the answer closes the connection rather than reading the rest.
+      const unread = (err: unknown): never => {
+        bodies.refuseUnread(ctx.req, ctx.res);
+        throw err;
+      };
       // The webmail's routes: Host, session cookie and CSRF token, before the body is read.
-      const webmail = spec.webmail ? await gateWebmail(ctx, deps, spec.webmail) : null;
+      const webmail = spec.webmail ? await gateWebmail(ctx, deps, spec.webmail).catch(unread) : null;
       // The credential's head first (docs/api.md §5): a request that cannot be authenticated is answered
       // before its body is read; then the body, hashed as it arrives; then the signature over it.
       const head = { method: ctx.method, target: ctx.originalUrl, headers: ctx.headers, ip: ctx.ip };
       const accepted = spec.auth === 'public' ? null : spec.auth;
-      const checked = accepted && (await checkHead(head, accepted, deps));
+      const checked = accepted && (await checkHead(head, accepted, deps).catch(unread));
       const body = await bodies.read(ctx.req, ctx.res, limit);
       const rawBody = body.raw;
       const principal =

@@ -25,12 +25,21 @@ export interface RawBody {
 
 export interface BodyReader {
   read(req: IncomingMessage, res: ServerResponse, limit: number): Promise<RawBody>;
+  /**
+   * A request refused before its body was read: the answer closes the connection, after at most a little of
+   * the body is dropped (else Node would read all of it, to keep the connection for the next request).
+   */
+  refuseUnread(req: IncomingMessage, res: ServerResponse): void;
 }
 
 /** `maxLarge`: how many large bodies may be read at once (SVC_HTTP_MAX_LARGE_BODIES). */
 export function bodyReader(maxLarge: number): BodyReader {
   let large = 0;
   return {
+    refuseUnread(req, res) {
+      const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+      if (hasBody && !req.readableEnded) closeAfter(req, res);
+    },
     async read(req, res, limit) {
       const declaredHeader = req.headers['content-length'];
       const declared = declaredHeader === undefined ? null : Number(declaredHeader);
