@@ -21,7 +21,8 @@ import {
   livePasswordReset,
   retirePasswordResets,
 } from '../storage/pg/password-resets.js';
-import { spendThrottles, takeThrottle, throttleWait, type Throttle } from '../storage/pg/throttles.js';
+import { returnThrottles, takeThrottle, takeThrottles, type Throttle } from '../storage/pg/throttles.js';
+import { clientKey } from '../mail/client-address.js';
 
 /** docs/api.md §8: a reset link is valid for one hour. */
 export const RESET_TTL_MS = 60 * 60_000;
@@ -32,7 +33,8 @@ const hashToken = (token: string) => createHash('sha256').update(token).digest('
  * docs/decisions.md #24, the throttles of the public routes. Failed logins per account and per client address
  * (a success spends nothing); sign-ups and `forgot` calls per client address; reset mails per account (over
  * it, `forgot` still answers `{ ok: true }` and sends nothing, so the answer tells nothing about the account
- * and nobody can mail-bomb an address from our sender). Accounts are keyed by the email in lower case.
+ * and nobody can mail-bomb an address from our sender). Accounts are keyed by the email in lower case, client
+ * addresses as the MX counts them (an IPv4 address, an IPv6 /64: mail/client-address.ts clientKey).
  */
 export const THROTTLES = {
   loginAccount: { burst: 10, perSecond: 1 / 30 },
@@ -68,7 +70,7 @@ export async function signUp(
 ): Promise<Session> {
   const { db, sealer } = deps.storage;
   // Before the hash: each costs a memory-hard scrypt.
-  const wait = await takeThrottle(db, throttle(`signup-ip:${a.ip}`, THROTTLES.signupClient), a.now);
+  const wait = await takeThrottle(db, throttle(`signup-ip:${clientKey(a.ip)}`, THROTTLES.signupClient), a.now);
   if (wait) throw throttled(wait, 'Too many sign-ups from your address');
   const passwordHash = await hashPassword(a.password, a.passwordLogN);
   return db.tx(async (q) => {
@@ -93,18 +95,17 @@ export async function logIn(
   const { db, sealer } = deps.storage;
   const buckets = [
     throttle(`login:${accountKey(a.email)}`, THROTTLES.loginAccount),
-    throttle(`login-ip:${a.ip}`, THROTTLES.loginClient),
+    throttle(`login-ip:${clientKey(a.ip)}`, THROTTLES.loginClient),
   ];
-  // Checked before the password (a throttled guess costs no scrypt); only a failure spends.
-  const wait = await throttleWait(db, buckets, a.now);
+  // Taken before the password is checked (a throttled guess costs no scrypt, and concurrent guesses cannot all
+  // pass on one token), given back on success: only failures spend.
+  const wait = await takeThrottles(db, buckets, a.now);
   if (wait) throw throttled(wait, 'Too many failed logins');
   const found = await findUserWithHashByEmail(db, a.email.trim());
   // Verify against a dummy hash when there is no such user, so timing does not tell.
   const ok = await verifyPassword(a.password, found?.password_hash ?? unusableHash(a.passwordLogN));
-  if (!found || !ok) {
-    await spendThrottles(db, buckets, a.now);
-    throw fail('unauthorized', 'Email or password is wrong.');
-  }
+  if (!found || !ok) throw fail('unauthorized', 'Email or password is wrong.');
+  await returnThrottles(db, buckets, a.now);
   const { password_hash: _, ...user } = found;
   const token = await mintAccountToken(db, sealer, { userId: user.id, label: 'login', now: a.now });
   return { user, token: { tokenId: token.tokenId, secret: token.secret } };
@@ -119,7 +120,7 @@ export async function requestPasswordReset(
   r: { email: string; linkOf: (token: string) => string; now: Date; ip: string },
 ): Promise<void> {
   const { db } = deps.storage;
-  const wait = await takeThrottle(db, throttle(`forgot-ip:${r.ip}`, THROTTLES.forgotClient), r.now);
+  const wait = await takeThrottle(db, throttle(`forgot-ip:${clientKey(r.ip)}`, THROTTLES.forgotClient), r.now);
   if (wait) throw throttled(wait, 'Too many password reset requests from your address');
   const user = await findUserWithHashByEmail(db, r.email.trim());
   if (!user) return;

@@ -8,7 +8,8 @@ import { createHash } from 'node:crypto';
 import type { CoreDeps } from './deps.js';
 import { unusableHash, verifyPassword } from './passwords.js';
 import { findInboxForLogin, recordInboxLogin } from '../storage/pg/inbox-logins.js';
-import { spendThrottles, throttleWait, type Throttle } from '../storage/pg/throttles.js';
+import { returnThrottles, takeThrottles, type Throttle } from '../storage/pg/throttles.js';
+import { clientKey } from '../mail/client-address.js';
 
 /** Who logged in to an inbox. `credential` changes when the password does (a session re-checks it). */
 export interface InboxPrincipal {
@@ -32,7 +33,7 @@ export const CLIENT_FAILURES = { burst: 60, perSecond: 1 };
 export function failureBuckets(address: string, ip: string): Throttle[] {
   return [
     { key: `imap-login:${address.trim().toLowerCase()}`, ...ACCOUNT_FAILURES },
-    { key: `imap-ip:${ip}`, ...CLIENT_FAILURES },
+    { key: `imap-ip:${clientKey(ip)}`, ...CLIENT_FAILURES },
   ];
 }
 
@@ -55,18 +56,19 @@ export async function inboxLogin(
 ): Promise<InboxLoginResult> {
   const { db } = deps.storage;
   const buckets = failureBuckets(a.address, a.ip);
-  if ((await throttleWait(db, buckets, a.now)) > 0) return { kind: 'throttled' };
+  // Taken before the password is checked and given back on success (storage/pg/throttles.ts takeThrottles).
+  if ((await takeThrottles(db, buckets, a.now)) > 0) return { kind: 'throttled' };
   const parts = splitAddress(a.address);
   const found = parts ? await findInboxForLogin(db, parts.localpart, parts.domain) : null;
   // Verify against a dummy hash when there is no inbox (or no password), so timing does not tell.
   const hash = found?.passwordHash ?? unusableHash(a.passwordLogN);
   const ok = (await verifyPassword(a.password, hash)) && found !== null && found.passwordHash !== null;
   if (ok && found && found.passwordHash && (await recordInboxLogin(db, found.id, a.now))) {
+    await returnThrottles(db, buckets, a.now);
     return {
       kind: 'ok',
       principal: { inboxId: found.id, address: found.address, credential: credentialOf(found.passwordHash) },
     };
   }
-  await spendThrottles(db, buckets, a.now);
   return { kind: 'failed' };
 }

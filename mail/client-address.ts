@@ -53,3 +53,27 @@ export function clientAddress(socketAddress: string, forwardedFor: string | unde
   }
   return client;
 }
+
+/**
+ * The key a client's connections are counted under: its IPv4 address, or the /64 of an IPv6 one, since
+ * one IPv6 host commonly holds a whole /64 (RFC 4291 §2.5.1) and could otherwise rotate past a limit
+ * (the MX's connection counts, the throttles of docs/decisions.md #24).
+ */
+export function clientKey(address: string): string {
+  const a = plainAddress(address);
+  if (!net.isIPv6(a)) return a;
+  // An embedded IPv4 tail (RFC 4291 §2.2 form 3) is two groups.
+  const hex = a
+    .toLowerCase()
+    .replace(/(\d+)\.(\d+)\.(\d+)\.(\d+)$/, (_, b1, b2, b3, b4) =>
+      [(+b1 << 8) | +b2, (+b3 << 8) | +b4].map((n) => n.toString(16)).join(':'),
+    );
+  const [head = '', tail = ''] = hex.split('::');
+  const left = head ? head.split(':') : [];
+  const right = tail ? tail.split(':') : [];
+  const groups = [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right];
+  return `${groups
+    .slice(0, 4)
+    .map((g) => g.replace(/^0+(?=.)/, ''))
+    .join(':')}::/64`;
+}

@@ -3,7 +3,6 @@
 // enforces the message size (SIZE, RFC 1870), the connection count overall and the idle timeout from
 // its options; the per-address count, the session deadline and the recipient cap are kept here.
 import type { Readable } from 'node:stream';
-import { isIPv6 } from 'node:net';
 import type { SMTPServer, SMTPServerOptions, SMTPServerSession } from 'smtp-server';
 import type { Config } from '../../config/schema.js';
 import { SmtpReply, toSmtpServerError } from '../../mail/smtp-reply.js';
@@ -41,28 +40,9 @@ export function limitOptions(l: MxLimits): Pick<SMTPServerOptions, 'size' | 'max
   };
 }
 
-/**
- * The key a client's connections are counted under: its IPv4 address, or the /64 of an IPv6 one, since
- * one IPv6 host commonly holds a whole /64 (RFC 4291 §2.5.1) and could otherwise rotate past the limit.
- */
-export function clientKey(address: string): string {
-  const a = address.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, '');
-  if (!isIPv6(a)) return a;
-  // An embedded IPv4 tail (RFC 4291 §2.2 form 3) is two groups.
-  const hex = a
-    .toLowerCase()
-    .replace(/(\d+)\.(\d+)\.(\d+)\.(\d+)$/, (_, b1, b2, b3, b4) =>
-      [(+b1 << 8) | +b2, (+b3 << 8) | +b4].map((n) => n.toString(16)).join(':'),
-    );
-  const [head = '', tail = ''] = hex.split('::');
-  const left = head ? head.split(':') : [];
-  const right = tail ? tail.split(':') : [];
-  const groups = [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right];
-  return `${groups
-    .slice(0, 4)
-    .map((g) => g.replace(/^0+(?=.)/, ''))
-    .join(':')}::/64`;
-}
+// The key a client is counted under lives with the other client-address rules (the HTTP throttles use it too).
+export { clientKey } from '../../mail/client-address.js';
+import { clientKey } from '../../mail/client-address.js';
 
 export interface ConnectionGuard {
   /** For smtpHooks: admits the session or throws TOO_MANY_CONNECTIONS; starts its deadline. */

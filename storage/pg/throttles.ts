@@ -15,36 +15,6 @@ const REFILLED = `least($3::float8, r.tokens
 
 const waitFor = (tokens: number, b: Throttle) => (tokens >= 1 ? 0 : Math.max(1, Math.ceil((1 - tokens) / b.perSecond)));
 
-/** Seconds until every bucket has a token again (0: all have one now), without taking any. */
-export async function throttleWait(q: Queryable, buckets: readonly Throttle[], now: Date): Promise<number> {
-  let wait = 0;
-  for (const b of buckets) {
-    const rows = await q.query<{ tokens: number }>(`SELECT ${REFILLED} AS tokens FROM rate_limits r WHERE r.key = $1`, [
-      b.key,
-      now,
-      b.burst,
-      b.perSecond,
-    ]);
-    if (rows[0]) wait = Math.max(wait, waitFor(Number(rows[0].tokens), b));
-  }
-  return wait;
-}
-
-/** Takes one token from each bucket, whatever is left (a failed login: docs/decisions.md #24). */
-export async function spendThrottles(q: Queryable, buckets: readonly Throttle[], now: Date): Promise<void> {
-  // Key order, so that concurrent calls lock the rows in one order.
-  for (const b of [...buckets].sort((x, y) => (x.key < y.key ? -1 : 1))) {
-    await q.query(
-      `INSERT INTO rate_limits AS r (key, tokens, allowed, updated_at) VALUES ($1, $3::float8 - 1, true, $2)
-       ON CONFLICT (key) DO UPDATE SET
-         tokens = greatest(0, ${REFILLED} - 1),
-         allowed = ${REFILLED} >= 1,
-         updated_at = greatest(excluded.updated_at, r.updated_at)`,
-      [b.key, now, b.burst, b.perSecond],
-    );
-  }
-}
-
 /**
  * Takes a token from the bucket when it has one, in one statement (race-free): 0 when taken, else the seconds
  * until one is there (nothing taken, so a client that waits that long gets through).
@@ -61,4 +31,34 @@ export async function takeThrottle(q: Queryable, b: Throttle, now: Date): Promis
   );
   const row = rows[0]!;
   return row.allowed ? 0 : waitFor(Number(row.tokens), b);
+}
+
+/**
+ * Takes a token from every bucket or from none: 0 when taken, else the seconds until each has one. A login takes
+ * its failure tokens this way before the password is checked and gives them back when it succeeds, so that
+ * concurrent guesses cannot all pass a check made before any of them spent.
+ */
+export async function takeThrottles(q: Queryable, buckets: readonly Throttle[], now: Date): Promise<number> {
+  const taken: Throttle[] = [];
+  let wait = 0;
+  // Key order, so that concurrent calls lock the rows in one order.
+  for (const b of [...buckets].sort((x, y) => (x.key < y.key ? -1 : 1))) {
+    const w = await takeThrottle(q, b, now);
+    if (w === 0) taken.push(b);
+    else wait = Math.max(wait, w);
+  }
+  if (wait > 0) await returnThrottles(q, taken, now);
+  return wait;
+}
+
+/** Gives back the token takeThrottles took from each bucket (a login that succeeded spends nothing). */
+export async function returnThrottles(q: Queryable, buckets: readonly Throttle[], now: Date): Promise<void> {
+  for (const b of [...buckets].sort((x, y) => (x.key < y.key ? -1 : 1))) {
+    await q.query(
+      `UPDATE rate_limits r SET tokens = least($3::float8, ${REFILLED} + 1), allowed = true,
+         updated_at = greatest($2::timestamptz, r.updated_at)
+       WHERE r.key = $1`,
+      [b.key, now, b.burst, b.perSecond],
+    );
+  }
 }

@@ -90,3 +90,36 @@ t.test('a reset with a token that cannot work is refused', async (t) => {
   const e = await errorOf(anon.auth.password.reset({ token: 'x'.repeat(43), password: 'new password 123' }));
   t.equal(e.status, 401);
 });
+
+t.test('concurrent guesses cannot share one token: each takes its own before the password is checked', async (t) => {
+  svc.clock.advance(3_600_000);
+  const u = await svc.signup(uniqueEmail('race'), 'the right password 1');
+  for (let i = 0; i < 9; i++) await errorOf(anon.auth.login({ email: u.email, password: `wrong ${i} password` }));
+  // One token left in the account's bucket, twenty guesses at once.
+  const results = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => errorOf(anon.auth.login({ email: u.email, password: `burst ${i} pass` }))),
+  );
+  t.equal(results.filter((e) => e.status === 401).length, 1, 'one guess checked');
+  t.equal(results.filter((e) => e.status === 429).length, 19, 'nineteen refused unchecked');
+  svc.clock.advance(3_600_000);
+});
+
+t.test('behind a trusted proxy, an IPv6 client is counted per /64', async (t) => {
+  const proxied = await startTestService(t, { env: { SVC_TRUSTED_PROXIES: '127.0.0.1' } });
+  proxied.clock.freeze();
+  const login = (from: string) =>
+    fetch(`${proxied.url}/auth/v1/login`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-forwarded-for': from },
+      body: JSON.stringify({ email: uniqueEmail('v6'), password: 'some password 1' }),
+    });
+  // 60 failures, each from another address of one /64: the host cannot rotate past its bucket.
+  for (let i = 0; i < 60; i++) {
+    const r = await login(`2001:db8:7:7::${(i + 1).toString(16)}`);
+    if (r.status !== 401) return t.fail(`guess ${i + 1}: ${r.status}`);
+  }
+  const refused = await login('2001:db8:7:7:ffff:ffff:ffff:1');
+  t.equal(refused.status, 429, 'the 61st, from yet another address of the /64');
+  t.equal(refused.headers.get('retry-after'), '1');
+  t.equal((await login('2001:db8:7:8::1')).status, 401, 'the next /64 has a bucket of its own');
+});

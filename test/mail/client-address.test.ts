@@ -1,7 +1,7 @@
 // mail/client-address.ts: which address is the client, given the socket's peer, X-Forwarded-For and the
 // trusted proxies (SVC_TRUSTED_PROXIES).
 import t from 'tap';
-import { clientAddress, isCidr, networks } from '../../mail/client-address.js';
+import { clientAddress, clientKey, isCidr, networks } from '../../mail/client-address.js';
 
 t.test('CIDR blocks and single addresses', async (t) => {
   for (const ok of ['10.0.0.0/8', '127.0.0.1', '::1', '::1/128', 'fd00::/8', '0.0.0.0/0']) t.ok(isCidr(ok), ok);
@@ -33,4 +33,11 @@ t.test('the client address', async (t) => {
     ['10.0.0.5', ' 2001:db8::7 ', '2001:db8::7', 'IPv6, with spaces'],
   ];
   for (const [peer, xff, want, why] of cases) t.equal(clientAddress(peer, xff, trusted), want, why);
+});
+
+t.test('clientKey: an IPv4 address, or the /64 of an IPv6 one', async (t) => {
+  t.equal(clientKey('192.0.2.1'), '192.0.2.1');
+  t.equal(clientKey('::ffff:192.0.2.1'), '192.0.2.1');
+  t.equal(clientKey('2001:db8:1:2:3:4:5:6'), '2001:db8:1:2::/64');
+  t.equal(clientKey('2001:db8:1:2::ffff'), clientKey('2001:DB8:1:2:ffff:ffff:ffff:ffff'));
 });
