@@ -165,6 +165,7 @@ async function main() {
     XDG_DATA_HOME: path.join(dir, 'data'),
     XDG_CONFIG_HOME: path.join(dir, 'config'),
     SVC_CADDY_UPSTREAM: upstream,
+    SVC_WEBMAIL_HOST: WEBMAIL,
     SVC_ACME_CA: `https://127.0.0.1:${acmePort}/dir`,
     SVC_CADDY_OPTIONS: [
       `acme_ca_root ${pebbleCert}`,
@@ -216,6 +217,20 @@ async function main() {
     t.match(page.headers['content-type'], /text\/html/);
     t.match(page.body, /<script type="importmap"/, 'the webmail page, through Caddy with its Host kept');
     t.match(page.headers['content-security-policy'], /default-src 'none'/, "the app's own CSP came through");
+  });
+
+  t.test("the service's own webmail host has its certificate too", async (t) => {
+    const h = await waitFor(
+      async () => {
+        const r = await handshake(WEBMAIL);
+        return r.ok ? r : null;
+      },
+      { timeoutMs: 20_000, what: `a certificate for ${WEBMAIL}` },
+    );
+    t.match(h.cert.subjectaltname, `DNS:${WEBMAIL}`);
+    const page = await get(httpsPort, '/', { servername: WEBMAIL, headers: { host: WEBMAIL }, ca: issuingRoot });
+    t.equal(page.status, 200);
+    t.match(page.body, /<script type="importmap"/, 'the webmail there');
   });
 
   t.test('an unverified domain and a deleted one get no certificate', async (t) => {
