@@ -3,10 +3,13 @@
 // its connections are reused across messages (no new TCP + TLS + EHLO per message), at most
 // `perDestination` are open at once, and idle ones close after `idleMs`.
 import { isIP } from 'node:net';
-import type { TLSSocket } from 'node:tls';
+import { X509Certificate } from 'node:crypto';
+import type { DetailedPeerCertificate, TLSSocket } from 'node:tls';
+import { matchChain } from '../../mail/dane.js';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import type { Logger } from 'pino';
 import type { Resolver } from '../../mail/resolver.js';
+import { systemClock, type Clock } from '../../mail/clock.js';
 import { MESSAGE_TOO_BIG, parseReply, SmtpReply } from '../../mail/smtp-reply.js';
 import { resolveRoute, type MxHost } from './route.js';
 import type { PlannedHost, TlsPlan, TlsPolicy, TlsPolicyKind, TlsVerified } from './tls-policy.js';
@@ -22,6 +25,8 @@ export interface PoolOptions {
   tlsPolicy?: TlsPolicy;
   /** SVC_ALLOW_PRIVATE_MX: deliver to MX hosts on loopback and private addresses. */
   allowPrivateMx?: boolean;
+  /** Time for certificate validity checks (DANE-TA); the Context's clock. */
+  clock?: Clock;
   perDestination?: number;
   idleMs?: number;
   /** Messages per connection before it is replaced (some receivers limit them per session). */
@@ -118,6 +123,7 @@ export function createPools(opts: PoolOptions) {
   const perDestination = opts.perDestination ?? 8;
   const idleMs = opts.idleMs ?? 10_000;
   const maxMessages = opts.maxMessages ?? 100;
+  const clock = opts.clock ?? systemClock;
   const pools = new Map<string, Pool>();
   let closed = false;
 
@@ -138,11 +144,13 @@ export function createPools(opts: PoolOptions) {
     cipher: string | null;
     webpki: boolean;
     authError: string | null;
+    /** The chain the server sent, leaf first (for DANE). */
+    chain: X509Certificate[];
   } {
     const secure = Boolean((smtp as unknown as { secure?: boolean }).secure);
     const socket = (smtp as unknown as { _socket?: TLSSocket })._socket;
     if (!secure || !socket || typeof socket.getProtocol !== 'function')
-      return { tls: false, version: null, cipher: null, webpki: false, authError: null };
+      return { tls: false, version: null, cipher: null, webpki: false, authError: null, chain: [] };
     // `authorized` covers the chain (system roots + SVC_EXTRA_CA_CERTS) and the name: node checks the
     // certificate against the servername, which is the MX host name (RFC 8461 §4.1, RFC 6125).
     return {
@@ -151,7 +159,21 @@ export function createPools(opts: PoolOptions) {
       cipher: socket.getCipher()?.name ?? null,
       webpki: socket.authorized,
       authError: socket.authorized ? null : String(socket.authorizationError ?? 'certificate not verified'),
+      chain: peerChain(socket),
     };
+  }
+
+  /** The certificates the peer sent, leaf first, following issuerCertificate up to a self-issued one. */
+  function peerChain(socket: TLSSocket): X509Certificate[] {
+    const out: X509Certificate[] = [];
+    let c: DetailedPeerCertificate | undefined = socket.getPeerCertificate(true);
+    const seen = new Set<DetailedPeerCertificate>();
+    while (c && c.raw && !seen.has(c) && out.length < 10) {
+      seen.add(c);
+      out.push(new X509Certificate(c.raw));
+      c = c.issuerCertificate;
+    }
+    return out;
   }
 
   function connectOne(dest: Destination, planned: PlannedHost, address: string, plan: TlsPlan): Promise<Conn> {
@@ -179,8 +201,8 @@ export function createPools(opts: PoolOptions) {
         ...NO_TRANSPORT,
         host,
         ip: address,
-        tlsPolicy: plan.policy,
-        ...(plan.mode ? { tlsPolicyMode: plan.mode } : {}),
+        tlsPolicy: planned.policy,
+        ...(planned.policy === 'mta-sts' && plan.mode ? { tlsPolicyMode: plan.mode } : {}),
         ...(plan.failures.length ? { tlsFailures: [...plan.failures] } : {}),
         ...(plan.note ? { tlsPolicyNote: plan.note } : {}),
       };
@@ -210,22 +232,28 @@ export function createPools(opts: PoolOptions) {
           tlsCipher: n.cipher,
           tlsVerified: n.webpki ? 'webpki' : 'none',
         });
-        const problem = !n.tls
-          ? `${host} did not negotiate TLS`
-          : n.webpki
-            ? null
-            : `certificate of ${host} not verified (${n.authError})`;
+        let problem: string | null;
+        if (!n.tls) problem = `${host} did not negotiate TLS`;
+        else if (planned.require === 'dane') {
+          // RFC 7672 §2.2: TLSA records present but none usable still require TLS, without authentication.
+          const m = planned.tlsa?.length ? matchChain(planned.tlsa, n.chain, host, clock.now()) : null;
+          if (m?.ok) transport.tlsVerified = 'dane';
+          problem = m && !m.ok ? `certificate of ${host}: ${m.reason}` : null;
+        } else problem = n.webpki ? null : `certificate of ${host} not verified (${n.authError})`;
         if (problem && enforce) {
-          // RFC 8461 §5: the policy failed for this host: no message goes to it; the next host may do.
+          // RFC 8461 §5, RFC 7672 §2.2: the policy failed for this host: no message goes to it; the next
+          // host may do, and when none does the message waits.
           conn.usable = false;
           smtp.close();
           transport.tlsFailures = [...(transport.tlsFailures ?? []), problem];
-          const err: ConnectError = new Error(`MTA-STS enforce: ${problem}`);
+          const which = planned.policy === 'dane' ? 'DANE' : 'MTA-STS enforce';
+          const err: ConnectError = new Error(`${which}: ${problem}`);
           err.code = 'ETLSPOLICY';
           return fail(err);
         }
         // RFC 8461 §5 testing mode: delivered all the same, the failure recorded.
-        if (problem && plan.mode === 'testing') transport.tlsFailures = [...(transport.tlsFailures ?? []), problem];
+        if (problem && planned.policy === 'mta-sts' && plan.mode === 'testing')
+          transport.tlsFailures = [...(transport.tlsFailures ?? []), problem];
         settled = true;
         resolve(conn);
       });
@@ -247,7 +275,11 @@ export function createPools(opts: PoolOptions) {
     const refused = route.refused.length ? { refusedMx: route.refused } : {};
     const plan: TlsPlan = opts.tlsPolicy
       ? await opts.tlsPolicy.plan(dest.domain, route.hosts)
-      : { policy: 'none', hosts: route.hosts.map((host: MxHost) => ({ host, require: 'none' })), failures: [] };
+      : {
+          policy: 'none',
+          hosts: route.hosts.map((host: MxHost) => ({ host, require: 'none', policy: 'none' })),
+          failures: [],
+        };
     const planned: Transport = {
       ...NO_TRANSPORT,
       ...refused,
@@ -257,9 +289,10 @@ export function createPools(opts: PoolOptions) {
       ...(plan.note ? { tlsPolicyNote: plan.note } : {}),
     };
     if (!plan.hosts.length) {
-      // RFC 8461 §5: with no MX host the policy allows, the message waits (the policy or the MX may change).
+      // RFC 8461 §5, RFC 7672 §2.2: with no MX host the policy allows, the message waits (the policy, the
+      // MX records or the TLSA records may change); tlsFailures says why each host was left out.
       return failure(
-        { kind: 'connection', host: null, error: `no MX host of ${dest.domain} is allowed by its MTA-STS policy` },
+        { kind: 'connection', host: null, error: `no MX host of ${dest.domain} passes its TLS policy` },
         planned,
       );
     }

@@ -3,7 +3,8 @@
 import { readFileSync } from 'node:fs';
 import { createSecureContext, rootCertificates, type SecureContext } from 'node:tls';
 import type { Clock } from '../../mail/clock.js';
-import type { Resolver } from '../../mail/resolver.js';
+import { DnsError, type Resolver, type TlsaRecord } from '../../mail/resolver.js';
+import { usable } from '../../mail/dane.js';
 import { createStsCache, policyAllows, type FetchResult, type StsCache } from '../../mail/mta-sts.js';
 import { createStsFetcher } from './mta-sts-fetch.js';
 import type { MxHost } from './route.js';
@@ -11,12 +12,19 @@ import type { MxHost } from './route.js';
 export type TlsPolicyKind = 'none' | 'mta-sts' | 'dane';
 export type TlsVerified = 'webpki' | 'dane' | 'none';
 
-/** What a host must present: nothing (opportunistic), or a certificate valid for its name (webpki). */
-export type Requirement = 'none' | 'webpki';
+/**
+ * What a host must present: nothing (opportunistic), a certificate valid for its name (webpki), or one
+ * matching its TLSA records (dane).
+ */
+export type Requirement = 'none' | 'webpki' | 'dane';
 
 export interface PlannedHost {
   host: MxHost;
   require: Requirement;
+  /** The policy this host is under (DANE per host, RFC 7672 §2.2; MTA-STS per domain). */
+  policy: TlsPolicyKind;
+  /** require 'dane': the usable TLSA records; empty when the RRset had none usable (TLS still required). */
+  tlsa?: TlsaRecord[];
 }
 
 export interface TlsPlan {
@@ -58,13 +66,13 @@ export function createTlsPolicy(o: TlsPolicyOptions) {
     createStsFetcher({ resolver: o.resolver, secureContext, port: o.mtaStsPort, allowPrivate: o.allowPrivate });
   const sts: StsCache = createStsCache({ clock: o.clock, txt: (name) => txtOrNone(o.resolver, name), fetch });
 
-  async function plan(domain: string, hosts: MxHost[]): Promise<TlsPlan> {
+  async function stsPlan(domain: string, hosts: MxHost[]): Promise<TlsPlan> {
     const found = await sts.lookup(domain);
     const policy = found.policy;
     if (!policy || policy.mode === 'none') {
       return {
         policy: 'none',
-        hosts: hosts.map((host) => ({ host, require: 'none' })),
+        hosts: hosts.map((host) => ({ host, require: 'none', policy: 'none' })),
         failures: [],
         note: found.note,
       };
@@ -78,7 +86,7 @@ export function createTlsPolicy(o: TlsPolicyOptions) {
       return {
         policy: 'mta-sts',
         mode: 'testing',
-        hosts: hosts.map((host) => ({ host, require: 'none' })),
+        hosts: hosts.map((host) => ({ host, require: 'none', policy: 'mta-sts' })),
         failures,
         note: found.note,
       };
@@ -88,9 +96,67 @@ export function createTlsPolicy(o: TlsPolicyOptions) {
     return {
       policy: 'mta-sts',
       mode: 'enforce',
-      hosts: hosts.filter((h) => policyAllows(policy, h.name)).map((host) => ({ host, require: 'webpki' })),
+      hosts: hosts
+        .filter((h) => policyAllows(policy, h.name))
+        .map((host) => ({ host, require: 'webpki', policy: 'mta-sts' })),
       failures,
       note: found.note,
+    };
+  }
+
+  /**
+   * DANE (RFC 7672 §2.2): only when the MX RRset is DNSSEC-authenticated (the AD bit of the validating
+   * resolver of SVC_DNS_SERVERS), each MX host's `_25._tcp.<host>` TLSA RRset. A secure, non-empty one
+   * makes TLS mandatory for that host and the certificate must match a usable record; a TLSA lookup
+   * that fails makes the host unusable (§2.2: it might have had records). Null: DANE does not apply.
+   */
+  async function danePlan(
+    domain: string,
+    hosts: MxHost[],
+  ): Promise<Map<string, { tlsa: TlsaRecord[] } | { failure: string }> | null> {
+    let authenticated = false;
+    try {
+      authenticated = (await o.resolver.mxSecure(domain)).authenticated;
+    } catch {
+      return null; // no MX records (implicit MX): DANE for the domain itself is not attempted here
+    }
+    if (!authenticated) return null;
+    const out = new Map<string, { tlsa: TlsaRecord[] } | { failure: string }>();
+    for (const h of hosts) {
+      try {
+        const found = await o.resolver.tlsa(`_25._tcp.${h.name}`);
+        if (found.authenticated && found.records.length) out.set(h.name, { tlsa: found.records.filter(usable) });
+      } catch (err) {
+        const why = err instanceof DnsError ? err.failure : (err as Error).message;
+        out.set(h.name, { failure: `TLSA lookup of _25._tcp.${h.name} failed (${why}): the host is unusable` });
+      }
+    }
+    return out;
+  }
+
+  /** DANE wins over MTA-STS (RFC 8461 §2): a host with TLSA records is judged by them, the others by MTA-STS. */
+  async function plan(domain: string, hosts: MxHost[]): Promise<TlsPlan> {
+    const [stsP, dane] = await Promise.all([stsPlan(domain, hosts), danePlan(domain, hosts)]);
+    if (!dane || dane.size === 0) return stsP;
+    const failures = [...stsP.failures];
+    const planned: PlannedHost[] = [];
+    for (const host of hosts) {
+      const d = dane.get(host.name);
+      if (d && 'tlsa' in d) planned.push({ host, require: 'dane', policy: 'dane', tlsa: d.tlsa });
+      else if (d) failures.push(d.failure);
+      else {
+        const s = stsP.hosts.find((p) => p.host === host);
+        if (s) planned.push(s);
+      }
+    }
+    const anyDane = planned.some((p) => p.policy === 'dane');
+    return {
+      policy: anyDane ? 'dane' : stsP.policy,
+      // The MTA-STS mode still describes the hosts without TLSA records.
+      ...(stsP.mode ? { mode: stsP.mode } : {}),
+      hosts: planned,
+      failures,
+      note: stsP.note,
     };
   }
 

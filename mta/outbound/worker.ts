@@ -55,6 +55,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     hostname: config.hostname,
     port: config.outboundPort,
     allowPrivateMx: config.allowPrivateMx,
+    clock,
     tlsPolicy: createTlsPolicy({
       resolver: ctx.resolver,
       clock,

@@ -4,6 +4,8 @@
 // certificate for the MX names, the policy cache on an injected clock, and MX hosts on private
 // addresses refused when SVC_ALLOW_PRIVATE_MX is off.
 import t, { type Test } from 'tap';
+import { createHash, X509Certificate } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startDnsZone, type DnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
@@ -23,16 +25,22 @@ interface World {
   policies: PolicyServer;
 }
 
-const MX_NAMES_IN_CERT = ['mx.enforce.test', 'mx.badmx.test', 'mx.plain.test'];
-const STS_HOSTS = ['enforce.test', 'badmx.test', 'badcert.test', 'testing.test'].map((d) => `mta-sts.${d}`);
+const MX_NAMES_IN_CERT = ['mx.enforce.test', 'mx.badmx.test', 'mx.plain.test', 'mx.dane-ta.test'];
+const STS_HOSTS = ['enforce.test', 'badmx.test', 'badcert.test', 'testing.test', 'dane-ee.test'].map(
+  (d) => `mta-sts.${d}`,
+);
 
 async function world(t: Test, env: Record<string, string> = {}): Promise<World> {
   const ca = await makeCa(t);
   const leaf = await ca.leaf([...MX_NAMES_IN_CERT, ...STS_HOSTS]);
+  const caPem = await readFile(ca.caPath);
   const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t, { cert: leaf.cert, key: leaf.key });
+  // A validating resolver's answers: DANE applies wherever TLSA records are published (RFC 7672 §2.2).
+  zone.dnssec = true;
+  // The chain includes the CA, as a DANE-TA server's must (RFC 7672 §3.1.2).
+  const sink = await startSmtpSink(t, { cert: Buffer.concat([leaf.cert, caPem]), key: leaf.key });
   const policies = await startPolicyServer(t, leaf);
-  for (const d of ['enforce', 'badmx', 'badcert', 'testing', 'plain'])
+  for (const d of ['enforce', 'badmx', 'badcert', 'testing', 'plain', 'dane-ee', 'dane-ta', 'dane-bad'])
     zone.mx(`${d}.test`, 10, `mx.${d}.test`).a(`mx.${d}.test`, '127.0.0.1');
   for (const h of STS_HOSTS) zone.a(h, '127.0.0.1');
   const sts = (domain: string, id: string, text: string) => {
@@ -43,6 +51,16 @@ async function world(t: Test, env: Record<string, string> = {}): Promise<World> 
   sts('badmx.test', 'b1', policyText('enforce', ['mail.elsewhere.test']));
   sts('badcert.test', 'c1', policyText('enforce', ['*.badcert.test']));
   sts('testing.test', 't1', policyText('testing', ['mx.testing.test']));
+  // DANE-EE 3 1 1: SHA-256 of the server's SubjectPublicKeyInfo; no name check (RFC 7672 §3.1.1), and the
+  // certificate is not for mx.dane-ee.test. Its MTA-STS policy names another host: DANE wins (RFC 8461 §2).
+  const spki = new X509Certificate(leaf.cert).publicKey.export({ type: 'spki', format: 'der' });
+  zone.tlsa('_25._tcp.mx.dane-ee.test', 3, 1, 1, createHash('sha256').update(spki).digest());
+  zone.a('mta-sts.dane-ee.test', '127.0.0.1');
+  sts('dane-ee.test', 'd1', policyText('enforce', ['mail.elsewhere.test']));
+  // DANE-TA 2 0 1: SHA-256 of the CA certificate, which the server sends in its chain.
+  zone.tlsa('_25._tcp.mx.dane-ta.test', 2, 0, 1, createHash('sha256').update(new X509Certificate(caPem).raw).digest());
+  // A record that matches nothing.
+  zone.tlsa('_25._tcp.mx.dane-bad.test', 3, 1, 1, Buffer.alloc(32, 7));
   const svc = await startTestService(t, {
     env: {
       SVC_DNS_SERVERS: zone.hostPort,
@@ -85,16 +103,22 @@ t.test('MTA-STS and the TLS facts of every attempt, in events and webhooks', asy
     badcert: await send(w, 'x@badcert.test'),
     testing: await send(w, 'ok@testing.test'),
     plain: await send(w, 'ok@plain.test'),
+    daneEe: await send(w, 'ok@dane-ee.test'),
+    daneTa: await send(w, 'ok@dane-ta.test'),
+    daneBad: await send(w, 'x@dane-bad.test'),
   };
   await waitStatus(w, ids.enforce, 'delivered');
   await waitStatus(w, ids.testing, 'delivered');
   await waitStatus(w, ids.plain, 'delivered');
   await waitStatus(w, ids.badmx, 'deferred');
   await waitStatus(w, ids.badcert, 'deferred');
+  await waitStatus(w, ids.daneEe, 'delivered');
+  await waitStatus(w, ids.daneTa, 'delivered');
+  await waitStatus(w, ids.daneBad, 'deferred');
 
   t.same(
     w.sink.messages.flatMap((m) => m.rcptTo).sort(),
-    ['ok@enforce.test', 'ok@plain.test', 'ok@testing.test'],
+    ['ok@dane-ee.test', 'ok@dane-ta.test', 'ok@enforce.test', 'ok@plain.test', 'ok@testing.test'],
     'nothing reached the sink for the domains whose policy failed',
   );
   t.ok(
@@ -145,7 +169,7 @@ t.test('MTA-STS and the TLS facts of every attempt, in events and webhooks', asy
       tls: false,
       tlsPolicy: 'mta-sts',
       tlsPolicyMode: 'enforce',
-      error: 'no MX host of badmx.test is allowed by its MTA-STS policy',
+      error: 'no MX host of badmx.test passes its TLS policy',
       tlsFailures: ['MX host mx.badmx.test does not match the MTA-STS policy of badmx.test (mx: mail.elsewhere.test)'],
       nextAttemptAt: /Z$/,
     },
@@ -168,8 +192,31 @@ t.test('MTA-STS and the TLS facts of every attempt, in events and webhooks', asy
     'enforce: a certificate not valid for the MX name defers, with the TLS that was negotiated',
   );
 
+  t.match(
+    await lastDetail(w, ids.daneEe, 'delivered'),
+    { host: 'mx.dane-ee.test', tls: true, tlsVerified: 'dane', tlsPolicy: 'dane' },
+    'DANE-EE 3 1 1 matched (no name check); DANE wins over the MTA-STS policy that names another host',
+  );
+  t.match(
+    await lastDetail(w, ids.daneTa, 'delivered'),
+    { host: 'mx.dane-ta.test', tls: true, tlsVerified: 'dane', tlsPolicy: 'dane' },
+    'DANE-TA 2 0 1: the chain leads to the pinned CA and the certificate is for the MX name',
+  );
+  t.match(
+    await lastDetail(w, ids.daneBad, 'deferred'),
+    {
+      host: 'mx.dane-bad.test',
+      tls: true,
+      tlsVerified: 'none',
+      tlsPolicy: 'dane',
+      error: /DANE: certificate of mx\.dane-bad\.test: no usable TLSA record/,
+      tlsFailures: [/no usable TLSA record of mx\.dane-bad\.test matches/],
+    },
+    'DANE mismatch: deferred with the reason, nothing sent',
+  );
+
   // The webhook payloads carry the same detail as the events.
-  await hook.waitFor(5);
+  await hook.waitFor(8);
   const hooked = (id: string, type: string) =>
     hook.hooks.find((h) => h.json.type === type && h.json.data.messageId === id)?.json.data.detail;
   t.same(hooked(ids.enforce, 'delivered'), enforce, 'delivered webhook: the event detail, TLS facts included');
@@ -177,6 +224,40 @@ t.test('MTA-STS and the TLS facts of every attempt, in events and webhooks', asy
 
   t.equal(w.policies.countFor('mta-sts.enforce.test'), 1, 'one policy fetch per domain');
   t.equal(w.policies.countFor('mta-sts.plain.test'), 0, 'no TXT record, no fetch');
+});
+
+t.test('DANE needs an authenticated MX RRset and authenticated TLSA records', async (t) => {
+  const zone = await startDnsZone(t);
+  zone.mx('d.test', 10, 'mx.d.test').a('mx.d.test', '127.0.0.1');
+  zone.tlsa('_25._tcp.mx.d.test', 3, 1, 1, Buffer.alloc(32, 1));
+  const clock = testClock();
+  const resolver = createResolver({ servers: [{ host: zone.host, port: zone.port }], clock });
+  const tls = createTlsPolicy({ resolver, clock, extraCaCerts: null, mtaStsPort: 443, allowPrivate: true });
+  const hosts = [{ name: 'mx.d.test', addresses: ['127.0.0.1'] }];
+  t.match(
+    await tls.plan('d.test', hosts),
+    { policy: 'none', hosts: [{ require: 'none' }] },
+    'no AD bit: TLSA records are not even trusted',
+  );
+  t.equal(zone.queriesFor('_25._tcp.mx.d.test', 'TLSA').length, 0, 'and not looked up (RFC 7672 §2.2.1)');
+  zone.dnssec = true;
+  const secure = createResolver({ servers: [{ host: zone.host, port: zone.port }], clock });
+  const daneTls = createTlsPolicy({ resolver: secure, clock, extraCaCerts: null, mtaStsPort: 443, allowPrivate: true });
+  t.match(await daneTls.plan('d.test', hosts), {
+    policy: 'dane',
+    hosts: [{ require: 'dane', policy: 'dane', tlsa: [{ usage: 3, selector: 1, matchingType: 1 }] }],
+  });
+  t.equal(zone.queriesFor('_25._tcp.mx.d.test', 'TLSA')[0]?.name, '_25._tcp.mx.d.test', 'with AD: looked up');
+  // The MX answer is cached (and authenticated); then the server fails for the TLSA lookup.
+  const failing = createResolver({ servers: [{ host: zone.host, port: zone.port }], clock });
+  const f = createTlsPolicy({ resolver: failing, clock, extraCaCerts: null, mtaStsPort: 443, allowPrivate: true });
+  await failing.mxSecure('d.test');
+  zone.behaviour = 'servfail';
+  t.match(
+    await f.plan('d.test', hosts),
+    { hosts: [], failures: [/TLSA lookup of _25\._tcp\.mx\.d\.test failed \(SERVFAIL\)/] },
+    'a failing TLSA lookup under a secure MX makes the host unusable',
+  );
 });
 
 t.test('MX hosts on private addresses are refused without SVC_ALLOW_PRIVATE_MX', async (t) => {
