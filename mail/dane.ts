@@ -23,8 +23,9 @@ const matches = (r: TlsaRecord, cert: X509Certificate) => associated(cert, r.sel
 export type DaneMatch = { ok: true; usage: 'DANE-EE' | 'DANE-TA' } | { ok: false; reason: string };
 
 /**
- * `chain` is what the server sent, leaf first; `nowMs` the clock's time. `host` is the MX host name, the reference identifier
- * of DANE-TA (RFC 7672 §3.2.3; this MTA does not follow CNAMEs for TLSA lookups, so there is no other).
+ * `chain` is what the server sent, leaf first; `nowMs` the clock's time. `host` is the MX host name, the
+ * reference identifier of DANE-TA (RFC 7672 §3.2.3; this MTA does not follow CNAMEs for TLSA lookups, so
+ * there is no other).
  */
 export function matchChain(records: TlsaRecord[], chain: X509Certificate[], host: string, nowMs: number): DaneMatch {
   const leaf = chain[0];
