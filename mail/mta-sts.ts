@@ -6,7 +6,7 @@
 // delivery to each domain. RFC 8461 §5.1 wants a cached policy used until it expires even when the
 // TXT record or the policy host is gone; a restarting MTA loses that protection for the domains an
 // attacker could strip the TXT record of during the restart window, an accepted trade for a cache
-// without a table (docs/operations.md, MTA-STS).
+// without a table (docs/operations.md, Outbound TLS).
 import type { Clock } from './clock.js';
 
 export type StsMode = 'enforce' | 'testing' | 'none';
