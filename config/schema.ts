@@ -32,6 +32,8 @@ export interface Config {
   retryDelaysMs: number[];
   masterKey: Buffer | null;
   allowPrivateWebhooks: boolean;
+  /** Deliver to MX hosts on loopback, private and link-local addresses (tests, closed networks). */
+  allowPrivateMx: boolean;
   /** Local addresses deliveries leave from: a default, and per sending domain (dedicated IPs). */
   sourceAddresses: SourceAddresses;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -61,6 +63,10 @@ export interface Config {
   httpMaxLargeBodies: number;
   /** Networks the platform key may be used from; empty: any. */
   platformAdminCidrs: string[];
+  /** PEM file of CA certificates trusted beside the system's for MTA-STS policy fetches and MX certificates. */
+  extraCaCerts: string | null;
+  /** Port of the https MTA-STS policy fetch (RFC 8461 §3.3 says 443; other values are for tests only). */
+  mtaStsPort: number;
 }
 
 export interface SourceAddresses {
@@ -438,6 +444,37 @@ export const fields = [
     expect: 'must be a comma list of IP addresses or CIDR blocks (10.0.0.0/8, ::1)',
     parse: list,
     fallback: () => [],
+  }),
+  f({
+    env: 'SVC_ALLOW_PRIVATE_MX',
+    key: 'allowPrivateMx',
+    doc:
+      'Set to 1 to deliver to MX hosts that resolve to loopback, private or link-local addresses (tests, ' +
+      'closed networks). Unset, such hosts are skipped, and a domain with no other host bounces.',
+    schema: { type: 'string', enum: ['0', '1', 'true', 'false'] },
+    expect: 'must be 0 or 1',
+    parse: (raw) => raw === '1' || raw === 'true',
+    fallback: () => false,
+  }),
+  f({
+    env: 'SVC_EXTRA_CA_CERTS',
+    key: 'extraCaCerts',
+    doc:
+      'PEM file of CA certificates the MTA trusts in addition to the system roots, both for MTA-STS policy ' +
+      'fetches (https) and for verifying MX certificates (a private CA of a closed network, or of tests).',
+    schema: { type: 'string', minLength: 1 },
+    expect: 'must be the path of a PEM certificate file',
+    parse: (raw) => raw,
+    fallback: () => null,
+  }),
+  f({
+    env: 'SVC_MTA_STS_PORT',
+    key: 'mtaStsPort',
+    doc: 'Port of MTA-STS policy fetches; RFC 8461 §3.3 fixes 443, so change it only in tests.',
+    schema: { ...port, minimum: 1 },
+    expect: 'must be a TCP port, an integer from 1 to 65535',
+    parse: Number,
+    fallback: () => 443,
   }),
 ] as const satisfies readonly Field<keyof Config>[];
 

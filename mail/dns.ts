@@ -4,14 +4,15 @@
 // One lookup is at most two attempts (the first server, then the next one or the same again), each
 // bounded by timeoutMs including its TCP leg, so every call settles within about 2 × timeoutMs.
 import net from 'node:net';
+import dgram from 'node:dgram';
 import { getServers } from 'node:dns';
 import { randomInt } from 'node:crypto';
 import { domainToASCII } from 'node:url';
 import type DNS from 'dns2';
-import { Packet, UDPClient } from 'dns2';
+import { Packet } from 'dns2';
 import type { Clock } from './clock.js';
 import { parseHostPort, type HostPort } from './host-port.js';
-import { DnsError, type MxRecord, type Resolver } from './resolver.js';
+import { DnsError, type MxRecord, type Resolver, type TlsaRecord } from './resolver.js';
 
 export interface ResolverOptions {
   /** SVC_DNS_SERVERS; empty means the system's resolvers. */
@@ -22,7 +23,17 @@ export interface ResolverOptions {
 }
 
 type Rr = DNS.Packet.Resource;
-type QueryType = 'TXT' | 'MX' | 'A' | 'AAAA' | 'CNAME';
+type QueryType = 'TXT' | 'MX' | 'A' | 'AAAA' | 'CNAME' | 'TLSA';
+
+/** RFC 6698 §7.1: TLSA is type 52, which dns2 has no name for (its records come back as raw `data`). */
+const TYPE_CODE: Record<QueryType, number> = {
+  TXT: Packet.TYPE.TXT,
+  MX: Packet.TYPE.MX,
+  A: Packet.TYPE.A,
+  AAAA: Packet.TYPE.AAAA,
+  CNAME: Packet.TYPE.CNAME,
+  TLSA: 52,
+};
 
 const DEFAULT_TIMEOUT_MS = 2000;
 /** A positive answer is kept for its TTL, but never longer than this (a changed record shows within the hour). */
@@ -42,8 +53,9 @@ const RCODE_NXDOMAIN = 3;
 
 /** What one response says about (name, type); decided by `interpret`, without I/O. */
 export type Outcome =
-  | { kind: 'records'; records: Rr[]; ttlS: number }
-  | { kind: 'absent'; failure: 'NXDOMAIN' | 'NODATA'; ttlS: number }
+  /** authenticated: the AD bit of the answer (RFC 4035 §3.2.3), set by a validating resolver. */
+  | { kind: 'records'; records: Rr[]; ttlS: number; authenticated: boolean }
+  | { kind: 'absent'; failure: 'NXDOMAIN' | 'NODATA'; ttlS: number; authenticated: boolean }
   | { kind: 'failed'; failure: 'SERVFAIL' };
 
 const normalize = (name: string): string => {
@@ -78,7 +90,8 @@ export function interpret(response: DNS.Packet, name: string, type: QueryType): 
   const rcode = response.header.rcode;
   // SERVFAIL, REFUSED, FORMERR, NOTIMP…: the server answered but not about the name.
   if (rcode !== RCODE_NOERROR && rcode !== RCODE_NXDOMAIN) return { kind: 'failed', failure: 'SERVFAIL' };
-  const qtype = Packet.TYPE[type];
+  const qtype = TYPE_CODE[type];
+  const authenticated = (response.header as { ad?: number }).ad === 1;
   // RFC 1034 §3.6.2 / §4.3.2: the answer may start with a CNAME chain, the records being owned by its
   // last name. RFC 6604: the rcode then speaks of that last name, hence NXDOMAIN through a CNAME.
   let owner = name;
@@ -87,7 +100,7 @@ export function interpret(response: DNS.Packet, name: string, type: QueryType): 
     const found = response.answers.filter((r) => r.type === qtype && sameName(r.name, owner));
     if (found.length) {
       for (const r of found) ttlS = Math.min(ttlS, r.ttl);
-      return { kind: 'records', records: found, ttlS };
+      return { kind: 'records', records: found, ttlS, authenticated };
     }
     const alias = response.answers.find((r) => r.type === Packet.TYPE.CNAME && sameName(r.name, owner));
     if (!alias?.domain) break;
@@ -95,7 +108,7 @@ export function interpret(response: DNS.Packet, name: string, type: QueryType): 
     owner = alias.domain;
   }
   const failure = rcode === RCODE_NXDOMAIN ? 'NXDOMAIN' : 'NODATA';
-  return { kind: 'absent', failure, ttlS: negativeTtlS(response.authorities) };
+  return { kind: 'absent', failure, ttlS: negativeTtlS(response.authorities), authenticated };
 }
 
 /** How long an outcome may be served from the cache, in ms; 0 means not at all. */
@@ -120,12 +133,53 @@ function systemServers(): HostPort[] {
   return servers.length ? servers : [{ host: '127.0.0.1', port: 53 }];
 }
 
-/** A query over TCP (RFC 1035 §4.2.2: two-octet length prefix), abandoned at the deadline. */
-function queryTcp(server: HostPort, name: string, type: QueryType, timeoutMs: number): Promise<DNS.Packet> {
+/**
+ * The query for (name, type): recursion desired, and AD set, which asks a validating resolver to say
+ * whether the answer is DNSSEC-authenticated (RFC 6840 §5.7) without the cost of DO and signatures.
+ */
+function queryOf(name: string, type: QueryType): DNS.Packet {
   const query = new Packet();
   query.header.id = randomInt(0x10000);
   query.header.rd = 1;
-  query.questions.push({ name, type: Packet.TYPE[type], class: Packet.CLASS.IN } as DNS.Packet.Question);
+  (query.header as { ad?: number }).ad = 1;
+  query.questions.push({ name, type: TYPE_CODE[type], class: Packet.CLASS.IN } as DNS.Packet.Question);
+  return query;
+}
+
+/** A query over UDP (RFC 1035 §4.2.1), abandoned at the deadline; only the server's answer with our ID counts. */
+function queryUdp(server: HostPort, name: string, type: QueryType, timeoutMs: number): Promise<DNS.Packet> {
+  const query = queryOf(name, type);
+  const socket = dgram.createSocket(net.isIP(server.host) === 6 ? 'udp6' : 'udp4');
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const finish = (err: Error | null, packet?: DNS.Packet) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.close();
+      if (err) reject(err);
+      else resolve(packet as DNS.Packet);
+    };
+    const timer = setTimeout(() => finish(new Error(`DNS query timed out after ${timeoutMs} ms`)), timeoutMs);
+    socket.on('error', (err) => finish(err));
+    socket.on('message', (message, rinfo) => {
+      // RFC 5452 §9.1: an answer from elsewhere, or with another ID, is not ours: keep waiting.
+      if (rinfo.port !== server.port || (net.isIP(server.host) && rinfo.address !== server.host)) return;
+      let packet: DNS.Packet;
+      try {
+        packet = Packet.parse(message);
+      } catch {
+        return;
+      }
+      if (packet.header.id === query.header.id) finish(null, packet);
+    });
+    socket.send(query.toBuffer(), server.port, server.host, (err) => err && finish(err));
+  });
+}
+
+/** A query over TCP (RFC 1035 §4.2.2: two-octet length prefix), abandoned at the deadline. */
+function queryTcp(server: HostPort, name: string, type: QueryType, timeoutMs: number): Promise<DNS.Packet> {
+  const query = queryOf(name, type);
   const message = query.toBuffer();
   const frame = Buffer.alloc(2 + message.length);
   frame.writeUInt16BE(message.length, 0);
@@ -174,19 +228,11 @@ function queryTcp(server: HostPort, name: string, type: QueryType, timeoutMs: nu
  */
 async function attempt(server: HostPort, name: string, type: QueryType, timeoutMs: number): Promise<DNS.Packet> {
   const deadline = Date.now() + timeoutMs;
-  // retryOverTCP off: dns2 would hand the TCP leg to its own client, which has no timeout.
-  const udp = UDPClient({
-    dns: server.host,
-    port: server.port,
-    timeout: timeoutMs,
-    socketType: net.isIP(server.host) === 6 ? 'udp6' : 'udp4',
-    retryOverTCP: false,
-  });
-  let response = await udp(name, type);
+  let response = await queryUdp(server, name, type, timeoutMs);
   if (response.header.tc) response = await queryTcp(server, name, type, Math.max(1, deadline - Date.now()));
   // RFC 5452 §9.1: the question must come back as asked (case aside); anything else is not an answer.
   const q = response.questions[0];
-  if (!q || q.type !== Packet.TYPE[type] || !sameName(q.name, name)) throw new Error('DNS answer to another question');
+  if (!q || q.type !== TYPE_CODE[type] || !sameName(q.name, name)) throw new Error('DNS answer to another question');
   return response;
 }
 
@@ -232,7 +278,8 @@ export function createResolver(o: ResolverOptions): Resolver {
   async function lookup(rawName: string, type: QueryType, fresh: boolean): Promise<{ name: string; outcome: Outcome }> {
     const name = normalize(rawName);
     // A name that cannot be encoded cannot exist: no query is sent for it.
-    if (!validName(name)) return { name, outcome: { kind: 'absent', failure: 'NXDOMAIN', ttlS: 0 } };
+    if (!validName(name))
+      return { name, outcome: { kind: 'absent', failure: 'NXDOMAIN', ttlS: 0, authenticated: false } };
     const key = `${type} ${name}`;
     if (!fresh) {
       const hit = cache.get(key);
@@ -260,6 +307,11 @@ export function createResolver(o: ResolverOptions): Resolver {
   }
 
   const hostName = (s: string | undefined) => (s ?? '').toLowerCase().replace(/\.$/, '');
+  const toMx = (rrs: Rr[]): MxRecord[] =>
+    rrs
+      .map((r) => ({ exchange: hostName(r.exchange), priority: r.priority ?? 0 }))
+      // RFC 5321 §5.1: lower preference first; Array.prototype.sort is stable, so ties keep server order.
+      .sort((x, y) => x.priority - y.priority);
 
   return {
     async txt(name, opts) {
@@ -269,12 +321,18 @@ export function createResolver(o: ResolverOptions): Resolver {
       );
     },
     async mx(name, opts) {
-      const mxs: MxRecord[] = (await records(name, 'MX', opts?.fresh)).map((r) => ({
-        exchange: hostName(r.exchange),
-        priority: r.priority ?? 0,
-      }));
-      // RFC 5321 §5.1: lower preference first; Array.prototype.sort is stable, so ties keep server order.
-      return mxs.sort((x, y) => x.priority - y.priority);
+      return toMx(await records(name, 'MX', opts?.fresh));
+    },
+    async mxSecure(name, opts) {
+      const { name: n, outcome } = await lookup(name, 'MX', opts?.fresh ?? false);
+      if (outcome.kind !== 'records') throw new DnsError(outcome.failure, n, 'MX');
+      return { records: toMx(outcome.records), authenticated: outcome.authenticated };
+    },
+    async tlsa(name, opts) {
+      const { outcome } = await lookup(name, 'TLSA', opts?.fresh ?? false);
+      if (outcome.kind === 'failed') throw new DnsError(outcome.failure, normalize(name), 'TLSA');
+      if (outcome.kind === 'absent') return { records: [], authenticated: outcome.authenticated };
+      return { records: outcome.records.flatMap((r) => parseTlsa(r.data)), authenticated: outcome.authenticated };
     },
     async a(name, opts) {
       return (await records(name, 'A', opts?.fresh)).map((r) => r.address ?? '');
@@ -292,4 +350,10 @@ export function createResolver(o: ResolverOptions): Resolver {
       }
     },
   };
+}
+
+/** RFC 6698 §2.1: usage, selector, matching type (one octet each), then the association data. */
+function parseTlsa(data: unknown): TlsaRecord[] {
+  if (!Buffer.isBuffer(data) || data.length < 4) return [];
+  return [{ usage: data[0]!, selector: data[1]!, matchingType: data[2]!, data: Buffer.from(data.subarray(3)) }];
 }

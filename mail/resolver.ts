@@ -2,7 +2,7 @@
 // one object built at start from SVC_DNS_SERVERS and passed down in the Context, so tests aim it at
 // a loopback DNS server and decisions stay testable (docs/conventions.md #7).
 
-export type RecordType = 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA' | 'PTR';
+export type RecordType = 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA' | 'PTR' | 'TLSA';
 
 export interface MxRecord {
   exchange: string;
@@ -31,6 +31,20 @@ export class DnsError extends Error {
   }
 }
 
+/** RFC 6698 §2.1: a TLSA record (certificate usage, selector, matching type, certificate association data). */
+export interface TlsaRecord {
+  usage: number;
+  selector: number;
+  matchingType: number;
+  data: Buffer;
+}
+
+/** Records with the AD bit of their answer: true when the validating resolver authenticated them (DNSSEC). */
+export interface Authenticated<T> {
+  records: T[];
+  authenticated: boolean;
+}
+
 export interface LookupOptions {
   /** Skip the cache (verification must see what is published now). */
   fresh?: boolean;
@@ -42,6 +56,13 @@ export interface Resolver {
   mx(name: string, o?: LookupOptions): Promise<MxRecord[]>;
   a(name: string, o?: LookupOptions): Promise<string[]>;
   aaaa(name: string, o?: LookupOptions): Promise<string[]>;
+  /** mx() with the AD bit: DANE (RFC 7672 §2.2.1) applies only to an authenticated MX RRset. */
+  mxSecure(name: string, o?: LookupOptions): Promise<Authenticated<MxRecord>>;
+  /**
+   * TLSA records (RFC 6698) of `name` (`_25._tcp.<mx host>`), none when absent; throws only when DNS fails.
+   * `authenticated` tells a secure answer (or a secure denial) from an insecure one.
+   */
+  tlsa(name: string, o?: LookupOptions): Promise<Authenticated<TlsaRecord>>;
   /** The CNAME target of `name` (lower case, no trailing dot), or null when there is none. */
   cname(name: string, o?: LookupOptions): Promise<string | null>;
 }

@@ -6,7 +6,7 @@ import type { Db } from '../../storage/pg/client.js';
 import { recordOutcomes, type Outcome, type OutcomeStatus } from '../../storage/pg/deliveries.js';
 import { classify, type BounceClass } from './bounce-classify.js';
 import { nextAttempt } from './retry.js';
-import type { SendResult } from './pool.js';
+import type { SendResult, Transport } from './pool.js';
 
 /**
  * Permanent failures that say the address itself is bad get a `hard_bounce` suppression (docs/api.md §6.4).
@@ -29,6 +29,23 @@ export interface Decision {
   retryAtMs?: number;
 }
 
+/** The transport facts of an attempt as event detail fields (optional ones only when they say something). */
+export function transportDetail(t: Transport): Record<string, unknown> {
+  return {
+    host: t.host,
+    ip: t.ip,
+    tls: t.tls,
+    tlsVersion: t.tlsVersion,
+    tlsCipher: t.tlsCipher,
+    tlsVerified: t.tlsVerified,
+    tlsPolicy: t.tlsPolicy,
+    ...(t.tlsPolicyMode ? { tlsPolicyMode: t.tlsPolicyMode } : {}),
+    ...(t.tlsFailures?.length ? { tlsFailures: t.tlsFailures } : {}),
+    ...(t.tlsPolicyNote ? { tlsPolicyNote: t.tlsPolicyNote } : {}),
+    ...(t.refusedMx?.length ? { refusedMx: t.refusedMx } : {}),
+  };
+}
+
 /** What an attempt means: `attempts` counts this one; `delaysMs` is SVC_RETRY_DELAYS. */
 export function decide(
   result: SendResult,
@@ -37,7 +54,9 @@ export function decide(
   nowMs: number,
   delaysMs: readonly number[],
 ): Decision {
-  const base = { attempt: attempts, host: result.host };
+  // Issue 19: where the attempt went and how (MX host and IP, TLS version and cipher, what verified the
+  // certificate, which policy applied), in every event; docs/api.md, message events.
+  const base = { attempt: attempts, ...transportDetail(result.transport), host: result.host };
   if (result.kind === 'accepted') {
     return { status: 'delivered', detail: { ...base, reply: result.reply, tls: result.tls } };
   }

@@ -3,7 +3,8 @@
 // goes through the Context's resolver (cached, aimed at SVC_DNS_SERVERS).
 import { isIP } from 'node:net';
 import { DnsError, type MxRecord, type Resolver } from '../../mail/resolver.js';
-import { DOMAIN_UNKNOWN, NULL_MX, type SmtpReply } from '../../mail/smtp-reply.js';
+import { DOMAIN_UNKNOWN, NULL_MX, SmtpReply } from '../../mail/smtp-reply.js';
+import { refusalOf } from '../../mail/webhook-target.js';
 
 export interface MxHost {
   /** The host name (for TLS SNI and logs). */
@@ -13,7 +14,8 @@ export interface MxHost {
 }
 
 export type Route =
-  | { kind: 'hosts'; hosts: MxHost[] }
+  /** `refused`: addresses skipped because they are not public (SVC_ALLOW_PRIVATE_MX off), for the event. */
+  | { kind: 'hosts'; hosts: MxHost[]; refused: string[] }
   /** No delivery possible now; the reply-shaped reason goes through bounce classification like a remote one. */
   | { kind: 'unroutable'; reply: SmtpReply }
   /** DNS did not answer: try again later. */
@@ -43,10 +45,26 @@ function byPreference<T extends { priority: number }>(records: T[]): T[] {
 }
 
 /**
- * Resolves a destination domain. `family` restricts addresses to the family of the source address
- * a delivery must leave from (a socket bound to IPv4 cannot reach an IPv6 host).
+ * Every MX host resolves only to addresses we may not deliver to (RFC 5321 §5.1: "If MX records are
+ * present, but none of them are usable [...] this situation MUST be reported as an error"): a permanent
+ * failure, as for a null MX (RFC 7505), since the domain's own DNS sends its mail where the public
+ * internet cannot go. 5.4.4 is "unable to route" (RFC 3463).
  */
-export async function resolveRoute(resolver: Resolver, domain: string, family: 4 | 6 | null = null): Promise<Route> {
+export const PRIVATE_MX = new SmtpReply(550, '5.4.4', 'Every MX host of the domain has a non-public address');
+
+/**
+ * Resolves a destination domain. `family` restricts addresses to the family of the source address
+ * a delivery must leave from (a socket bound to IPv4 cannot reach an IPv6 host). Unless
+ * `allowPrivate` (SVC_ALLOW_PRIVATE_MX), loopback, private, link-local and other non-public addresses
+ * (mail/webhook-target.ts, the same classification as webhooks) are dropped: a recipient domain must
+ * not aim our MTA at our own network.
+ */
+export async function resolveRoute(
+  resolver: Resolver,
+  domain: string,
+  family: 4 | 6 | null = null,
+  allowPrivate = false,
+): Promise<Route> {
   let mx: MxRecord[];
   try {
     mx = await resolver.mx(domain);
@@ -65,17 +83,34 @@ export async function resolveRoute(resolver: Resolver, domain: string, family: 4
   // RFC 5321 §5.1: no MX records: the domain itself is the host (the implicit MX).
   const names = mx.length ? byPreference(mx.filter((r) => r.exchange !== '')).map((r) => r.exchange) : [domain];
   const hosts: MxHost[] = [];
+  const refused: string[] = [];
   let allAbsent = true;
+  let unresolved = false;
   for (const name of names) {
-    const { addresses, absent } = await addressesOf(resolver, name, family);
-    allAbsent &&= absent;
+    const found = await addressesOf(resolver, name, family);
+    allAbsent &&= found.absent;
+    if (!found.addresses.length) unresolved = true;
+    const addresses = allowPrivate
+      ? found.addresses
+      : found.addresses.filter((a) => {
+          const why = refusalOf(a);
+          if (why) refused.push(`${name} ${a} (${why})`);
+          return !why;
+        });
     if (addresses.length)
       hosts.push({
         name,
         addresses: addresses.filter((a) => isIP(a) === 4).concat(addresses.filter((a) => isIP(a) === 6)),
       });
   }
-  if (hosts.length) return { kind: 'hosts', hosts };
+  if (hosts.length) return { kind: 'hosts', hosts, refused };
+  // Some host had addresses, all refused, and no other host is waiting for its DNS to be fixed.
+  if (refused.length && !unresolved) {
+    return {
+      kind: 'unroutable',
+      reply: PRIVATE_MX.with(`MX hosts of ${domain} are not public: ${refused.join(', ')}`),
+    };
+  }
   if (mx.length === 0 && allAbsent) {
     return { kind: 'unroutable', reply: DOMAIN_UNKNOWN.with(`${domain} has no MX and no address records`) };
   }

@@ -11,6 +11,7 @@ import { dkimSign } from '../../mail/dkim-sign.js';
 import { createKeyCache } from './signing-keys.js';
 import { createOutcomeWriter, decide, type Decision } from './outcomes.js';
 import { createPools, type PoolOptions } from './pool.js';
+import { createTlsPolicy } from './tls-policy.js';
 import { sourceAddressFor } from './source-address.js';
 import { pollLoop } from '../poll-loop.js';
 
@@ -53,6 +54,15 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     log,
     hostname: config.hostname,
     port: config.outboundPort,
+    allowPrivateMx: config.allowPrivateMx,
+    clock,
+    tlsPolicy: createTlsPolicy({
+      resolver: ctx.resolver,
+      clock,
+      extraCaCerts: config.extraCaCerts,
+      mtaStsPort: config.mtaStsPort,
+      allowPrivate: config.allowPrivateMx,
+    }),
     ...opts.pool,
   });
   const keys = createKeyCache(db, storage.sealer, () => clock.now());

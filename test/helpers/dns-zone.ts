@@ -9,7 +9,7 @@ import net from 'node:net';
 import type DNS from 'dns2';
 import { Packet, createTCPServer, createUDPServer, type TCPServer, type UDPServer } from 'dns2';
 
-export type ZoneType = 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA';
+export type ZoneType = 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA' | 'TLSA';
 
 /**
  * normal: answer from the zone. silent: never answer (the client must time out). servfail / refused:
@@ -40,6 +40,11 @@ export interface DnsZone {
   behaviour: ZoneBehaviour;
   /** TTL in seconds given to records published from now on (default 300). */
   ttl: number;
+  /**
+   * Answer as a validating resolver would for a signed zone: the AD bit set on every answer (RFC 4035
+   * §3.2.3), which the MTA takes as DNSSEC-authenticated for DANE. Default false (an unsigned zone).
+   */
+  dnssec: boolean;
   /** Every query received, oldest first; tests may empty it (`zone.queries.length = 0`). */
   readonly queries: ZoneQuery[];
   /** Queries received for `name` (case-insensitive), optionally of one type. */
@@ -55,6 +60,8 @@ export interface DnsZone {
    */
   txt(name: string, ...strings: string[]): DnsZone;
   cname(name: string, target: string): DnsZone;
+  /** One TLSA record (RFC 6698 §2.1), e.g. tlsa('_25._tcp.mx.example.test', 3, 1, 1, sha256OfSpki). */
+  tlsa(name: string, usage: number, selector: number, matchingType: number, data: Buffer): DnsZone;
   ns(name: string, host: string): DnsZone;
   /** The SOA at `name`; negative answers carry the SOA of the closest enclosing name that has one. */
   soa(name: string, o?: SoaOptions): DnsZone;
@@ -73,6 +80,7 @@ type Rdata =
   | { type: 'MX'; priority: number; exchange: string }
   | { type: 'TXT'; data: Buffer[] }
   | { type: 'CNAME'; domain: string }
+  | { type: 'TLSA'; data: Buffer }
   | { type: 'NS'; ns: string }
   | {
       type: 'SOA';
@@ -141,6 +149,7 @@ export async function startDnsZone(t?: Teardown): Promise<DnsZone> {
   function answer(request: Packet, transport: 'udp' | 'tcp'): Packet | null {
     const response = Packet.createResponseFromRequest(request);
     response.header.aa = 1;
+    (response.header as { ad?: number }).ad = zone.dnssec ? 1 : 0;
     const question = request.questions[0];
     if (!question) {
       response.header.rcode = RCODE.FORMERR;
@@ -223,6 +232,7 @@ export async function startDnsZone(t?: Teardown): Promise<DnsZone> {
     hostPort: `${host}:${port}`,
     behaviour: 'normal',
     ttl: 300,
+    dnssec: false,
     queries,
     queriesFor: (name, type) =>
       queries.filter((q) => norm(q.name) === norm(name) && (type === undefined || q.type === type)),
@@ -235,6 +245,10 @@ export async function startDnsZone(t?: Teardown): Promise<DnsZone> {
       zone
     ),
     cname: (name, target) => (publish(name, { type: 'CNAME', domain: norm(target) }), zone),
+    tlsa: (name, usage, selector, matchingType, data) => (
+      publish(name, { type: 'TLSA', data: Buffer.concat([Buffer.from([usage, selector, matchingType]), data]) }),
+      zone
+    ),
     ns: (name, nsHost) => (publish(name, { type: 'NS', ns: norm(nsHost) }), zone),
     soa(name, o = {}) {
       zone.remove(name, 'SOA');
@@ -265,14 +279,19 @@ export async function startDnsZone(t?: Teardown): Promise<DnsZone> {
 
 const RCODE = { NOERROR: 0, FORMERR: 1, SERVFAIL: 2, NXDOMAIN: 3, REFUSED: 5 } as const;
 
+/** RFC 6698 §7.1; dns2 has no name for it, and carries its rdata as raw `data` both ways. */
+const TLSA = 52;
+
 function typeName(code: number): string {
+  if (code === TLSA) return 'TLSA';
   for (const [name, value] of Object.entries(Packet.TYPE)) if (value === code) return name;
   return `TYPE${code}`;
 }
 
 function resource(name: string, r: ZoneRecord): DNS.Packet.Resource {
-  const base = { name, type: Packet.TYPE[r.type], class: Packet.CLASS.IN, ttl: r.ttl };
-  const rdata = r.type === 'TXT' ? { data: r.data } : stripType(r);
+  const code = r.type === 'TLSA' ? TLSA : Packet.TYPE[r.type];
+  const base = { name, type: code, class: Packet.CLASS.IN, ttl: r.ttl };
+  const rdata = r.type === 'TXT' || r.type === 'TLSA' ? { data: r.data } : stripType(r);
   return { ...base, ...rdata } as unknown as DNS.Packet.Resource;
 }
 
@@ -283,6 +302,7 @@ function stripType(r: ZoneRecord): Record<string, unknown> {
 
 function sameRdata(a: ZoneRecord, b: ZoneRecord): boolean {
   if (a.type !== b.type) return false;
+  if (a.type === 'TLSA' && b.type === 'TLSA') return a.data.equals(b.data);
   if (a.type === 'TXT' && b.type === 'TXT')
     return Buffer.concat(a.data).equals(Buffer.concat(b.data)) && a.data.length === b.data.length;
   return JSON.stringify(stripType(a)) === JSON.stringify(stripType(b));

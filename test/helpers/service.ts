@@ -86,6 +86,9 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
     SVC_HOSTNAME: 'mta.test',
     SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY,
     SVC_LOG_LEVEL: process.env.SVC_TEST_LOG_LEVEL ?? 'silent',
+    // Every sink of the suite is on loopback, which the MTA refuses otherwise; test/mta/transport-security
+    // turns it off to prove the refusal.
+    SVC_ALLOW_PRIVATE_MX: '1',
     ...(database ? { SVC_DATABASE_URL: database.url } : {}),
     ...shared,
     ...opts.env,

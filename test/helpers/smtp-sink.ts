@@ -34,6 +34,9 @@ export interface SinkOptions {
   tls?: boolean;
   /** The SIZE limit announced in EHLO (RFC 1870), in bytes; default 50 MB. */
   size?: number;
+  /** PEM certificate and key STARTTLS offers; default smtp-server's built-in self-signed one. */
+  cert?: Buffer | string;
+  key?: Buffer | string;
 }
 
 export interface SmtpSink {
@@ -79,6 +82,7 @@ export async function startSmtpSink(t: Teardown, opts: SinkOptions = {}): Promis
     disableReverseLookup: true,
     logger: false,
     size: opts.size ?? 50 * 1024 * 1024,
+    ...(opts.cert && opts.key ? { cert: opts.cert, key: opts.key } : {}),
     onConnect(_session, cb) {
       sink.connections++;
       sink.maxOpen = Math.max(sink.maxOpen, ++sink.open);

@@ -31,6 +31,7 @@ else
       SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY,
       SVC_DNS_SERVERS: zone.hostPort,
       SVC_OUTBOUND_PORT: String(sink.port),
+      SVC_ALLOW_PRIVATE_MX: '1',
       SVC_LOG_LEVEL: 'info',
     };
     const boot = async (): Promise<{ child: Svc; url: string }> => {
