@@ -16,6 +16,8 @@ import {
 } from '../mail/compose.js';
 import { encodeReturnPath, returnPathMac } from '../mail/verp.js';
 import { extrasOf, hasExtras, type ExtraFields, type Extras } from './send-fields.js';
+import { recipientsOf, type RecipientFields, type Recipients } from './send-recipients.js';
+import type { SpoolEntry } from '../storage/lmdb/spool.js';
 import {
   acceptMessage,
   findSendingCapability,
@@ -46,8 +48,7 @@ function canonical(v: unknown): string {
  * A message to send, as sendEmail takes it (docs/api.md §4.11); the extra fields (replyTo, headers,
  * attachments, tags, metadata) are checked by core/send-fields.ts.
  */
-export interface OutgoingMessage extends ExtraFields {
-  to: string;
+export interface OutgoingMessage extends ExtraFields, RecipientFields {
   from: string;
   subject: string;
   text?: string;
@@ -138,7 +139,8 @@ async function renderContent(deps: CoreDeps, body: Body, organizationId: string)
  * queued is never kept; refusals throw ApiError (422 sender_domain_not_verified, 409, 429).
  */
 export async function sendMessage(deps: CoreDeps, body: Body, projectId: string | null, now: Date): Promise<Sent> {
-  const bad = (['to', 'from', 'subject'] as const).filter((f) => HEADER_BREAK.test(body[f]));
+  // `to` is core/send-recipients.ts's (it may be an array), which names the item.
+  const bad = (['from', 'subject'] as const).filter((f) => HEADER_BREAK.test(body[f]));
   if (bad.length) {
     throw fail(
       'invalid_request',
@@ -161,12 +163,8 @@ export async function sendMessage(deps: CoreDeps, body: Body, projectId: string 
     throw fail('invalid_request', 'from is not an address or a "Name <address>".', [
       { field: 'body.from', message: 'is not a valid address' },
     ]);
-  // The recipient as suppressions store it: the local part as given, the domain in lower case.
-  const to = normalizeMailbox(body.to);
-  if (!to)
-    throw fail('invalid_request', 'to is not a valid address.', [
-      { field: 'body.to', message: 'is not a valid address' },
-    ]);
+  // The recipients as suppressions store them: the local part as given, the domain in lower case.
+  const to = recipientsOf(body);
 
   // Only a message that has extra fields pays for their checks (and the base64 decoding of attachments).
   const extras = hasExtras(body) ? extrasOf(body) : null;
@@ -213,7 +211,7 @@ async function composeAndAccept(
   body: Body,
   extras: Extras | null,
   from: Mailbox,
-  to: string,
+  to: Recipients,
   cap: SendingCapability,
 ): Promise<AcceptOutcome> {
   const { spool } = deps.storage;
@@ -230,9 +228,11 @@ async function composeAndAccept(
   );
   // docs/api.md §4.11 display-name rule: the message's own name, else the domain's default, else none.
   const name = from.name ?? cap.defaultDisplayName;
+  const first = to.list[0]!.address;
   const raw = await composeMessage({
     from: { name, address: from.address },
-    to,
+    to: first,
+    ...(to.header ? { displayTo: to.header.to, ...(to.header.cc.length ? { cc: to.header.cc } : {}) } : {}),
     subject: content.subject,
     text: content.text,
     html: content.html,
@@ -244,20 +244,7 @@ async function composeAndAccept(
     ...extras?.compose,
     ...body.compose,
   });
-  await spool.enqueue(
-    {
-      id,
-      projectId: cap.projectId,
-      domain: to.slice(to.lastIndexOf('@') + 1),
-      mailFrom: returnPath,
-      rcptTo: to,
-      outboundId: cap.outboundId,
-      nextAttemptMs: now.getTime(),
-      attempts: 0,
-      createdMs: now.getTime(),
-    },
-    raw,
-  );
+  await spool.enqueue(spoolEntry(id, cap, returnPath, to, now.getTime()), raw);
   // No cleanup of the body when this throws: the error may come after Postgres committed (a connection lost
   // before the reply), and then the row needs its body. The MTA decides by the row: without one after its
   // grace, the body goes (mta/outbound/worker.ts); with one, the message is delivered, once.
@@ -267,7 +254,8 @@ async function composeAndAccept(
     dailyLimit: FREE_DAILY_LIMIT,
     fromHeader: name ? `${name} <${from.address}>` : from.address,
     fromAddress: from.address,
-    to,
+    to: first,
+    recipients: to.list.length > 1 ? to.list : null,
     subject: content.subject,
     messageIdHeader,
     returnPath,
@@ -286,6 +274,37 @@ async function composeAndAccept(
   });
   if (outcome.kind !== 'accepted' || outcome.status !== 'queued') await spool.remove(id);
   return outcome;
+}
+
+const domainOf = (address: string) => address.slice(address.lastIndexOf('@') + 1);
+
+/**
+ * The spool entry of a message: one envelope (SMTP transaction) per recipient domain (docs/api.md §4.11), each
+ * with its own schedule; a message to one recipient has the entry's own domain and rcptTo and no list.
+ */
+function spoolEntry(id: string, cap: SendingCapability, mailFrom: string, to: Recipients, atMs: number): SpoolEntry {
+  const first = to.list[0]!.address;
+  const entry: SpoolEntry = {
+    id,
+    projectId: cap.projectId,
+    domain: domainOf(first),
+    mailFrom,
+    rcptTo: first,
+    outboundId: cap.outboundId,
+    nextAttemptMs: atMs,
+    attempts: 0,
+    createdMs: atMs,
+  };
+  if (to.list.length === 1) return entry;
+  const byDomain = new Map<string, string[]>();
+  for (const r of to.list) {
+    const d = domainOf(r.address);
+    const l = byDomain.get(d);
+    if (l) l.push(r.address);
+    else byDomain.set(d, [r.address]);
+  }
+  entry.envelopes = [...byDomain].map(([domain, rcpts]) => ({ domain, rcpts, nextAttemptMs: atMs, attempts: 0 }));
+  return entry;
 }
 
 function settle(cap: SendingCapability, outcome: Exclude<AcceptOutcome, { kind: 'sender_changed' }>): Sent {

@@ -27,6 +27,7 @@ export const messageJson = (m: MessageRecord) => ({
   status: m.status as MessageStatus,
   from: m.fromHeader,
   to: m.to,
+  recipients: m.recipients.map((r) => ({ address: r.address, kind: r.kind, status: r.status as MessageStatus })),
   subject: m.subject,
   messageId: m.messageIdHeader,
   attempts: m.attempts,

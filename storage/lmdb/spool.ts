@@ -43,6 +43,21 @@ export interface SpoolEntry {
    * Kept by `reschedule()` and `lease()`; absent on every entry that was not cancelled.
    */
   cancelledMs?: number;
+  /**
+   * A message to several recipients (docs/api.md §4.11): one envelope (SMTP transaction) per recipient
+   * domain, each with its own schedule and attempt count; the entry is due at the earliest of them, and
+   * `domain` and `rcptTo` are the first recipient's. Absent for a message to one recipient (the entry's own
+   * domain and rcptTo are then its envelope).
+   */
+  envelopes?: SpoolEnvelope[];
+}
+
+export interface SpoolEnvelope {
+  domain: string;
+  /** The recipients of this domain still to be delivered. */
+  rcpts: string[];
+  nextAttemptMs: number;
+  attempts: number;
 }
 
 export interface Spool {
@@ -55,8 +70,11 @@ export interface Spool {
   due(nowMs: number, limit: number): SpoolEntry[];
   get(id: string): SpoolEntry | undefined;
   body(id: string): Buffer | undefined;
-  /** Moves an entry to a new attempt time (a lease before dialling, or the next backoff); durable. */
-  reschedule(id: string, nextAttemptMs: number, attempts?: number): Promise<void>;
+  /**
+   * Moves an entry to a new attempt time (a lease before dialling, or the next backoff); durable. `envelopes`,
+   * when given, replaces the entry's (what is left of a message to several recipients).
+   */
+  reschedule(id: string, nextAttemptMs: number, attempts?: number, envelopes?: SpoolEnvelope[]): Promise<void>;
   /** Removes an entry and its body; durable. */
   remove(id: string): Promise<void>;
   /** Every entry, in key order (for `svc queue`). */
@@ -127,7 +145,13 @@ function copyEntry(e: SpoolEntry): SpoolEntry {
     createdMs: e.createdMs,
     // Only when set: an entry that was never cancelled has no such property at all.
     ...(e.cancelledMs !== undefined ? { cancelledMs: e.cancelledMs } : {}),
+    ...(e.envelopes !== undefined ? { envelopes: e.envelopes.map(copyEnvelope) } : {}),
   };
+}
+
+function copyEnvelope(v: SpoolEnvelope): SpoolEnvelope {
+  checkTime(v.nextAttemptMs, 'envelope nextAttemptMs');
+  return { domain: v.domain, rcpts: [...v.rcpts], nextAttemptMs: v.nextAttemptMs, attempts: v.attempts };
 }
 
 export function openSpool(env: LmdbEnv): Spool {
@@ -207,8 +231,9 @@ export function openSpool(env: LmdbEnv): Spool {
       return bodies.get(id);
     },
 
-    async reschedule(id, nextAttemptMs, attempts) {
+    async reschedule(id, nextAttemptMs, attempts, envelopes) {
       checkTime(nextAttemptMs, 'nextAttemptMs');
+      const copied = envelopes?.map(copyEnvelope);
       await durable(() => {
         // Read inside the write transaction: the index is current even if another reschedule or a
         // remove was queued just before this one. An id no longer spooled (delivered, or deleted by
@@ -217,7 +242,7 @@ export function openSpool(env: LmdbEnv): Spool {
         if (!oldKey) return;
         const entry = queue.get(oldKey);
         if (!entry) return;
-        move(oldKey, entry, nextAttemptMs, attempts ?? entry.attempts);
+        move(oldKey, copied ? { ...entry, envelopes: copied } : entry, nextAttemptMs, attempts ?? entry.attempts);
       });
     },
 

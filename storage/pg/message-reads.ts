@@ -2,6 +2,7 @@
 // (storage/pg/messages.ts) and the MTA; nothing here changes a row.
 import type { Queryable } from './client.js';
 import { isUuid } from '../../mail/uuid.js';
+import { RECIPIENTS_JSON, type RecipientRecord } from './recipients.js';
 
 export interface MessageRecord {
   id: string;
@@ -9,6 +10,8 @@ export interface MessageRecord {
   status: string;
   fromHeader: string;
   to: string;
+  /** docs/api.md §4.11: every recipient with its own status, in order (to, cc, bcc). */
+  recipients: RecipientRecord[];
   subject: string;
   messageIdHeader: string;
   attempts: number;
@@ -26,7 +29,8 @@ export interface MessageEventRecord {
   createdAt: Date;
 }
 
-const COLUMNS = `id, project_id AS "projectId", status, from_header AS "fromHeader", to_address AS "to", subject,
+const COLUMNS = `id, project_id AS "projectId", status, from_header AS "fromHeader", to_address AS "to",
+  ${RECIPIENTS_JSON('messages')} AS recipients, subject,
   message_id_header AS "messageIdHeader", attempts, coalesce(tags, '[]'::jsonb) AS tags,
   coalesce(metadata, '{}'::jsonb) AS metadata, created_at AS "createdAt", updated_at AS "updatedAt"`;
 

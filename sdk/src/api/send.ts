@@ -6,6 +6,8 @@ import { ADMIN_AUTH } from './admin.js';
 import { TemplateValues } from './templates.js';
 import { Metadata, Tag } from './mail-records.js';
 
+/** docs/api.md §4.11: recipients given in to, cc and bcc together. */
+export const MAX_RECIPIENTS = 50;
 /** docs/api.md §4.11 limits of the extra fields. */
 export const MAX_REPLY_TO = 50;
 export const MAX_EXTRA_HEADERS = 50;
@@ -28,8 +30,17 @@ const Attachment = Obj({
   contentId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
 });
 
+// docs/api.md §4.11 recipients: `addr@domain` or `Name <addr@domain>`; one, or an array of them.
+const RecipientAddress = Type.String({ minLength: 3, maxLength: 500 });
+const RecipientList = (minItems: number) =>
+  Type.Union([RecipientAddress, Type.Array(RecipientAddress, { minItems, maxItems: MAX_RECIPIENTS })]);
+
 const fields = {
-  to: Type.String({ minLength: 3, maxLength: 320 }),
+  // At least one `to`; at most MAX_RECIPIENTS in to, cc and bcc together (core/send-recipients.ts). Bcc
+  // recipients get the message but appear in no header.
+  to: RecipientList(1),
+  cc: Type.Optional(RecipientList(0)),
+  bcc: Type.Optional(RecipientList(0)),
   from: Type.String({ minLength: 3, maxLength: 500 }),
   // Required, also with a template (docs/api.md §4.11).
   subject: Type.String({ minLength: 1, maxLength: 998 }),
