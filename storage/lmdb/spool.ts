@@ -66,6 +66,10 @@ export interface Spool {
    * flushed). Concurrent calls share commits (group commit).
    */
   enqueue(entry: SpoolEntry, body: Buffer): Promise<void>;
+  /** Stores several entries and their bodies in one write transaction and one sync (a batch of sends). */
+  enqueueMany(items: readonly { entry: SpoolEntry; body: Buffer }[]): Promise<void>;
+  /** Removes several entries and their bodies in one write transaction; durable. */
+  removeMany(ids: readonly string[]): Promise<void>;
   /** Entries due at nowMs, oldest first, at most `limit`. */
   due(nowMs: number, limit: number): SpoolEntry[];
   get(id: string): SpoolEntry | undefined;
@@ -188,25 +192,53 @@ export function openSpool(env: LmdbEnv): Spool {
     return moved;
   }
 
+  // Checks an entry and its body, and returns the writes that store them (inside a write transaction).
+  // The body is copied into LMDB when the batch runs: the caller must not modify it until the write settles.
+  function checkedPut(entry: SpoolEntry, body: Buffer): () => void {
+    checkKeyParts(entry.id, entry.domain);
+    checkTime(entry.nextAttemptMs, 'nextAttemptMs');
+    if (entry.cancelledMs !== undefined) checkTime(entry.cancelledMs, 'cancelledMs');
+    if (!(body instanceof Uint8Array)) throw new TypeError('spool: body must be a Buffer');
+    const stored = copyEntry(entry);
+    const key: QueueKey = [stored.nextAttemptMs, stored.domain, stored.id];
+    return () => {
+      // Enqueueing an id that is already spooled replaces it, so a retried enqueue never leaves a
+      // second queue key (a duplicate delivery) behind.
+      const previous = index.get(stored.id);
+      if (previous) queue.remove(previous);
+      leases.remove(stored.id);
+      bodies.put(stored.id, body);
+      queue.put(key, stored);
+      index.put(stored.id, key);
+    };
+  }
+
+  // Inside a write transaction: an entry and its body gone.
+  function removeIn(id: string): void {
+    const key = index.get(id);
+    if (key) queue.remove(key);
+    index.remove(id);
+    bodies.remove(id);
+    leases.remove(id);
+  }
+
   return {
-    // The body is copied into LMDB when the batch runs, after this returns: the caller must not modify
-    // it until the promise settles.
     async enqueue(entry, body) {
-      checkKeyParts(entry.id, entry.domain);
-      checkTime(entry.nextAttemptMs, 'nextAttemptMs');
-      if (entry.cancelledMs !== undefined) checkTime(entry.cancelledMs, 'cancelledMs');
-      if (!(body instanceof Uint8Array)) throw new TypeError('spool: body must be a Buffer');
-      const stored = copyEntry(entry);
-      const key: QueueKey = [stored.nextAttemptMs, stored.domain, stored.id];
+      const put = checkedPut(entry, body);
+      await durable(put);
+    },
+
+    async enqueueMany(items) {
+      // Every input checked before the transaction, so that its callback never throws half-way.
+      const puts = items.map(({ entry, body }) => checkedPut(entry, body));
       await durable(() => {
-        // Enqueueing an id that is already spooled replaces it, so a retried enqueue never leaves a
-        // second queue key (a duplicate delivery) behind.
-        const previous = index.get(stored.id);
-        if (previous) queue.remove(previous);
-        leases.remove(stored.id);
-        bodies.put(stored.id, body);
-        queue.put(key, stored);
-        index.put(stored.id, key);
+        for (const put of puts) put();
+      });
+    },
+
+    async removeMany(ids) {
+      await durable(() => {
+        for (const id of ids) removeIn(id);
       });
     },
 
@@ -247,13 +279,7 @@ export function openSpool(env: LmdbEnv): Spool {
     },
 
     async remove(id) {
-      await durable(() => {
-        const key = index.get(id);
-        if (key) queue.remove(key);
-        index.remove(id);
-        bodies.remove(id);
-        leases.remove(id);
-      });
+      await durable(() => removeIn(id));
     },
 
     list(limit) {

@@ -292,3 +292,77 @@ export async function acceptedToday(q: Queryable, organizationId: string, now: D
   );
   return rows[0]?.accepted ?? 0;
 }
+
+/** What accepting a batch (acceptMessages) came to: all of its messages, or none. */
+export type BatchOutcome =
+  | { kind: 'accepted'; statuses: AcceptStatus[] }
+  /** docs/decisions.md #3, for the whole batch: the same key and body within 24 h, the original messages. */
+  | { kind: 'replayed'; results: { messageId: string; status: AcceptStatus }[] }
+  | { kind: 'key_reused' }
+  | { kind: 'quota_exceeded' }
+  | { kind: 'sender_changed' };
+
+class BatchRefused extends Error {
+  constructor(readonly outcome: BatchOutcome) {
+    super(outcome.kind);
+  }
+}
+
+/**
+ * Accepts the messages of a sendBatch (docs/api.md §4.11) in one transaction, all or none: the batch's
+ * idempotency key (naming every message, in order), then one ACCEPT_SQL statement for all of them; a refusal
+ * of any message (the quota, a sender changed) rolls back the lot. The caller has spooled every body first
+ * (acceptMessage's order) and takes them back unless the outcome is `accepted`.
+ */
+export async function acceptMessages(
+  db: Db,
+  ms: readonly NewMessage[],
+  idempotency: { projectId: string; key: string; bodyHash: string; ttlMs: number } | null,
+): Promise<BatchOutcome> {
+  const now = ms[0]!.now;
+  try {
+    return await db.tx(async (q) => {
+      if (idempotency) {
+        const { projectId, key, bodyHash, ttlMs } = idempotency;
+        const took = await q.query(
+          `INSERT INTO idempotency_keys AS k
+             (project_id, key, body_hash, message_id, message_ids, created_at, expires_at)
+           VALUES ($1, $2, $3, $4, $5::uuid[], $6, $7)
+           ON CONFLICT (project_id, key) DO UPDATE SET body_hash = excluded.body_hash, message_id = excluded.message_id,
+             message_ids = excluded.message_ids, created_at = excluded.created_at, expires_at = excluded.expires_at
+           WHERE k.expires_at <= $6
+           RETURNING 1`,
+          [projectId, key, bodyHash, ms[0]!.id, ms.map((m) => m.id), now, new Date(now.getTime() + ttlMs)],
+        );
+        if (took.length === 0) {
+          const held = await q.query<{ body_hash: string; ids: string[] | null; statuses: (string | null)[] }>(
+            `SELECT k.body_hash, k.message_ids AS ids, ARRAY(SELECT m.status FROM unnest(k.message_ids)
+               WITH ORDINALITY AS u(id, o) LEFT JOIN messages m ON m.id = u.id ORDER BY u.o) AS statuses
+             FROM idempotency_keys k WHERE k.project_id = $1 AND k.key = $2`,
+            [projectId, key],
+          );
+          const h = held[0];
+          if (!h || h.body_hash !== bodyHash || !h.ids) throw new BatchRefused({ kind: 'key_reused' });
+          const statuses = h.statuses;
+          throw new BatchRefused({
+            kind: 'replayed',
+            results: h.ids.map((id, i) => ({
+              messageId: id,
+              status: statuses[i] === 'suppressed' ? 'suppressed' : 'queued',
+            })),
+          });
+        }
+      }
+      const outcomes = await acceptRows(q, ms, idempotency?.key ?? null);
+      const refused = outcomes.find((o) => o.kind !== 'accepted');
+      if (refused) throw new BatchRefused(refused.kind === 'sender_changed' ? refused : { kind: 'quota_exceeded' });
+      return {
+        kind: 'accepted',
+        statuses: outcomes.map((o) => (o.kind === 'accepted' ? o.status : 'queued')),
+      };
+    });
+  } catch (err) {
+    if (err instanceof BatchRefused) return err.outcome;
+    throw err;
+  }
+}

@@ -69,6 +69,16 @@ const fields = {
 };
 export const SendBody = Obj(fields);
 
+/** docs/api.md §4.11 sendBatch: messages per call. */
+export const MAX_BATCH = 100;
+const { idempotencyKey: _itemKey, ...batchItemFields } = fields;
+/** A message of a batch: a sendEmail body without its own idempotencyKey (the batch's covers it). */
+export const BatchItem = Obj(batchItemFields);
+export const SendBatchBody = Obj({
+  messages: Type.Array(BatchItem, { minItems: 1, maxItems: MAX_BATCH }),
+  idempotencyKey: Type.Optional(Type.String({ minLength: 8, maxLength: 128 })),
+});
+
 export const SendResult = Type.Object({
   providerMessageId: Type.String(),
   status: Type.Union([Type.Literal('queued'), Type.Literal('suppressed')]),
@@ -92,6 +102,19 @@ export const sendRoutes = routes({
     summary: 'Queue a message; answered only once it is durable. 422 sender_domain_not_verified, 429 quota_exceeded.',
     body: SendBody,
     response: SendResult,
+  },
+  'v1.services.sendBatch': {
+    method: 'POST',
+    path: '/v1/services/sendBatch',
+    auth: ['project_api_key', 'platform_admin'],
+    scope: 'messages:send',
+    bodyLimit: SEND_LIMIT,
+    audit: false,
+    summary:
+      'Queue 1 to 100 messages at once, all or none: any invalid item is a 400 naming it (body.messages.<i>.<field>) ' +
+      'and nothing is queued. Answers a result per message, in order, once all are durable.',
+    body: SendBatchBody,
+    response: Type.Object({ data: Type.Array(SendResult) }),
   },
   'console.projects.testMessage': {
     method: 'POST',
