@@ -17,6 +17,7 @@ import {
 import { encodeReturnPath, returnPathMac } from '../mail/verp.js';
 import { extrasOf, hasExtras, type ExtraFields, type Extras } from './send-fields.js';
 import { recipientsOf, type RecipientFields, type Recipients } from './send-recipients.js';
+import { parseScheduledAt } from './schedule.js';
 import type { SpoolEntry } from '../storage/lmdb/spool.js';
 import {
   acceptMessage,
@@ -60,6 +61,8 @@ export interface OutgoingMessage extends ExtraFields, RecipientFields {
   /** Values of the {{name}} placeholders. */
   variables?: Readonly<Record<string, unknown>>;
   unsubscribeUrl?: string;
+  /** docs/api.md §4.11: an ISO 8601 time, in the future and at most 30 days ahead, before which it does not leave. */
+  scheduledAt?: string;
   /**
    * The webmail's extra fields (core/webmail-send.ts), never taken from the sendEmail route's body: the To and
    * Cc the message shows, the message answered, and attachments.
@@ -143,10 +146,11 @@ interface Prepared {
   extras: Extras | null;
   /** List-Unsubscribe and the extra headers. */
   headers: Record<string, string> | undefined;
+  scheduledAt: Date | null;
 }
 
 /** The checks of a send that need no database; each refusal a 400 naming its field (`body.<field>`). */
-function prepare(body: Body): Prepared {
+function prepare(body: Body, now: Date): Prepared {
   // `to` is core/send-recipients.ts's (it may be an array), which names the item.
   const bad = (['from', 'subject'] as const).filter((f) => HEADER_BREAK.test(body[f]));
   if (bad.length) {
@@ -178,7 +182,10 @@ function prepare(body: Body): Prepared {
   const headers = extras?.headers
     ? { ...unsubscribeHeaders(body.unsubscribeUrl), ...extras.headers }
     : unsubscribeHeaders(body.unsubscribeUrl);
-  return { body, from, fromDomain: from.address.slice(from.address.lastIndexOf('@') + 1), to, extras, headers };
+  const scheduledAt =
+    body.scheduledAt === undefined ? null : parseScheduledAt(body.scheduledAt, now, 'body.scheduledAt');
+  const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
+  return { body, from, fromDomain, to, extras, headers, scheduledAt };
 }
 
 /**
@@ -188,7 +195,7 @@ function prepare(body: Body): Prepared {
  * queued is never kept; refusals throw ApiError (422 sender_domain_not_verified, 409, 429).
  */
 export async function sendMessage(deps: CoreDeps, body: Body, projectId: string | null, now: Date): Promise<Sent> {
-  const p = prepare(body);
+  const p = prepare(body, now);
   const { fromDomain } = p;
   const { db } = deps.storage;
   const refused = () =>
@@ -261,7 +268,7 @@ async function compose(deps: CoreDeps, now: Date, p: Prepared, cap: SendingCapab
   return {
     id,
     raw,
-    entry: spoolEntry(id, cap, returnPath, to, now.getTime()),
+    entry: spoolEntry(id, cap, returnPath, to, now.getTime(), p.scheduledAt?.getTime() ?? now.getTime()),
     message: {
       id,
       sender: cap,
@@ -278,6 +285,7 @@ async function compose(deps: CoreDeps, now: Date, p: Prepared, cap: SendingCapab
       tags: extras?.tags ?? null,
       metadata: extras?.metadata ?? null,
       now: now,
+      scheduledAt: p.scheduledAt,
     },
   };
 }
@@ -316,7 +324,14 @@ const domainOf = (address: string) => address.slice(address.lastIndexOf('@') + 1
  * The spool entry of a message: one envelope (SMTP transaction) per recipient domain (docs/api.md §4.11), each
  * with its own schedule; a message to one recipient has the entry's own domain and rcptTo and no list.
  */
-function spoolEntry(id: string, cap: SendingCapability, mailFrom: string, to: Recipients, atMs: number): SpoolEntry {
+function spoolEntry(
+  id: string,
+  cap: SendingCapability,
+  mailFrom: string,
+  to: Recipients,
+  createdMs: number,
+  atMs: number,
+): SpoolEntry {
   const first = to.list[0]!.address;
   const entry: SpoolEntry = {
     id,
@@ -325,9 +340,10 @@ function spoolEntry(id: string, cap: SendingCapability, mailFrom: string, to: Re
     mailFrom,
     rcptTo: first,
     outboundId: cap.outboundId,
+    // A scheduled message's entry is due at its time: the spool's order is the schedule.
     nextAttemptMs: atMs,
     attempts: 0,
-    createdMs: atMs,
+    createdMs,
   };
   if (to.list.length === 1) return entry;
   const byDomain = new Map<string, string[]>();
@@ -397,7 +413,7 @@ export async function sendBatch(
   const prepared: Prepared[] = [];
   bodies.forEach((b, i) => {
     try {
-      prepared.push(prepare(b));
+      prepared.push(prepare(b, now));
     } catch (err) {
       if (!(err instanceof ApiError) || err.code !== 'invalid_request') throw err;
       problems.push(...underItem(err, i));

@@ -146,7 +146,8 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     const envelopes = e.envelopes && pendingEnvelopes(e.envelopes, st!);
     if (envelopes?.length === 0) return spool.remove(e.id);
     const end = (d: Decision) => (envelopes ? finishAll(e, envelopes, d) : finish(e, d, e.attempts));
-    if (e.cancelledMs !== undefined) return end({ status: 'failed', detail: { reason: 'cancelled by operator' } });
+    if (e.cancelledMs !== undefined)
+      return end({ status: 'failed', detail: { reason: e.cancelReason ?? 'cancelled by operator' } });
     const body = spool.body(e.id);
     if (!body) return end({ status: 'failed', detail: { reason: 'message body missing from the spool' } });
 

@@ -43,6 +43,8 @@ export interface SpoolEntry {
    * Kept by `reschedule()` and `lease()`; absent on every entry that was not cancelled.
    */
   cancelledMs?: number;
+  /** Why it was cancelled, when not by an operator: the API's cancel (`holdUnsent`) sets 'cancelled'. */
+  cancelReason?: string;
   /**
    * A message to several recipients (docs/api.md §4.11): one envelope (SMTP transaction) per recipient
    * domain, each with its own schedule and attempt count; the entry is due at the earliest of them, and
@@ -112,6 +114,16 @@ export interface Spool {
    * at `leaseUntilMs`: a retry, not a hot loop and not a loss.
    */
   lease(nowMs: number, limit: number, leaseUntilMs: number): Promise<SpoolEntry[]>;
+  /**
+   * For the API's cancel and reschedule of a message that has not started sending (docs/api.md §4.11): in one
+   * write transaction, checks that the entry is neither leased nor tried (no attempt on it or on any of its
+   * envelopes) nor cancelled, and then either marks it cancelled (`cancelledMs`, `cancelReason: 'cancelled'`,
+   * its time kept: the caller records it in Postgres and removes it; the MTA does both if the caller stops
+   * first) or moves it, and every envelope, to `moveToMs`. Resolves 'held' when done, 'started' when the entry
+   * is leased, tried or cancelled, 'absent' when the id is not spooled. The lease being the same kind of
+   * transaction, a message is never both held here and dialled.
+   */
+  holdUnsent(id: string, change: { cancelAtMs: number } | { moveToMs: number }): Promise<'held' | 'started' | 'absent'>;
 }
 
 type QueueKey = [nextAttemptMs: number, domain: string, id: string];
@@ -149,6 +161,7 @@ function copyEntry(e: SpoolEntry): SpoolEntry {
     createdMs: e.createdMs,
     // Only when set: an entry that was never cancelled has no such property at all.
     ...(e.cancelledMs !== undefined ? { cancelledMs: e.cancelledMs } : {}),
+    ...(e.cancelReason !== undefined ? { cancelReason: e.cancelReason } : {}),
     ...(e.envelopes !== undefined ? { envelopes: e.envelopes.map(copyEnvelope) } : {}),
   };
 }
@@ -331,6 +344,29 @@ export function openSpool(env: LmdbEnv): Spool {
           } else leases.remove(id);
         }
         return n;
+      });
+    },
+
+    async holdUnsent(id, change) {
+      checkTime('cancelAtMs' in change ? change.cancelAtMs : change.moveToMs, 'holdUnsent time');
+      return durable(() => {
+        const key = index.get(id);
+        const entry = key && queue.get(key);
+        if (!key || !entry) return 'absent';
+        const tried = entry.attempts > 0 || (entry.envelopes ?? []).some((v) => v.attempts > 0);
+        if (leases.get(id) !== undefined || tried || entry.cancelledMs !== undefined) return 'started';
+        if ('cancelAtMs' in change)
+          queue.put(key, { ...entry, cancelledMs: change.cancelAtMs, cancelReason: 'cancelled' });
+        else
+          move(
+            key,
+            entry.envelopes
+              ? { ...entry, envelopes: entry.envelopes.map((v) => ({ ...v, nextAttemptMs: change.moveToMs })) }
+              : entry,
+            change.moveToMs,
+            entry.attempts,
+          );
+        return 'held';
       });
     },
 

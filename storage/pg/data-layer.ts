@@ -71,6 +71,7 @@ const TABLE_SQL: Record<string, TableSql> = {
       messageId: 't.message_id_header',
       tags: `coalesce(t.tags, '[]'::jsonb)`,
       metadata: `coalesce(t.metadata, '{}'::jsonb)`,
+      scheduledAt: 't.scheduled_at',
       createdAt: 't.created_at',
       updatedAt: 't.updated_at',
     },

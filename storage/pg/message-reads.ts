@@ -18,6 +18,7 @@ export interface MessageRecord {
   /** docs/api.md §4.11: [] and {} for a message sent without. */
   tags: { name: string; value: string }[];
   metadata: Record<string, string>;
+  scheduledAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -32,7 +33,8 @@ export interface MessageEventRecord {
 const COLUMNS = `id, project_id AS "projectId", status, from_header AS "fromHeader", to_address AS "to",
   ${RECIPIENTS_JSON('messages')} AS recipients, subject,
   message_id_header AS "messageIdHeader", attempts, coalesce(tags, '[]'::jsonb) AS tags,
-  coalesce(metadata, '{}'::jsonb) AS metadata, created_at AS "createdAt", updated_at AS "updatedAt"`;
+  coalesce(metadata, '{}'::jsonb) AS metadata, scheduled_at AS "scheduledAt", created_at AS "createdAt",
+  updated_at AS "updatedAt"`;
 
 /** One message by its id, or null (also for an id that is not a UUID). Access is the caller's to check. */
 export async function getMessage(q: Queryable, id: string): Promise<MessageRecord | null> {

@@ -62,6 +62,8 @@ export interface NewMessage {
   metadata?: string | null;
   idempotency: { key: string; bodyHash: string; ttlMs: number } | null;
   now: Date;
+  /** docs/api.md §4.11: when a scheduled message may leave (its spool entry is due then); null: at once. */
+  scheduledAt?: Date | null;
 }
 
 class Refused extends Error {
@@ -88,16 +90,17 @@ export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 // and a row each; it is `suppressed` only when every one of them is, and each suppressed recipient has an
 // event of its own.
 //
-// Parameters: per message arrays $1–$19, $22, $23 and $28 (the number of recipients; see acceptRows), $20 the
+// Parameters: per message arrays $1–$19, $22, $23, $28 (the number of recipients) and $29 (scheduledAt; see
+// acceptRows), $20 the
 // daily limit of the free plan, $21 the idempotency key, per recipient arrays $24–$27.
 const ACCEPT_SQL = `
 WITH req AS (
   SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[],
     $9::text[], $10::text[], $11::int[], $12::timestamptz[], $13::uuid[], $14::int[], $15::date[], $16::uuid[],
-    $17::text[], $18::text[], $19::text[], $22::text[], $23::text[], $28::int[])
+    $17::text[], $18::text[], $19::text[], $22::text[], $23::text[], $28::int[], $29::timestamptz[])
     WITH ORDINALITY AS q(id, project_id, organization_id, outbound_id, from_header, from_address, to_address, subject,
       message_id_header, return_path, size_bytes, at, template_id, template_version, day, event_id, domain,
-      return_path_subdomain, display_name, tags, metadata, n, i)
+      return_path_subdomain, display_name, tags, metadata, n, scheduled_at, i)
 ), rcpt AS (
   SELECT * FROM unnest($24::int[], $25::text[], $26::text[], $27::int[]) AS r(i, address, kind, position)
 ), cap AS (
@@ -127,11 +130,12 @@ WITH req AS (
 ), msg AS (
   INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address, to_address,
     subject, message_id_header, return_path, idempotency_key, size_bytes, created_at, updated_at, template_id,
-    template_version, tags, metadata)
+    template_version, tags, metadata, scheduled_at)
   SELECT req.id, req.project_id, req.organization_id, req.outbound_id,
     CASE WHEN coalesce(supn.n, 0) < req.n THEN 'queued' ELSE 'suppressed' END,
     req.from_header, req.from_address, req.to_address, req.subject, req.message_id_header, req.return_path, $21::text,
-    req.size_bytes, req.at, req.at, req.template_id, req.template_version, req.tags::jsonb, req.metadata::jsonb
+    req.size_bytes, req.at, req.at, req.template_id, req.template_version, req.tags::jsonb, req.metadata::jsonb,
+    req.scheduled_at
   FROM req JOIN cap ON cap.i = req.i
   JOIN counted ON counted.organization_id = req.organization_id AND counted.day = req.day
   LEFT JOIN supn ON supn.i = req.i
@@ -204,6 +208,7 @@ async function acceptRows(
     col((m) => m.metadata ?? null),
     ...recipientColumns(ms),
     col((m) => m.recipients?.length ?? 1),
+    col((m) => m.scheduledAt ?? null),
   ]);
   if (rows.length !== ms.length) throw new Error(`accept returned ${rows.length} rows for ${ms.length} messages`);
   return rows.map((r, i): AcceptOutcome => {

@@ -22,6 +22,7 @@ const ROW_KEYS = [
   'metadata',
   'projectId',
   'recipients',
+  'scheduledAt',
   'status',
   'subject',
   'tags',
@@ -194,6 +195,7 @@ t.test('message reads: shapes, order and who may read', async (t) => {
       attempts: 2,
       tags: [],
       metadata: {},
+      scheduledAt: null,
       createdAt: iso(t0 - 10 * 60_000),
       updatedAt: iso(t0 - 60_000),
     });

@@ -61,6 +61,8 @@ export const Message = Type.Object({
   /** As given to sendEmail (docs/api.md §4.11); [] and {} for a message sent without. */
   tags: Type.Array(Tag),
   metadata: Metadata,
+  /** docs/api.md §4.11: when a scheduled message may leave; null for one sent at once. */
+  scheduledAt: Nullable(Timestamp),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });

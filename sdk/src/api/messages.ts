@@ -55,6 +55,31 @@ export const messageRoutes = routes({
     query: ById,
     response: Type.Object({ events: Type.Array(MessageEvent) }),
   },
+  'v1.messages.cancel': {
+    method: 'POST',
+    path: '/v1/messages/cancel',
+    auth: ['project_api_key', 'platform_admin'],
+    scope: 'messages:send',
+    summary:
+      'Cancel a message that has not started sending (a scheduled one, say): it ends failed with an event whose ' +
+      'detail is { reason: "cancelled" }. 409 once it is sending or done; 404 for an id the caller may not read.',
+    body: ById,
+    response: Type.Object({ row: Message }),
+  },
+  'v1.messages.reschedule': {
+    method: 'POST',
+    path: '/v1/messages/reschedule',
+    auth: ['project_api_key', 'platform_admin'],
+    scope: 'messages:send',
+    summary:
+      'Move a message that has not started sending to scheduledAt (in the future, at most 30 days ahead). 409 once ' +
+      'it is sending or done.',
+    body: Obj({
+      id: Type.String({ minLength: 1, maxLength: 200 }),
+      scheduledAt: Type.String({ minLength: 10, maxLength: 40 }),
+    }),
+    response: Type.Object({ row: Message }),
+  },
   'console.projects.messages': {
     method: 'GET',
     path: '/console/v1/projects/{id}/messages',

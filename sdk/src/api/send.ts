@@ -6,6 +6,8 @@ import { ADMIN_AUTH } from './admin.js';
 import { TemplateValues } from './templates.js';
 import { Metadata, Tag } from './mail-records.js';
 
+/** docs/api.md §4.11: how far ahead scheduledAt may be. */
+export const MAX_SCHEDULE_DAYS = 30;
 /** docs/api.md §4.11: recipients given in to, cc and bcc together. */
 export const MAX_RECIPIENTS = 50;
 /** docs/api.md §4.11 limits of the extra fields. */
@@ -66,6 +68,9 @@ const fields = {
   // Stored with the message, returned by its reads and carried in every webhook payload.
   tags: Type.Optional(Type.Array(Tag, { maxItems: MAX_TAGS })),
   metadata: Type.Optional(Metadata),
+  // docs/api.md §4.11: an ISO 8601 time with its offset, in the future and at most MAX_SCHEDULE_DAYS ahead; the
+  // message is queued (durable) at once and leaves no earlier.
+  scheduledAt: Type.Optional(Type.String({ minLength: 10, maxLength: 40 })),
 };
 export const SendBody = Obj(fields);
 
