@@ -5,7 +5,8 @@
 // The data-layer registry (api/data-layer.ts) holds the `messages` table with `list` only: its `get`
 // is the route below (docs/decisions.md #4), whose row is the table's row, so no second route is
 // generated at that path. `events` is no data-layer verb; the table `message_events` has its own
-// list and get.
+// list and get. `cancel` and `reschedule` (scope messages:send) act on a message that has not started sending
+// (docs/api.md §4.11 scheduling); they are no data-layer verbs either (the messages table has no writes).
 import { Type, type TInteger } from '@sinclair/typebox';
 import { Limit, Obj, routes } from './types.js';
 import { ADMIN_AUTH } from './admin.js';
