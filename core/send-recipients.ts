@@ -51,7 +51,7 @@ export function recipientsOf(b: RecipientFields): Recipients {
     const items = typeof raw === 'string' ? [raw] : raw;
     given += items.length;
     items.forEach((a, i) => {
-      const field = typeof raw === 'string' ? `body.${kind}` : `body.${kind}.${i}`;
+      const field = typeof raw === 'string' ? `body.${kind}` : `body.${kind}[${i}]`;
       const m = parseRecipient(a);
       if (!m) {
         problems.push({

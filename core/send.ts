@@ -384,18 +384,18 @@ export interface BatchSent {
   replayed: boolean;
 }
 
-/** An ApiError's field details moved under the batch item they are about: body.x → body.messages.<i>.x. */
+/** An ApiError's field details moved under the batch item they are about: body.x → body.messages[i].x. */
 function underItem(err: ApiError, i: number): { field: string; message: string }[] {
   const details = Array.isArray(err.details) ? (err.details as { field: string; message: string }[]) : [];
-  const at = (f: string) => (f === 'body' ? `body.messages.${i}` : f.replace(/^body\./, `body.messages.${i}.`));
+  const at = (f: string) => (f === 'body' ? `body.messages[${i}]` : f.replace(/^body\./, `body.messages[${i}].`));
   return details.length
     ? details.map((d) => ({ field: at(d.field), message: d.message }))
-    : [{ field: `body.messages.${i}`, message: err.message }];
+    : [{ field: `body.messages[${i}]`, message: err.message }];
 }
 
 /**
  * sendBatch (docs/api.md §4.11): 1 to 100 sendEmail bodies, all or none. Every item is checked before anything
- * is written, and any refusal is one answer naming each item's fields (`body.messages.<i>.<field>`); then every
+ * is written, and any refusal is one answer naming each item's fields (`body.messages[i].field`); then every
  * message is composed, all bodies are spooled in one durable commit, and all rows are accepted in one
  * transaction (storage/pg/messages.ts acceptMessages), with the batch's idempotency key if given. A refusal of
  * the whole (429 quota_exceeded, 409) takes every body back. Senders are looked up fresh: a batch is rare enough
@@ -436,7 +436,7 @@ export async function sendBatch(
       ? []
       : [
           {
-            field: `body.messages.${i}.from`,
+            field: `body.messages[${i}].from`,
             message: `${p.fromDomain} is not a verified sending domain of this project`,
           },
         ],
@@ -455,7 +455,7 @@ export async function sendBatch(
     } catch (err) {
       // A template refused (404, 422): the same error, naming the item.
       if (err instanceof ApiError)
-        throw new ApiError(err.code, `body.messages.${i}: ${err.message}`, underItem(err, i));
+        throw new ApiError(err.code, `body.messages[${i}]: ${err.message}`, underItem(err, i));
       throw err;
     }
   }

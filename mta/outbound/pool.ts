@@ -480,7 +480,13 @@ export function createPools(opts: PoolOptions) {
         await reset(c);
         release(p, c);
         const refused = rcpts.length > 1 ? refusalsOf(err.rejectedErrors) : undefined;
-        return { kind: 'reply', host: c.host, reply, transport: c.transport, ...(refused ? { rejected: refused } : {}) };
+        return {
+          kind: 'reply',
+          host: c.host,
+          reply,
+          transport: c.transport,
+          ...(refused ? { rejected: refused } : {}),
+        };
       }
       c.usable = false;
       release(p, c);

@@ -1,4 +1,4 @@
-// The recipients of a message sent to several (docs/api.md §4.11, migration 0018): each has its own status,
+// The recipients of a message sent to several (docs/api.md §4.11, migration 0015): each has its own status,
 // and the message's status is derived from theirs by the one rule below, which every writer of a recipient's
 // status (delivery outcomes, reports, cancellation) applies in the same statement. A message to one recipient
 // has no rows: its own status is its recipient's.

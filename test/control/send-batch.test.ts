@@ -55,7 +55,7 @@ t.test('sendBatch: results in order, all or nothing, replay, quota', async (t) =
     const cases: [string, unknown, string[], number?][] = [
       ['no messages', { messages: [] }, ['body.messages']],
       ['101 messages', { messages: Array.from({ length: 101 }, () => msg('a@dest.test')) }, ['body.messages']],
-      ['one bad item', { messages: [msg('a@dest.test'), msg('nobody'), msg('b@dest.test')] }, ['body.messages.1.to']],
+      ['one bad item', { messages: [msg('a@dest.test'), msg('nobody'), msg('b@dest.test')] }, ['body.messages[1].to']],
       [
         'two bad items, each named',
         {
@@ -65,7 +65,7 @@ t.test('sendBatch: results in order, all or nothing, replay, quota', async (t) =
             msg('c@dest.test', { headers: { Received: 'x' }, subject: 'a\r\nb' }),
           ],
         },
-        ['body.messages.0.cc.1', 'body.messages.2.subject'],
+        ['body.messages[0].cc[1]', 'body.messages[2].subject'],
       ],
       [
         'an item over 50 recipients',
@@ -77,23 +77,23 @@ t.test('sendBatch: results in order, all or nothing, replay, quota', async (t) =
             ),
           ],
         },
-        ['body.messages.0'],
+        ['body.messages[0]'],
       ],
       [
         'an item with its own idempotencyKey',
         { messages: [msg('a@dest.test', { idempotencyKey: 'k-12345678' })] },
-        ['body.messages.0.idempotencyKey'],
+        ['body.messages[0].idempotencyKey'],
       ],
       [
         'an item without subject',
         { messages: [msg('a@dest.test', { subject: undefined })] },
-        ['body.messages.0.subject'],
+        ['body.messages[0].subject'],
       ],
       ['an unknown top-level field', { messages: [msg('a@dest.test')], to: 'x@dest.test' }, ['body.to']],
       [
         "an item from another project's domain",
         { messages: [msg('a@dest.test'), msg('b@dest.test', { from: `x@${other.domain}` })] },
-        ['body.messages.1.from'],
+        ['body.messages[1].from'],
         422,
       ],
     ];

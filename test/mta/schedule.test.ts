@@ -197,7 +197,7 @@ t.test('reschedule: moved earlier and later; the rules of scheduledAt', async (t
     .catch((e: unknown) => e as { status: number; details: { field: string }[] });
   t.same(
     'details' in b ? b.details.map((d) => d.field) : [],
-    ['body.messages.1.scheduledAt'],
+    ['body.messages[1].scheduledAt'],
     'a batch item with a bad scheduledAt is named',
   );
 });
