@@ -198,6 +198,10 @@ export async function failLostMessages(
      ), upd AS (
        UPDATE messages m SET status = 'failed', updated_at = $2 FROM lost WHERE m.id = lost.id
        RETURNING m.id, m.project_id
+     ), rcpts AS (
+       -- A message to several: its recipients still pending end with it (storage/pg/recipients.ts).
+       UPDATE message_recipients r SET status = 'failed', updated_at = $2 FROM upd
+       WHERE r.message_id = upd.id AND r.status IN ('queued', 'sending', 'deferred')
      ), ev AS (
        INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
        SELECT gen_random_uuid(), upd.id, upd.project_id, 'failed', $3::jsonb, $2 FROM upd

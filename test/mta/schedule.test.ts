@@ -36,7 +36,8 @@ const polled = (w: World) => {
   return waitFor(() => (w.svc.running.mta?.worker.polledAt() ?? -Infinity) >= at, { what: `a spool poll at ${at}` });
 };
 const read = (w: World, id: string) => w.s.key.v1.messages.get({ id }).then((r) => r.row);
-const arrived = (w: World, id: string) => w.sink.messages.some((m) => m.raw.includes(id));
+// The VERP return path names the message (docs/decisions.md #10); its headers do not (#53).
+const arrived = (w: World, id: string) => w.sink.messages.some((m) => m.mailFrom.includes(id.replace(/-/g, '')));
 const send = (w: World, extra: Record<string, unknown>) =>
   w.s.key.v1.services.sendEmail({ from: `ada@${w.s.domain}`, to: 'bob@dest.test', subject: 'Hi', text: 'x', ...extra });
 
