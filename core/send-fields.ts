@@ -97,7 +97,7 @@ function replyToOf(raw: string | string[], problems: Problem[]): Mailbox[] {
     if (m) out.push(m);
     else
       problems.push({
-        field: typeof raw === 'string' ? 'body.replyTo' : `body.replyTo.${i}`,
+        field: typeof raw === 'string' ? 'body.replyTo' : `body.replyTo[${i}]`,
         message: 'is not an address or a "Name <address>"',
       });
   });
@@ -145,7 +145,7 @@ function attachmentsOf(raw: NonNullable<ExtraFields['attachments']>, problems: P
   const ids = new Set<string>();
   const out: ComposeAttachment[] = [];
   raw.forEach((a, i) => {
-    const field = (f: string) => `body.attachments.${i}.${f}`;
+    const field = (f: string) => `body.attachments[${i}].${f}`;
     let ok = true;
     const bad = (f: string, message: string) => {
       problems.push({ field: field(f), message });
@@ -177,7 +177,7 @@ function attachmentsOf(raw: NonNullable<ExtraFields['attachments']>, problems: P
 function tagsOf(raw: NonNullable<ExtraFields['tags']>, problems: Problem[]): string | null {
   const names = new Set<string>();
   raw.forEach((t, i) => {
-    if (names.has(t.name)) problems.push({ field: `body.tags.${i}.name`, message: 'is given twice' });
+    if (names.has(t.name)) problems.push({ field: `body.tags[${i}].name`, message: 'is given twice' });
     names.add(t.name);
   });
   return raw.length ? JSON.stringify(raw.map((t) => ({ name: t.name, value: t.value }))) : null;

@@ -16,11 +16,16 @@ import {
 } from '../mail/compose.js';
 import { encodeReturnPath, returnPathMac } from '../mail/verp.js';
 import { extrasOf, hasExtras, type ExtraFields, type Extras } from './send-fields.js';
+import { recipientsOf, type RecipientFields, type Recipients } from './send-recipients.js';
+import { parseScheduledAt } from './schedule.js';
+import type { SpoolEntry } from '../storage/lmdb/spool.js';
 import {
   acceptMessage,
+  acceptMessages,
   findSendingCapability,
   type AcceptOutcome,
   type AcceptStatus,
+  type NewMessage,
   type SendingCapability,
 } from '../storage/pg/messages.js';
 
@@ -46,8 +51,7 @@ function canonical(v: unknown): string {
  * A message to send, as sendEmail takes it (docs/api.md §4.11); the extra fields (replyTo, headers,
  * attachments, tags, metadata) are checked by core/send-fields.ts.
  */
-export interface OutgoingMessage extends ExtraFields {
-  to: string;
+export interface OutgoingMessage extends ExtraFields, RecipientFields {
   from: string;
   subject: string;
   text?: string;
@@ -57,6 +61,8 @@ export interface OutgoingMessage extends ExtraFields {
   /** Values of the {{name}} placeholders. */
   variables?: Readonly<Record<string, unknown>>;
   unsubscribeUrl?: string;
+  /** docs/api.md §4.11: an ISO 8601 time, in the future and at most 30 days ahead, before which it does not leave. */
+  scheduledAt?: string;
   /**
    * The webmail's extra fields (core/webmail-send.ts), never taken from the sendEmail route's body: the To and
    * Cc the message shows, the message answered, and attachments.
@@ -131,14 +137,22 @@ async function renderContent(deps: CoreDeps, body: Body, organizationId: string)
   };
 }
 
-/**
- * Validates, composes, and accepts one message: the pipeline of sendEmail, of the test messages and of
- * the webmail. `projectId` is the project that must own the sender domain, or null for send-on-behalf
- * with the platform key (the domain's capability names the project). The body of a message that is not
- * queued is never kept; refusals throw ApiError (422 sender_domain_not_verified, 409, 429).
- */
-export async function sendMessage(deps: CoreDeps, body: Body, projectId: string | null, now: Date): Promise<Sent> {
-  const bad = (['to', 'from', 'subject'] as const).filter((f) => HEADER_BREAK.test(body[f]));
+/** A send that passed the checks that need no database: what composing and accepting it takes. */
+interface Prepared {
+  body: Body;
+  from: Mailbox;
+  fromDomain: string;
+  to: Recipients;
+  extras: Extras | null;
+  /** List-Unsubscribe and the extra headers. */
+  headers: Record<string, string> | undefined;
+  scheduledAt: Date | null;
+}
+
+/** The checks of a send that need no database; each refusal a 400 naming its field (`body.<field>`). */
+function prepare(body: Body, now: Date): Prepared {
+  // `to` is core/send-recipients.ts's (it may be an array), which names the item.
+  const bad = (['from', 'subject'] as const).filter((f) => HEADER_BREAK.test(body[f]));
   if (bad.length) {
     throw fail(
       'invalid_request',
@@ -161,18 +175,29 @@ export async function sendMessage(deps: CoreDeps, body: Body, projectId: string 
     throw fail('invalid_request', 'from is not an address or a "Name <address>".', [
       { field: 'body.from', message: 'is not a valid address' },
     ]);
-  // The recipient as suppressions store it: the local part as given, the domain in lower case.
-  const to = normalizeMailbox(body.to);
-  if (!to)
-    throw fail('invalid_request', 'to is not a valid address.', [
-      { field: 'body.to', message: 'is not a valid address' },
-    ]);
-
+  // The recipients as suppressions store them: the local part as given, the domain in lower case.
+  const to = recipientsOf(body);
   // Only a message that has extra fields pays for their checks (and the base64 decoding of attachments).
   const extras = hasExtras(body) ? extrasOf(body) : null;
-
-  const { db } = deps.storage;
+  const headers = extras?.headers
+    ? { ...unsubscribeHeaders(body.unsubscribeUrl), ...extras.headers }
+    : unsubscribeHeaders(body.unsubscribeUrl);
+  const scheduledAt =
+    body.scheduledAt === undefined ? null : parseScheduledAt(body.scheduledAt, now, 'body.scheduledAt');
   const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
+  return { body, from, fromDomain, to, extras, headers, scheduledAt };
+}
+
+/**
+ * Validates, composes, and accepts one message: the pipeline of sendEmail, of the test messages and of
+ * the webmail. `projectId` is the project that must own the sender domain, or null for send-on-behalf
+ * with the platform key (the domain's capability names the project). The body of a message that is not
+ * queued is never kept; refusals throw ApiError (422 sender_domain_not_verified, 409, 429).
+ */
+export async function sendMessage(deps: CoreDeps, body: Body, projectId: string | null, now: Date): Promise<Sent> {
+  const p = prepare(body, now);
+  const { fromDomain } = p;
+  const { db } = deps.storage;
   const refused = () =>
     fail('sender_domain_not_verified', `${fromDomain} is not a verified sending domain of this project.`);
   const senders = deps.storage.caches.senders;
@@ -194,7 +219,7 @@ export async function sendMessage(deps: CoreDeps, body: Body, projectId: string 
     }
     senders.set(fromDomain, cap);
 
-    const outcome = await composeAndAccept(deps, now, body, extras, from, to, cap);
+    const outcome = await composeAndAccept(deps, now, p, cap);
     if (outcome.kind === 'sender_changed') {
       cap = await lookAgain();
       continue;
@@ -203,26 +228,22 @@ export async function sendMessage(deps: CoreDeps, body: Body, projectId: string 
   }
 }
 
-/**
- * Renders, composes, spools and accepts the message as sent by `cap`. The body is durable before the
- * row commits (acceptMessage), and taken back unless the message is queued.
- */
-async function composeAndAccept(
-  deps: CoreDeps,
-  now: Date,
-  body: Body,
-  extras: Extras | null,
-  from: Mailbox,
-  to: string,
-  cap: SendingCapability,
-): Promise<AcceptOutcome> {
-  const { spool } = deps.storage;
-  const fromDomain = from.address.slice(from.address.lastIndexOf('@') + 1);
+/** A message rendered and composed, with its spool entry and the row to accept. */
+interface Composed {
+  id: string;
+  raw: Buffer;
+  entry: SpoolEntry;
+  message: Omit<NewMessage, 'idempotency'>;
+}
+
+/** Renders and composes the message as sent by `cap`. */
+async function compose(deps: CoreDeps, now: Date, p: Prepared, cap: SendingCapability): Promise<Composed> {
+  const { body, extras, from, to } = p;
   const content = await renderContent(deps, body, cap.organizationId);
   const id = randomUUID();
   // Unrelated to the id (docs/decisions.md #53): the Message-ID travels with every copy, forwards and
   // quotes, and must not tell anyone the return path.
-  const messageIdHeader = `${randomUUID()}@${fromDomain}`;
+  const messageIdHeader = `${randomUUID()}@${p.fromDomain}`;
   const returnPath = encodeReturnPath(
     id,
     `${cap.returnPathSubdomain}.${cap.domain}`,
@@ -230,62 +251,110 @@ async function composeAndAccept(
   );
   // docs/api.md §4.11 display-name rule: the message's own name, else the domain's default, else none.
   const name = from.name ?? cap.defaultDisplayName;
+  const first = to.list[0]!.address;
   const raw = await composeMessage({
     from: { name, address: from.address },
-    to,
+    to: first,
+    ...(to.header ? { displayTo: to.header.to, ...(to.header.cc.length ? { cc: to.header.cc } : {}) } : {}),
     subject: content.subject,
     text: content.text,
     html: content.html,
     messageId: messageIdHeader,
     date: now,
-    headers: extras?.headers
-      ? { ...unsubscribeHeaders(body.unsubscribeUrl), ...extras.headers }
-      : unsubscribeHeaders(body.unsubscribeUrl),
+    headers: p.headers,
     ...extras?.compose,
     ...body.compose,
   });
-  await spool.enqueue(
-    {
-      id,
-      projectId: cap.projectId,
-      domain: to.slice(to.lastIndexOf('@') + 1),
-      mailFrom: returnPath,
-      rcptTo: to,
-      outboundId: cap.outboundId,
-      nextAttemptMs: now.getTime(),
-      attempts: 0,
-      createdMs: now.getTime(),
-    },
+  return {
+    id,
     raw,
-  );
+    entry: spoolEntry(id, cap, returnPath, to, now.getTime(), p.scheduledAt?.getTime() ?? now.getTime()),
+    message: {
+      id,
+      sender: cap,
+      dailyLimit: FREE_DAILY_LIMIT,
+      fromHeader: name ? `${name} <${from.address}>` : from.address,
+      fromAddress: from.address,
+      to: first,
+      recipients: to.list.length > 1 ? to.list : null,
+      subject: content.subject,
+      messageIdHeader,
+      returnPath,
+      sizeBytes: raw.length,
+      template: content.template,
+      tags: extras?.tags ?? null,
+      metadata: extras?.metadata ?? null,
+      now: now,
+      scheduledAt: p.scheduledAt,
+    },
+  };
+}
+
+const bodyHash = (v: unknown) => createHash('sha256').update(canonical(v)).digest('hex');
+
+/**
+ * Renders, composes, spools and accepts the message as sent by `cap`. The body is durable before the
+ * row commits (acceptMessage), and taken back unless the message is queued.
+ */
+async function composeAndAccept(
+  deps: CoreDeps,
+  now: Date,
+  p: Prepared,
+  cap: SendingCapability,
+): Promise<AcceptOutcome> {
+  const { spool } = deps.storage;
+  const { id, raw, entry, message } = await compose(deps, now, p, cap);
+  await spool.enqueue(entry, raw);
   // No cleanup of the body when this throws: the error may come after Postgres committed (a connection lost
   // before the reply), and then the row needs its body. The MTA decides by the row: without one after its
   // grace, the body goes (mta/outbound/worker.ts); with one, the message is delivered, once.
   const outcome = await acceptMessage(deps.storage, {
-    id,
-    sender: cap,
-    dailyLimit: FREE_DAILY_LIMIT,
-    fromHeader: name ? `${name} <${from.address}>` : from.address,
-    fromAddress: from.address,
-    to,
-    subject: content.subject,
-    messageIdHeader,
-    returnPath,
-    sizeBytes: raw.length,
-    template: content.template,
-    tags: extras?.tags ?? null,
-    metadata: extras?.metadata ?? null,
-    now: now,
-    idempotency: body.idempotencyKey
-      ? {
-          key: body.idempotencyKey,
-          bodyHash: createHash('sha256').update(canonical(body)).digest('hex'),
-          ttlMs: IDEMPOTENCY_TTL_MS,
-        }
+    ...message,
+    idempotency: p.body.idempotencyKey
+      ? { key: p.body.idempotencyKey, bodyHash: bodyHash(p.body), ttlMs: IDEMPOTENCY_TTL_MS }
       : null,
   });
   if (outcome.kind !== 'accepted' || outcome.status !== 'queued') await spool.remove(id);
   return outcome;
+}
+
+const domainOf = (address: string) => address.slice(address.lastIndexOf('@') + 1);
+
+/**
+ * The spool entry of a message: one envelope (SMTP transaction) per recipient domain (docs/api.md §4.11), each
+ * with its own schedule; a message to one recipient has the entry's own domain and rcptTo and no list.
+ */
+function spoolEntry(
+  id: string,
+  cap: SendingCapability,
+  mailFrom: string,
+  to: Recipients,
+  createdMs: number,
+  atMs: number,
+): SpoolEntry {
+  const first = to.list[0]!.address;
+  const entry: SpoolEntry = {
+    id,
+    projectId: cap.projectId,
+    domain: domainOf(first),
+    mailFrom,
+    rcptTo: first,
+    outboundId: cap.outboundId,
+    // A scheduled message's entry is due at its time: the spool's order is the schedule.
+    nextAttemptMs: atMs,
+    attempts: 0,
+    createdMs,
+  };
+  if (to.list.length === 1) return entry;
+  const byDomain = new Map<string, string[]>();
+  for (const r of to.list) {
+    const d = domainOf(r.address);
+    const l = byDomain.get(d);
+    if (l) l.push(r.address);
+    else byDomain.set(d, [r.address]);
+  }
+  entry.envelopes = [...byDomain].map(([domain, rcpts]) => ({ domain, rcpts, nextAttemptMs: atMs, attempts: 0 }));
+  return entry;
 }
 
 function settle(cap: SendingCapability, outcome: Exclude<AcceptOutcome, { kind: 'sender_changed' }>): Sent {
@@ -305,5 +374,127 @@ function settle(cap: SendingCapability, outcome: Exclude<AcceptOutcome, { kind: 
         'quota_exceeded',
         `The organization has sent its ${FREE_DAILY_LIMIT} messages for today (UTC); payg lifts the cap.`,
       );
+  }
+}
+
+/** What sendBatch answers: a result per message, in order, and whether it is a replay. */
+export interface BatchSent {
+  projectId: string;
+  results: { messageId: string; status: AcceptStatus }[];
+  replayed: boolean;
+}
+
+/** An ApiError's field details moved under the batch item they are about: body.x → body.messages[i].x. */
+function underItem(err: ApiError, i: number): { field: string; message: string }[] {
+  const details = Array.isArray(err.details) ? (err.details as { field: string; message: string }[]) : [];
+  const at = (f: string) => (f === 'body' ? `body.messages[${i}]` : f.replace(/^body\./, `body.messages[${i}].`));
+  return details.length
+    ? details.map((d) => ({ field: at(d.field), message: d.message }))
+    : [{ field: `body.messages[${i}]`, message: err.message }];
+}
+
+/**
+ * sendBatch (docs/api.md §4.11): 1 to 100 sendEmail bodies, all or none. Every item is checked before anything
+ * is written, and any refusal is one answer naming each item's fields (`body.messages[i].field`); then every
+ * message is composed, all bodies are spooled in one durable commit, and all rows are accepted in one
+ * transaction (storage/pg/messages.ts acceptMessages), with the batch's idempotency key if given. A refusal of
+ * the whole (429 quota_exceeded, 409) takes every body back. Senders are looked up fresh: a batch is rare enough
+ * not to need the cache, and a capability that changes under it refuses the batch (422).
+ */
+export async function sendBatch(
+  deps: CoreDeps,
+  bodies: readonly Body[],
+  idempotencyKey: string | undefined,
+  projectId: string | null,
+  now: Date,
+): Promise<BatchSent> {
+  const { db, spool } = deps.storage;
+  const problems: { field: string; message: string }[] = [];
+  const prepared: Prepared[] = [];
+  bodies.forEach((b, i) => {
+    try {
+      prepared.push(prepare(b, now));
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.code !== 'invalid_request') throw err;
+      problems.push(...underItem(err, i));
+    }
+  });
+  if (problems.length)
+    throw fail(
+      'invalid_request',
+      `Invalid batch: ${problems.map((p) => `${p.field} ${p.message}`).join('; ')}.`,
+      problems,
+    );
+
+  const caps = new Map<string, SendingCapability | null>();
+  for (const p of prepared)
+    if (!caps.has(p.fromDomain)) caps.set(p.fromDomain, await findSendingCapability(db, p.fromDomain));
+  // Send-on-behalf: the batch's project is that of its first sender; every message must be of one project.
+  const project = projectId ?? caps.get(prepared[0]!.fromDomain)?.projectId ?? null;
+  const unverified = prepared.flatMap((p, i) =>
+    caps.get(p.fromDomain)?.projectId === project && project !== null
+      ? []
+      : [
+          {
+            field: `body.messages[${i}].from`,
+            message: `${p.fromDomain} is not a verified sending domain of this project`,
+          },
+        ],
+  );
+  if (unverified.length || project === null)
+    throw fail(
+      'sender_domain_not_verified',
+      `Not verified sending domains of this project: ${[...new Set(unverified.map((u) => u.field))].join(', ')}.`,
+      unverified,
+    );
+
+  const composed: Composed[] = [];
+  for (const [i, p] of prepared.entries()) {
+    try {
+      composed.push(await compose(deps, now, p, caps.get(p.fromDomain)!));
+    } catch (err) {
+      // A template refused (404, 422): the same error, naming the item.
+      if (err instanceof ApiError)
+        throw new ApiError(err.code, `body.messages[${i}]: ${err.message}`, underItem(err, i));
+      throw err;
+    }
+  }
+  const ids = composed.map((c) => c.id);
+  await spool.enqueueMany(composed.map((c) => ({ entry: c.entry, body: c.raw })));
+  // As for one message: no cleanup when this throws, since the rows may have committed (composeAndAccept).
+  const outcome = await acceptMessages(
+    db,
+    composed.map((c) => ({ ...c.message, idempotency: null })),
+    idempotencyKey
+      ? {
+          projectId: project,
+          key: idempotencyKey,
+          bodyHash: bodyHash({ batch: bodies }),
+          ttlMs: IDEMPOTENCY_TTL_MS,
+        }
+      : null,
+  );
+  if (outcome.kind !== 'accepted') await spool.removeMany(ids);
+  switch (outcome.kind) {
+    case 'accepted': {
+      const suppressed = ids.filter((_, i) => outcome.statuses[i] !== 'queued');
+      if (suppressed.length) await spool.removeMany(suppressed);
+      return {
+        projectId: project,
+        results: ids.map((id, i) => ({ messageId: id, status: outcome.statuses[i]! })),
+        replayed: false,
+      };
+    }
+    case 'replayed':
+      return { projectId: project, results: outcome.results, replayed: true };
+    case 'key_reused':
+      throw fail('idempotency_key_reused', 'This idempotencyKey was used with a different body in the last 24 h.');
+    case 'quota_exceeded':
+      throw new ApiError(
+        'quota_exceeded',
+        `The batch would pass the organization's ${FREE_DAILY_LIMIT} messages for today (UTC); nothing was queued.`,
+      );
+    case 'sender_changed':
+      throw fail('sender_domain_not_verified', 'A sending domain of the batch changed meanwhile; nothing was queued.');
   }
 }

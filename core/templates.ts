@@ -79,7 +79,7 @@ function checkDefinition(b: { subject?: string; variables?: TemplateVariable[] }
   const seen = new Set<string>();
   for (const [i, v] of (b.variables ?? []).entries()) {
     if (seen.has(v.name))
-      problems.push({ field: `body.variables.${i}.name`, message: `names ${v.name} a second time` });
+      problems.push({ field: `body.variables[${i}].name`, message: `names ${v.name} a second time` });
     seen.add(v.name);
   }
   if (problems.length)

@@ -34,8 +34,8 @@ export interface ComposeInput {
    * The webmail's fields (docs/api.md §4.15). `displayTo` and `cc` are what the To and Cc fields show when a
    * message to several people goes out as one copy per recipient (`to` is then that recipient, RCPT TO).
    */
-  displayTo?: string[];
-  cc?: string[];
+  displayTo?: (string | Mailbox)[];
+  cc?: (string | Mailbox)[];
   /** Message-IDs without angle brackets (RFC 5322 §3.6.4). */
   inReplyTo?: string;
   references?: string[];
@@ -235,6 +235,19 @@ function parsePhrase(s: string): string | null {
  * ("Name" <addr@domain>, Name <addr@domain>); null when it is neither, or carries CR, LF or NUL.
  */
 export function parseFrom(raw: string): Mailbox | null {
+  return parseMailbox(raw, true);
+}
+
+/**
+ * A recipient of sendEmail (to, cc, bcc: docs/api.md §4.11): a bare addr@domain or the display-name form, as
+ * parseFrom reads it, but the address must be fit for RCPT TO as normalizeMailbox says (ASCII, no IDN
+ * conversion behind the caller's back); null otherwise.
+ */
+export function parseRecipient(raw: string): Mailbox | null {
+  return parseMailbox(raw, false);
+}
+
+function parseMailbox(raw: string, idn: boolean): Mailbox | null {
   if (typeof raw !== 'string' || CONTROL.test(raw) || LONE_SURROGATE.test(raw)) return null;
   // RFC 5322 §2.1.1: a From that cannot be written on one line of 998 octets is not one we take.
   if (Buffer.byteLength(raw, 'utf8') > MAX_LINE_LENGTH) return null;
@@ -253,7 +266,7 @@ export function parseFrom(raw: string): Mailbox | null {
   } else {
     spec = s;
   }
-  const address = parseAddrSpec(spec, true);
+  const address = parseAddrSpec(spec, idn);
   if (!address) return null;
   // nodemailer's own reading must agree: exactly one mailbox, not a group, at the same domain (the
   // one that must be a verified sender domain). addressparser is lenient ("Name a@b" and "a@b c@d"
@@ -348,12 +361,14 @@ export function compileMessage(m: ComposeInput): MimeNode {
     headers[key] = value;
   }
 
-  const listed = (field: string, list: string[] | undefined) =>
+  const listed = (field: string, list: (string | Mailbox)[] | undefined) =>
     list?.map((a) => {
-      assertHeaderSafe(field, a);
-      const n = normalizeMailbox(a);
+      const m = typeof a === 'string' ? { name: null, address: a } : a;
+      assertHeaderSafe(field, m.address);
+      assertHeaderSafe(`${field} name`, m.name ?? '');
+      const n = normalizeMailbox(m.address);
       if (!n) throw new Error(`compose: ${field} holds an invalid mailbox`);
-      return { name: '', address: n };
+      return { name: m.name ?? '', address: n };
     });
   const displayTo = listed('to', m.displayTo);
   const cc = listed('cc', m.cc);

@@ -10,6 +10,7 @@ import {
 import type { Handlers, RequestCtx } from '../deps.js';
 import { ApiError, fail } from '../errors.js';
 import { authorizeProject } from '../authorize.js';
+import { cancelUnsent, parseScheduledAt, rescheduleUnsent } from '../../core/schedule.js';
 import {
   getMessage,
   listMessageEvents,
@@ -27,11 +28,13 @@ export const messageJson = (m: MessageRecord) => ({
   status: m.status as MessageStatus,
   from: m.fromHeader,
   to: m.to,
+  recipients: m.recipients.map((r) => ({ address: r.address, kind: r.kind, status: r.status as MessageStatus })),
   subject: m.subject,
   messageId: m.messageIdHeader,
   attempts: m.attempts,
   tags: m.tags,
   metadata: m.metadata,
+  scheduledAt: m.scheduledAt ? m.scheduledAt.toISOString() : null,
   createdAt: m.createdAt.toISOString(),
   updatedAt: m.updatedAt.toISOString(),
 });
@@ -58,14 +61,18 @@ const noSuchMessage = () => fail('not_found', 'No such message.');
  * Every other case is the same 404, so that a message's existence is never leaked: an unknown id, an
  * id that is not a UUID, another project's message, a soft-deleted project's.
  */
-async function readableMessage(rc: RequestCtx, id: string): Promise<MessageRecord> {
+async function readableMessage(
+  rc: RequestCtx,
+  id: string,
+  scope: 'messages:read' | 'messages:send' = 'messages:read',
+): Promise<MessageRecord> {
   const { db } = rc.deps.storage;
   const p = rc.principal;
   if (!p) throw new Error('message reads are signed routes');
   const m = await getMessage(db, id);
   if (!m) throw noSuchMessage();
   try {
-    await authorizeProject(db, p, m.projectId, undefined, 'messages:read');
+    await authorizeProject(db, p, m.projectId, undefined, scope);
   } catch (err) {
     if (err instanceof ApiError && err.code === 'not_found') throw noSuchMessage();
     throw err;
@@ -91,6 +98,23 @@ export const messageHandlers: Handlers<typeof messageRoutes> = {
   async 'v1.messages.events'({ query }, rc) {
     const m = await readableMessage(rc, query.id);
     return { events: (await listMessageEvents(rc.deps.storage.db, m.id)).map(eventJson) };
+  },
+
+  async 'v1.messages.cancel'({ body }, rc) {
+    const m = await readableMessage(rc, body.id, 'messages:send');
+    rc.audit.projectId = m.projectId;
+    rc.audit.targetId = m.id;
+    await cancelUnsent(rc.deps, m, rc.now);
+    return { row: messageJson((await getMessage(rc.deps.storage.db, m.id))!) };
+  },
+
+  async 'v1.messages.reschedule'({ body }, rc) {
+    const m = await readableMessage(rc, body.id, 'messages:send');
+    const at = parseScheduledAt(body.scheduledAt, rc.now, 'body.scheduledAt');
+    rc.audit.projectId = m.projectId;
+    rc.audit.targetId = m.id;
+    await rescheduleUnsent(rc.deps, m, at, rc.now);
+    return { row: messageJson((await getMessage(rc.deps.storage.db, m.id))!) };
   },
 
   async 'console.projects.messages'({ query }, rc) {

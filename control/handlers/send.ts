@@ -1,7 +1,7 @@
 // docs/api.md §4.11 sendEmail and the test messages of §4.10 and §4.14: one pipeline (core/send.ts).
 import type { sendRoutes } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
-import { sendMessage, type OutgoingMessage } from '../../core/send.js';
+import { sendBatch, sendMessage, type OutgoingMessage } from '../../core/send.js';
 
 async function send(rc: RequestCtx, body: OutgoingMessage, projectId: string | null) {
   const sent = await sendMessage(rc.deps, body, projectId, rc.now);
@@ -15,6 +15,19 @@ export const sendHandlers: Handlers<typeof sendRoutes> = {
   async 'v1.services.sendEmail'({ body }, rc) {
     const p = rc.principal;
     return send(rc, body, p?.kind === 'project_api_key' ? p.projectId : null);
+  },
+  async 'v1.services.sendBatch'({ body }, rc) {
+    const p = rc.principal;
+    const sent = await sendBatch(
+      rc.deps,
+      body.messages,
+      body.idempotencyKey,
+      p?.kind === 'project_api_key' ? p.projectId : null,
+      rc.now,
+    );
+    rc.audit.projectId = sent.projectId;
+    if (sent.replayed) rc.headers['Idempotent-Replayed'] = 'true';
+    return { data: sent.results.map((r) => ({ providerMessageId: r.messageId, status: r.status })) };
   },
   async 'console.projects.testMessage'({ body }, rc) {
     return send(rc, body, rc.access?.projectId ?? null);

@@ -24,21 +24,29 @@ export interface FieldError {
   message: string;
 }
 
+/** A path as the error envelope names it (docs/api.md): `to[1]`, `messages[0].cc[2]`, `headers.X-Foo`. */
+export function fieldPath(segments: readonly string[]): string {
+  return segments.reduce((path, s) => (/^\d+$/.test(s) ? `${path}[${s}]` : path ? `${path}.${s}` : s), '');
+}
+
 export function fieldErrors(part: string, errors: ErrorObject[] | null | undefined): FieldError[] {
   const out: FieldError[] = [];
   for (const e of errors ?? []) {
-    let field = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
-    if (e.keyword === 'required')
-      field = [field, (e.params as { missingProperty: string }).missingProperty].filter(Boolean).join('.');
+    const segments = e.instancePath
+      .split('/')
+      .slice(1)
+      .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+    if (e.keyword === 'required') segments.push((e.params as { missingProperty: string }).missingProperty);
     if (e.keyword === 'additionalProperties')
-      field = [field, (e.params as { additionalProperty: string }).additionalProperty].filter(Boolean).join('.');
+      segments.push((e.params as { additionalProperty: string }).additionalProperty);
+    const field = fieldPath(segments);
     const message =
       e.keyword === 'required'
         ? 'is required'
         : e.keyword === 'additionalProperties'
           ? 'is not a known field'
           : (e.message ?? 'is invalid');
-    const key = `${part}${field ? '.' + field : ''}`;
+    const key = field ? `${part}${field.startsWith('[') ? '' : '.'}${field}` : part;
     if (!out.some((o) => o.field === key && o.message === message)) out.push({ field: key, message });
   }
   return out;

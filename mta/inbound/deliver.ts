@@ -31,7 +31,7 @@ import type { AppendOutcome } from '../../mail/mail-store.js';
 import { mimeTreeScanner, type MimeTree } from '../../mail/mime-tree.js';
 import { MESSAGE_TOO_BIG } from '../../mail/smtp-reply.js';
 import { recordReport } from '../../storage/pg/reports.js';
-import { parseReport, reportOutcome } from './reports.js';
+import { parseReport, reportOutcome, reportRecipients } from './reports.js';
 import { readCapped } from './limits.js';
 import { recipientsOf, type InboxRecipient, type ReportRecipient } from './recipients.js';
 import {
@@ -297,32 +297,48 @@ async function recordReports(raw: Buffer, reports: readonly ReportRecipient[], {
   const report = await parseReport(raw);
   log.debug({ bytes: raw.length, recipients: reports.length }, 'report parsed');
   for (const { message: m } of reports) {
-    const outcome = reportOutcome(report, m.to);
-    if (outcome.kind === 'ignored') {
-      log.info({ messageId: m.id, why: outcome.why }, 'report received and ignored');
-      continue;
+    // A message to several (docs/api.md §6): the report is about the recipients it names; when it names none
+    // and only one was sent, that one. A complaint naming none is recorded for the message, suppressing no one.
+    let named: (string | null)[] = [m.to];
+    if (m.recipients) {
+      const found = reportRecipients(report, m.recipients);
+      named = found.length ? found : m.recipients.length === 1 ? m.recipients : [null];
+    }
+    for (const rcpt of named) await recordOne(m, rcpt);
+  }
+
+  async function recordOne(m: ReportRecipient['message'], rcpt: string | null) {
+    const outcome = reportOutcome(report, rcpt ?? m.to);
+    if (outcome.kind === 'ignored' || (rcpt === null && outcome.kind !== 'complained')) {
+      const why = outcome.kind === 'ignored' ? outcome.why : 'names none of the recipients of a message to several';
+      log.info({ messageId: m.id, why }, 'report received and ignored');
+      return;
     }
     const reason =
-      outcome.kind === 'complained'
-        ? 'complaint'
-        : outcome.kind === 'bounced' && outcome.suppress
-          ? 'hard_bounce'
-          : null;
+      rcpt === null
+        ? null
+        : outcome.kind === 'complained'
+          ? 'complaint'
+          : outcome.kind === 'bounced' && outcome.suppress
+            ? 'hard_bounce'
+            : null;
     const recorded = await recordReport(storage.db, {
       messageId: m.id,
+      ...(m.recipients && rcpt !== null ? { recipient: rcpt } : {}),
       projectId: m.projectId,
       type: outcome.kind,
-      detail: outcome.detail,
+      detail: rcpt === null ? outcome.detail : { recipient: rcpt, ...outcome.detail },
       at: new Date(clock.now()),
-      suppress: reason
-        ? {
-            address: m.to,
-            reason,
-            detail: String(
-              outcome.detail.diagnostic ?? outcome.detail.message ?? outcome.detail.feedbackType ?? outcome.kind,
-            ),
-          }
-        : undefined,
+      suppress:
+        reason && rcpt !== null
+          ? {
+              address: rcpt,
+              reason,
+              detail: String(
+                outcome.detail.diagnostic ?? outcome.detail.message ?? outcome.detail.feedbackType ?? outcome.kind,
+              ),
+            }
+          : undefined,
     });
     if (recorded) log.info({ messageId: m.id, type: outcome.kind }, 'asynchronous report recorded');
     else log.info({ messageId: m.id, type: outcome.kind }, 'a second final report of the message, ignored');

@@ -151,3 +151,35 @@ export function reportOutcome(report: ParsedReport, recipient: string): ReportOu
   if (arf) return fromArf(arf);
   return fromPlain(parts);
 }
+
+/**
+ * Which of `candidates` (the recipients of a message to several) a report names: the Final-Recipient or
+ * Original-Recipient of a DSN's per-recipient blocks (RFC 3464 §2.3.1, §2.3.2), an ARF report's
+ * Original-Rcpt-To (RFC 5965 §3.2), or an address quoted in a plain-text bounce. Compared case-insensitively,
+ * as remote MTAs often change the case of what they quote.
+ */
+export function reportRecipients(report: ParsedReport, candidates: readonly string[]): string[] {
+  const outer = report.parts.filter((p) => !p.embedded);
+  const dsn = outer.find(
+    (p) => p.contentType === 'message/delivery-status' || p.contentType === 'message/global-delivery-status',
+  );
+  const arf = outer.find((p) => p.contentType === 'message/feedback-report');
+  let named: Set<string>;
+  if (dsn) {
+    named = new Set(
+      fieldGroups(dsn.body.toString('utf8'))
+        .slice(1)
+        .flatMap((g) => [addressOf(g['final-recipient']), addressOf(g['original-recipient'])]),
+    );
+  } else if (arf) {
+    named = new Set([addressOf((fieldGroups(arf.body.toString('utf8'))[0] ?? {})['original-rcpt-to'])]);
+  } else {
+    const text = report.parts
+      .filter((p) => !p.embedded && p.contentType === 'text/plain')
+      .map((p) => p.body.toString('utf8'))
+      .join('\n')
+      .toLowerCase();
+    return candidates.filter((c) => text.includes(c.toLowerCase()));
+  }
+  return candidates.filter((c) => named.has(c.toLowerCase()));
+}

@@ -40,6 +40,12 @@ export interface Destination {
   source: string | null;
 }
 
+/** A recipient of a transaction to several that the receiver refused at RCPT TO, with its own reply. */
+export interface RcptRefusal {
+  to: string;
+  reply: SmtpReply;
+}
+
 /**
  * What one attempt talked to and how (issue 19 item 1): every delivery event carries it in its detail.
  * host and ip are those of the last connection tried (null when none was); tlsVerified says whether the
@@ -66,9 +72,9 @@ export interface Transport {
 }
 
 export type SendResult = (
-  | { kind: 'accepted'; host: string; reply: string; tls: boolean }
+  | { kind: 'accepted'; host: string; reply: string; tls: boolean; rejected?: RcptRefusal[] }
   /** The receiver (or our routing, for null MX and NXDOMAIN) answered with a refusal. */
-  | { kind: 'reply'; host: string | null; reply: SmtpReply }
+  | { kind: 'reply'; host: string | null; reply: SmtpReply; rejected?: RcptRefusal[] }
   /** No answer at all: DNS, TCP, TLS or a dropped session. */
   | { kind: 'connection'; host: string | null; error: string }
 ) & { transport: Transport };
@@ -87,6 +93,7 @@ interface SmtpError extends Error {
   code?: string;
   responseCode?: number;
   response?: string;
+  recipient?: string;
   rejectedErrors?: SmtpError[];
 }
 
@@ -117,6 +124,15 @@ const replyOf = (err: SmtpError): SmtpReply | null => {
   if (!code || !text) return null;
   const parsed = parseReply(text);
   return parsed?.code === code ? parsed : new SmtpReply(code, null, text);
+};
+
+/** Each refused recipient's own reply (nodemailer's rejectedErrors), for a transaction to several. */
+const refusalsOf = (errors: SmtpError[] | undefined): RcptRefusal[] | undefined => {
+  const out = (errors ?? []).flatMap((e) => {
+    const reply = e.recipient !== undefined ? replyOf({ ...e, rejectedErrors: undefined }) : null;
+    return reply ? [{ to: e.recipient!, reply }] : [];
+  });
+  return out.length ? out : undefined;
 };
 
 export function createPools(opts: PoolOptions) {
@@ -379,14 +395,18 @@ export function createPools(opts: PoolOptions) {
   function transmit(
     c: Conn,
     from: string,
-    to: string,
+    to: string[],
     raw: Buffer,
-  ): Promise<{ err: SmtpError | null; response: string }> {
+  ): Promise<{ err: SmtpError | null; response: string; rejected?: RcptRefusal[] }> {
     return new Promise((resolve) => {
       // size: checked against the receiver's SIZE and announced in MAIL FROM (RFC 1870).
-      c.smtp.send({ from, to: [to], size: raw.length }, raw, (err: SmtpError | null, info?: { response?: string }) => {
-        resolve({ err, response: info?.response ?? '' });
-      });
+      c.smtp.send(
+        { from, to, size: raw.length },
+        raw,
+        (err: SmtpError | null, info?: { response?: string; rejectedErrors?: SmtpError[] }) => {
+          resolve({ err, response: info?.response ?? '', rejected: refusalsOf(info?.rejectedErrors) });
+        },
+      );
     });
   }
 
@@ -399,8 +419,13 @@ export function createPools(opts: PoolOptions) {
     });
   }
 
-  /** Delivers one message to one recipient. Never throws for remote trouble: the result says what happened. */
-  async function send(dest: Destination, from: string, to: string, raw: Buffer): Promise<SendResult> {
+  /**
+   * Delivers one message to one recipient, or to several of the destination's domain in one transaction (the
+   * result then lists the recipients refused at RCPT TO, each with its reply). Never throws for remote
+   * trouble: the result says what happened.
+   */
+  async function send(dest: Destination, from: string, to: string | string[], raw: Buffer): Promise<SendResult> {
+    const rcpts = typeof to === 'string' ? [to] : to;
     if (closed) return { kind: 'connection', host: null, error: 'MTA stopping', transport: NO_TRANSPORT };
     const p = poolOf(dest);
     // A reused connection the server closed meanwhile fails before a byte of the message is sent:
@@ -424,11 +449,18 @@ export function createPools(opts: PoolOptions) {
       }
       const reused = c.messages > 0;
       c.messages++;
-      const { err, response } = await transmit(c, from, to, raw);
+      const { err, response, rejected } = await transmit(c, from, rcpts, raw);
       if (!err) {
         const tls = Boolean((c.smtp as unknown as { secure?: boolean }).secure);
         release(p, c);
-        return { kind: 'accepted', host: c.host, reply: response, tls, transport: c.transport };
+        return {
+          kind: 'accepted',
+          host: c.host,
+          reply: response,
+          tls,
+          transport: c.transport,
+          ...(rejected ? { rejected } : {}),
+        };
       }
       // The receiver's EHLO SIZE limit (RFC 1870) is checked before MAIL FROM: a permanent refusal of
       // this message, not a connection problem, so it bounces rather than retrying for days.
@@ -447,7 +479,14 @@ export function createPools(opts: PoolOptions) {
         // The server refused this message; the session itself is fine: reset it and keep it.
         await reset(c);
         release(p, c);
-        return { kind: 'reply', host: c.host, reply, transport: c.transport };
+        const refused = rcpts.length > 1 ? refusalsOf(err.rejectedErrors) : undefined;
+        return {
+          kind: 'reply',
+          host: c.host,
+          reply,
+          transport: c.transport,
+          ...(refused ? { rejected: refused } : {}),
+        };
       }
       c.usable = false;
       release(p, c);

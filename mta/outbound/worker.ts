@@ -5,12 +5,18 @@
 // sees its row already final and drops it (at-least-once, issue 5).
 import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';
-import type { SpoolEntry } from '../../storage/lmdb/spool.js';
-import { DELIVERABLE, failLostMessages, messageStatuses, type Outcome } from '../../storage/pg/deliveries.js';
+import type { SpoolEntry, SpoolEnvelope } from '../../storage/lmdb/spool.js';
+import {
+  DELIVERABLE,
+  failLostMessages,
+  messageStatuses,
+  type Outcome,
+  type SpooledStatus,
+} from '../../storage/pg/deliveries.js';
 import { dkimSign } from '../../mail/dkim-sign.js';
 import { createKeyCache } from './signing-keys.js';
 import { createOutcomeWriter, decide, type Decision } from './outcomes.js';
-import { createPools, type PoolOptions } from './pool.js';
+import { createPools, type PoolOptions, type SendResult } from './pool.js';
 import { createTlsPolicy } from './tls-policy.js';
 import { sourceAddressFor } from './source-address.js';
 import { pollLoop } from '../poll-loop.js';
@@ -94,11 +100,12 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
 
   async function start(entries: SpoolEntry[]) {
     for (const e of entries) inFlight.add(e.id);
-    let statuses: Map<string, string>;
+    let statuses: Map<string, SpooledStatus>;
     try {
       statuses = await messageStatuses(
         db,
         entries.map((e) => e.id),
+        entries.filter((e) => e.envelopes).map((e) => e.id),
       );
     } catch (err) {
       // Leased, so they come back when the lease ends.
@@ -119,8 +126,9 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     }
   }
 
-  async function handle(e: SpoolEntry, status: string | undefined) {
+  async function handle(e: SpoolEntry, st: SpooledStatus | undefined) {
     const now = clock.now();
+    const status = st?.status;
     if (status === undefined) {
       const age = now - e.createdMs;
       if (age < ORPHAN_KEEP_MS)
@@ -133,22 +141,25 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     }
     // Delivered, bounced, failed or suppressed meanwhile (or before a crash): nothing left to do.
     if (!DELIVERABLE.has(status)) return spool.remove(e.id);
-    if (e.cancelledMs !== undefined) {
-      return finish(e, { status: 'failed', detail: { reason: 'cancelled by operator' } }, e.attempts);
-    }
+    // A message to several: the envelopes with a recipient still to deliver (one suppressed, bounced by a
+    // report or cancelled meanwhile is not sent again).
+    const envelopes = e.envelopes && pendingEnvelopes(e.envelopes, st!);
+    if (envelopes?.length === 0) return spool.remove(e.id);
+    const end = (d: Decision) => (envelopes ? finishAll(e, envelopes, d) : finish(e, d, e.attempts));
+    if (e.cancelledMs !== undefined)
+      return end({ status: 'failed', detail: { reason: e.cancelReason ?? 'cancelled by operator' } });
     const body = spool.body(e.id);
-    if (!body)
-      return finish(e, { status: 'failed', detail: { reason: 'message body missing from the spool' } }, e.attempts);
+    if (!body) return end({ status: 'failed', detail: { reason: 'message body missing from the spool' } });
 
     let signed: Buffer;
     try {
       const k = await keys.get(e.outboundId);
       if (!k)
-        return finish(
-          e,
-          { status: 'failed', detail: { reason: 'the sending domain was removed; the message cannot be signed' } },
-          e.attempts,
-        );
+        return end({
+          status: 'failed',
+          detail: { reason: 'the sending domain was removed; the message cannot be signed' },
+        });
+      // Signed once, whatever the number of envelopes: every copy is the same bytes (Bcc is in no header).
       signed = dkimSign(body, k, now);
     } catch (err) {
       // Fail closed (issue 5): never an unsigned send. A key that does not open (a changed master
@@ -157,28 +168,81 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       return spool.reschedule(e.id, now + 60_000);
     }
 
-    const attempts = e.attempts + 1;
     const source = sourceAddressFor(config.sourceAddresses, e.mailFrom);
+    if (envelopes) return sendEnvelopes(e, envelopes, source, signed);
+    const attempts = e.attempts + 1;
     const result = await pools.send({ domain: e.domain, source }, e.mailFrom, e.rcptTo, signed);
     const decision = decide(result, e.rcptTo, attempts, clock.now(), config.retryDelaysMs);
     await finish(e, decision, attempts);
   }
 
+  /** The outcome of an attempt for one recipient; every event names its recipient (docs/api.md §6). */
+  const outcomeOf = (e: SpoolEntry, rcpt: string, d: Decision, attempts: number, multi: boolean): Outcome => ({
+    messageId: e.id,
+    ...(multi ? { recipient: rcpt } : {}),
+    projectId: e.projectId,
+    status: d.status,
+    attempts,
+    detail: { recipient: rcpt, ...d.detail },
+    suppress: d.suppress,
+    outboundId: e.outboundId,
+    at: new Date(clock.now()),
+  });
+
   async function finish(e: SpoolEntry, d: Decision, attempts: number) {
-    const outcome: Outcome = {
-      messageId: e.id,
-      projectId: e.projectId,
-      status: d.status,
-      attempts,
-      detail: d.detail,
-      suppress: d.suppress,
-      outboundId: e.outboundId,
-      at: new Date(clock.now()),
-    };
-    await writer.write(outcome);
+    await writer.write(outcomeOf(e, e.rcptTo, d, attempts, false));
     if (d.status === 'deferred') await spool.reschedule(e.id, d.retryAtMs!, attempts);
     else await spool.remove(e.id);
     log.debug({ messageId: e.id, status: d.status, attempts }, 'delivery outcome');
+  }
+
+  /** One decision for every recipient still pending of a message to several (a cancellation, say). */
+  async function finishAll(e: SpoolEntry, envelopes: SpoolEnvelope[], d: Decision) {
+    await Promise.all(envelopes.flatMap((v) => v.rcpts.map((r) => writer.write(outcomeOf(e, r, d, v.attempts, true)))));
+    if (d.status === 'deferred') await spool.reschedule(e.id, d.retryAtMs!);
+    else await spool.remove(e.id);
+  }
+
+  /**
+   * A message to several recipients: one transaction per due envelope (recipient domain), in parallel; an
+   * outcome per recipient (a recipient refused at RCPT TO gets its own reply); the recipients deferred stay
+   * in their envelope with its next attempt time, and the entry is due again at the earliest envelope.
+   */
+  async function sendEnvelopes(e: SpoolEntry, envelopes: SpoolEnvelope[], source: string | null, signed: Buffer) {
+    const now = clock.now();
+    // Due envelopes; none when an operator made the entry due early (`svc queue retry`): then all of them.
+    const dueOnes = envelopes.filter((v) => v.nextAttemptMs <= now);
+    const due = new Set(dueOnes.length ? dueOnes : envelopes);
+    const next = await Promise.all(
+      envelopes.map(async (v): Promise<SpoolEnvelope | null> => {
+        if (!due.has(v)) return v;
+        const attempts = v.attempts + 1;
+        const result = await pools.send({ domain: v.domain, source }, e.mailFrom, v.rcpts, signed);
+        const at = clock.now();
+        const decisions = v.rcpts.map((r) => {
+          const own = result.kind === 'connection' ? undefined : result.rejected?.find((x) => x.to === r);
+          const res: SendResult = own
+            ? { kind: 'reply', host: result.host, reply: own.reply, transport: result.transport }
+            : result;
+          return { r, d: decide(res, r, attempts, at, config.retryDelaysMs) };
+        });
+        await Promise.all(decisions.map(({ r, d }) => writer.write(outcomeOf(e, r, d, attempts, true))));
+        const deferred = decisions.filter(({ d }) => d.status === 'deferred');
+        if (!deferred.length) return null;
+        const retryAt = Math.max(...deferred.map(({ d }) => d.retryAtMs!));
+        return { domain: v.domain, rcpts: deferred.map(({ r }) => r), nextAttemptMs: retryAt, attempts };
+      }),
+    );
+    const left = next.filter((v): v is SpoolEnvelope => v !== null);
+    if (!left.length) await spool.remove(e.id);
+    else
+      await spool.reschedule(
+        e.id,
+        Math.min(...left.map((v) => v.nextAttemptMs)),
+        Math.max(...left.map((v) => v.attempts)),
+        left,
+      );
+    log.debug({ messageId: e.id, envelopes: due.size, left: left.length }, 'delivery outcomes');
   }
 
   // Leases held by a previous process on this spool are stale: it died mid-delivery (one MTA owns a spool).
@@ -242,3 +306,10 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
 }
 
 export type DeliveryWorker = ReturnType<typeof startDeliveryWorker>;
+
+/** The envelopes of a message to several with the recipients still deliverable (queued or deferred). */
+function pendingEnvelopes(envelopes: SpoolEnvelope[], st: SpooledStatus): SpoolEnvelope[] {
+  return envelopes
+    .map((v) => ({ ...v, rcpts: v.rcpts.filter((r) => DELIVERABLE.has(st.recipients?.get(r) ?? st.status)) }))
+    .filter((v) => v.rcpts.length > 0);
+}

@@ -43,6 +43,23 @@ export interface SpoolEntry {
    * Kept by `reschedule()` and `lease()`; absent on every entry that was not cancelled.
    */
   cancelledMs?: number;
+  /** Why it was cancelled, when not by an operator: the API's cancel (`holdUnsent`) sets 'cancelled'. */
+  cancelReason?: string;
+  /**
+   * A message to several recipients (docs/api.md §4.11): one envelope (SMTP transaction) per recipient
+   * domain, each with its own schedule and attempt count; the entry is due at the earliest of them, and
+   * `domain` and `rcptTo` are the first recipient's. Absent for a message to one recipient (the entry's own
+   * domain and rcptTo are then its envelope).
+   */
+  envelopes?: SpoolEnvelope[];
+}
+
+export interface SpoolEnvelope {
+  domain: string;
+  /** The recipients of this domain still to be delivered. */
+  rcpts: string[];
+  nextAttemptMs: number;
+  attempts: number;
 }
 
 export interface Spool {
@@ -51,12 +68,19 @@ export interface Spool {
    * flushed). Concurrent calls share commits (group commit).
    */
   enqueue(entry: SpoolEntry, body: Buffer): Promise<void>;
+  /** Stores several entries and their bodies in one write transaction and one sync (a batch of sends). */
+  enqueueMany(items: readonly { entry: SpoolEntry; body: Buffer }[]): Promise<void>;
+  /** Removes several entries and their bodies in one write transaction; durable. */
+  removeMany(ids: readonly string[]): Promise<void>;
   /** Entries due at nowMs, oldest first, at most `limit`. */
   due(nowMs: number, limit: number): SpoolEntry[];
   get(id: string): SpoolEntry | undefined;
   body(id: string): Buffer | undefined;
-  /** Moves an entry to a new attempt time (a lease before dialling, or the next backoff); durable. */
-  reschedule(id: string, nextAttemptMs: number, attempts?: number): Promise<void>;
+  /**
+   * Moves an entry to a new attempt time (a lease before dialling, or the next backoff); durable. `envelopes`,
+   * when given, replaces the entry's (what is left of a message to several recipients).
+   */
+  reschedule(id: string, nextAttemptMs: number, attempts?: number, envelopes?: SpoolEnvelope[]): Promise<void>;
   /** Removes an entry and its body; durable. */
   remove(id: string): Promise<void>;
   /** Every entry, in key order (for `svc queue`). */
@@ -90,6 +114,16 @@ export interface Spool {
    * at `leaseUntilMs`: a retry, not a hot loop and not a loss.
    */
   lease(nowMs: number, limit: number, leaseUntilMs: number): Promise<SpoolEntry[]>;
+  /**
+   * For the API's cancel and reschedule of a message that has not started sending (docs/api.md §4.11): in one
+   * write transaction, checks that the entry is neither leased nor tried (no attempt on it or on any of its
+   * envelopes) nor cancelled, and then either marks it cancelled (`cancelledMs`, `cancelReason: 'cancelled'`,
+   * its time kept: the caller records it in Postgres and removes it; the MTA does both if the caller stops
+   * first) or moves it, and every envelope, to `moveToMs`. Resolves 'held' when done, 'started' when the entry
+   * is leased, tried or cancelled, 'absent' when the id is not spooled. The lease being the same kind of
+   * transaction, a message is never both held here and dialled.
+   */
+  holdUnsent(id: string, change: { cancelAtMs: number } | { moveToMs: number }): Promise<'held' | 'started' | 'absent'>;
 }
 
 type QueueKey = [nextAttemptMs: number, domain: string, id: string];
@@ -127,7 +161,14 @@ function copyEntry(e: SpoolEntry): SpoolEntry {
     createdMs: e.createdMs,
     // Only when set: an entry that was never cancelled has no such property at all.
     ...(e.cancelledMs !== undefined ? { cancelledMs: e.cancelledMs } : {}),
+    ...(e.cancelReason !== undefined ? { cancelReason: e.cancelReason } : {}),
+    ...(e.envelopes !== undefined ? { envelopes: e.envelopes.map(copyEnvelope) } : {}),
   };
+}
+
+function copyEnvelope(v: SpoolEnvelope): SpoolEnvelope {
+  checkTime(v.nextAttemptMs, 'envelope nextAttemptMs');
+  return { domain: v.domain, rcpts: [...v.rcpts], nextAttemptMs: v.nextAttemptMs, attempts: v.attempts };
 }
 
 export function openSpool(env: LmdbEnv): Spool {
@@ -164,25 +205,53 @@ export function openSpool(env: LmdbEnv): Spool {
     return moved;
   }
 
+  // Checks an entry and its body, and returns the writes that store them (inside a write transaction).
+  // The body is copied into LMDB when the batch runs: the caller must not modify it until the write settles.
+  function checkedPut(entry: SpoolEntry, body: Buffer): () => void {
+    checkKeyParts(entry.id, entry.domain);
+    checkTime(entry.nextAttemptMs, 'nextAttemptMs');
+    if (entry.cancelledMs !== undefined) checkTime(entry.cancelledMs, 'cancelledMs');
+    if (!(body instanceof Uint8Array)) throw new TypeError('spool: body must be a Buffer');
+    const stored = copyEntry(entry);
+    const key: QueueKey = [stored.nextAttemptMs, stored.domain, stored.id];
+    return () => {
+      // Enqueueing an id that is already spooled replaces it, so a retried enqueue never leaves a
+      // second queue key (a duplicate delivery) behind.
+      const previous = index.get(stored.id);
+      if (previous) queue.remove(previous);
+      leases.remove(stored.id);
+      bodies.put(stored.id, body);
+      queue.put(key, stored);
+      index.put(stored.id, key);
+    };
+  }
+
+  // Inside a write transaction: an entry and its body gone.
+  function removeIn(id: string): void {
+    const key = index.get(id);
+    if (key) queue.remove(key);
+    index.remove(id);
+    bodies.remove(id);
+    leases.remove(id);
+  }
+
   return {
-    // The body is copied into LMDB when the batch runs, after this returns: the caller must not modify
-    // it until the promise settles.
     async enqueue(entry, body) {
-      checkKeyParts(entry.id, entry.domain);
-      checkTime(entry.nextAttemptMs, 'nextAttemptMs');
-      if (entry.cancelledMs !== undefined) checkTime(entry.cancelledMs, 'cancelledMs');
-      if (!(body instanceof Uint8Array)) throw new TypeError('spool: body must be a Buffer');
-      const stored = copyEntry(entry);
-      const key: QueueKey = [stored.nextAttemptMs, stored.domain, stored.id];
+      const put = checkedPut(entry, body);
+      await durable(put);
+    },
+
+    async enqueueMany(items) {
+      // Every input checked before the transaction, so that its callback never throws half-way.
+      const puts = items.map(({ entry, body }) => checkedPut(entry, body));
       await durable(() => {
-        // Enqueueing an id that is already spooled replaces it, so a retried enqueue never leaves a
-        // second queue key (a duplicate delivery) behind.
-        const previous = index.get(stored.id);
-        if (previous) queue.remove(previous);
-        leases.remove(stored.id);
-        bodies.put(stored.id, body);
-        queue.put(key, stored);
-        index.put(stored.id, key);
+        for (const put of puts) put();
+      });
+    },
+
+    async removeMany(ids) {
+      await durable(() => {
+        for (const id of ids) removeIn(id);
       });
     },
 
@@ -207,8 +276,9 @@ export function openSpool(env: LmdbEnv): Spool {
       return bodies.get(id);
     },
 
-    async reschedule(id, nextAttemptMs, attempts) {
+    async reschedule(id, nextAttemptMs, attempts, envelopes) {
       checkTime(nextAttemptMs, 'nextAttemptMs');
+      const copied = envelopes?.map(copyEnvelope);
       await durable(() => {
         // Read inside the write transaction: the index is current even if another reschedule or a
         // remove was queued just before this one. An id no longer spooled (delivered, or deleted by
@@ -217,18 +287,12 @@ export function openSpool(env: LmdbEnv): Spool {
         if (!oldKey) return;
         const entry = queue.get(oldKey);
         if (!entry) return;
-        move(oldKey, entry, nextAttemptMs, attempts ?? entry.attempts);
+        move(oldKey, copied ? { ...entry, envelopes: copied } : entry, nextAttemptMs, attempts ?? entry.attempts);
       });
     },
 
     async remove(id) {
-      await durable(() => {
-        const key = index.get(id);
-        if (key) queue.remove(key);
-        index.remove(id);
-        bodies.remove(id);
-        leases.remove(id);
-      });
+      await durable(() => removeIn(id));
     },
 
     list(limit) {
@@ -280,6 +344,29 @@ export function openSpool(env: LmdbEnv): Spool {
           } else leases.remove(id);
         }
         return n;
+      });
+    },
+
+    async holdUnsent(id, change) {
+      checkTime('cancelAtMs' in change ? change.cancelAtMs : change.moveToMs, 'holdUnsent time');
+      return durable(() => {
+        const key = index.get(id);
+        const entry = key && queue.get(key);
+        if (!key || !entry) return 'absent';
+        const tried = entry.attempts > 0 || (entry.envelopes ?? []).some((v) => v.attempts > 0);
+        if (leases.get(id) !== undefined || tried || entry.cancelledMs !== undefined) return 'started';
+        if ('cancelAtMs' in change)
+          queue.put(key, { ...entry, cancelledMs: change.cancelAtMs, cancelReason: 'cancelled' });
+        else
+          move(
+            key,
+            entry.envelopes
+              ? { ...entry, envelopes: entry.envelopes.map((v) => ({ ...v, nextAttemptMs: change.moveToMs })) }
+              : entry,
+            change.moveToMs,
+            entry.attempts,
+          );
+        return 'held';
       });
     },
 

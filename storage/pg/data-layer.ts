@@ -5,6 +5,7 @@
 // table holds (its Owner): a row the caller may not see is never fetched, so it can neither be
 // listed nor got, updated or deleted by id. Table and column names come from the registry (code,
 // never a request) and are still checked to be plain identifiers before they reach SQL.
+import { RECIPIENTS_JSON } from './recipients.js';
 import type { Owner, OwnerColumn } from '@svc-mail/sdk';
 import type { Queryable } from './client.js';
 import { isPgError, PG_UNIQUE_VIOLATION } from './client.js';
@@ -66,9 +67,11 @@ const TABLE_SQL: Record<string, TableSql> = {
       projectId: 't.project_id',
       from: 't.from_header',
       to: 't.to_address',
+      recipients: RECIPIENTS_JSON('t'),
       messageId: 't.message_id_header',
       tags: `coalesce(t.tags, '[]'::jsonb)`,
       metadata: `coalesce(t.metadata, '{}'::jsonb)`,
+      scheduledAt: 't.scheduled_at',
       createdAt: 't.created_at',
       updatedAt: 't.updated_at',
     },

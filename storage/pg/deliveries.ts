@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db, Queryable } from './client.js';
 import { fanOutSql, WEBHOOK_EVENT_TYPES } from './webhooks.js';
+import { lockMessages, messageStatusOf } from './recipients.js';
 
 export type FinalStatus = 'delivered' | 'bounced' | 'failed';
 export type OutcomeStatus = FinalStatus | 'deferred';
@@ -11,13 +12,36 @@ export type OutcomeStatus = FinalStatus | 'deferred';
 /** Message statuses from which the MTA still delivers. */
 export const DELIVERABLE = new Set(['queued', 'deferred']);
 
-export async function messageStatuses(q: Queryable, ids: readonly string[]): Promise<Map<string, string>> {
+export interface SpooledStatus {
+  status: string;
+  /** For a message to several recipients (`multi` of messageStatuses): each recipient's status. */
+  recipients?: Map<string, string>;
+}
+
+/**
+ * The statuses of spooled messages; for those in `multi` (messages to several recipients), each recipient's
+ * too (a recipient suppressed, bounced by a report or cancelled is not sent again).
+ */
+export async function messageStatuses(
+  q: Queryable,
+  ids: readonly string[],
+  multi: readonly string[] = [],
+): Promise<Map<string, SpooledStatus>> {
   if (ids.length === 0) return new Map();
-  const rows = await q.query<{ id: string; status: string }>(
-    'SELECT id, status FROM messages WHERE id = ANY($1::uuid[])',
-    [ids],
+  const rows = await q.query<{ id: string; status: string; recipients: Record<string, string> | null }>(
+    multi.length
+      ? `SELECT m.id, m.status, CASE WHEN m.id = ANY($2::uuid[]) THEN (SELECT json_object_agg(r.address, r.status)
+           FROM message_recipients r WHERE r.message_id = m.id) END AS recipients
+         FROM messages m WHERE m.id = ANY($1::uuid[])`
+      : 'SELECT id, status, NULL AS recipients FROM messages WHERE id = ANY($1::uuid[])',
+    multi.length ? [ids, multi] : [ids],
   );
-  return new Map(rows.map((r) => [r.id, r.status]));
+  return new Map(
+    rows.map((r) => [
+      r.id,
+      r.recipients ? { status: r.status, recipients: new Map(Object.entries(r.recipients)) } : { status: r.status },
+    ]),
+  );
 }
 
 export interface CapabilityKeys {
@@ -52,6 +76,11 @@ export async function verifiedCapabilityOf(q: Queryable, domain: string): Promis
 
 export interface Outcome {
   messageId: string;
+  /**
+   * The recipient of a message to several (its message_recipients row; the message's status is then derived
+   * from its recipients'); absent for a message to one.
+   */
+  recipient?: string;
   projectId: string;
   status: OutcomeStatus;
   /** Attempts made so far, this one included. */
@@ -69,14 +98,30 @@ export interface Outcome {
 // updates, one event each, their webhook fan-out (storage/pg/webhooks.ts), the suppressions and the
 // capabilities' sent counts. Per outcome arrays: $1 message, $2 status, $3 attempts, $4 at, $5 event
 // id, $6 project, $7 detail, $8–$10 the suppression (address, reason, detail; null for none), $11
-// the capability whose sent count grows (null unless delivered).
+// the capability whose sent count grows (null unless delivered), $12 the recipient of a message to several
+// (null for a message to one, whose row is its recipient). Such a message's status is derived from its
+// recipients (storage/pg/recipients.ts): the rows as they are, with this batch's outcomes over them.
 const OUTCOMES_SQL = `
 WITH u AS (
   SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::timestamptz[], $5::uuid[], $6::uuid[], $7::text[],
-    $8::text[], $9::text[], $10::text[], $11::uuid[])
-    AS u(id, status, attempts, at, event_id, project_id, detail, sup_address, sup_reason, sup_detail, sent_by)
+    $8::text[], $9::text[], $10::text[], $11::uuid[], $12::text[])
+    AS u(id, status, attempts, at, event_id, project_id, detail, sup_address, sup_reason, sup_detail, sent_by,
+      recipient)
+), multi AS (
+  SELECT * FROM u WHERE recipient IS NOT NULL
+), rupd AS (
+  UPDATE message_recipients r SET status = multi.status, attempts = multi.attempts, updated_at = multi.at
+  FROM multi WHERE r.message_id = multi.id AND r.address = multi.recipient
+), derived AS (
+  SELECT r.message_id AS id, ${messageStatusOf('coalesce(multi.status, r.status)')} AS status,
+    max(coalesce(multi.attempts, r.attempts)) AS attempts, max(multi.at) AS at
+  FROM message_recipients r LEFT JOIN multi ON multi.id = r.message_id AND multi.recipient = r.address
+  WHERE r.message_id IN (SELECT id FROM multi) GROUP BY r.message_id
 ), upd AS (
-  UPDATE messages m SET status = u.status, attempts = u.attempts, updated_at = u.at FROM u WHERE m.id = u.id
+  UPDATE messages m SET status = x.status, attempts = x.attempts, updated_at = x.at
+  FROM (SELECT id, status, attempts, at FROM u WHERE recipient IS NULL
+    UNION ALL SELECT id, status, attempts, at FROM derived) x
+  WHERE m.id = x.id
 ), ev AS (
   INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
   SELECT u.event_id, u.id, u.project_id, u.status, u.detail::jsonb, u.at FROM u
@@ -94,13 +139,16 @@ WITH u AS (
 SELECT 1`;
 
 /**
- * Writes a batch of outcomes in one statement. A message appears at most once per batch (the worker
- * holds one attempt per message at a time).
+ * Writes a batch of outcomes in one statement. A message appears at most once per batch, or once per
+ * recipient for a message to several (the worker holds one attempt per message at a time). A batch with
+ * recipients of messages to several is a transaction that first locks those messages (lockMessages); the
+ * common batch is the one statement alone.
  */
 export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Promise<void> {
   if (outcomes.length === 0) return;
   const col = <T>(f: (o: Outcome) => T) => outcomes.map(f);
-  await db.query(OUTCOMES_SQL, [
+  const multi = outcomes.filter((o) => o.recipient !== undefined).map((o) => o.messageId);
+  const params = [
     col((o) => o.messageId),
     col((o) => o.status),
     col((o) => o.attempts),
@@ -112,7 +160,16 @@ export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Prom
     col((o) => o.suppress?.reason ?? null),
     col((o) => o.suppress?.detail ?? null),
     col((o) => (o.status === 'delivered' && o.outboundId ? o.outboundId : null)),
-  ]);
+    col((o) => o.recipient ?? null),
+  ];
+  if (multi.length === 0) {
+    await db.query(OUTCOMES_SQL, params);
+    return;
+  }
+  await db.tx(async (q) => {
+    await lockMessages(q, multi);
+    await q.query(OUTCOMES_SQL, params);
+  });
 }
 
 /** A message ended `failed` by the reconciler (failLostMessages). */
@@ -141,6 +198,10 @@ export async function failLostMessages(
      ), upd AS (
        UPDATE messages m SET status = 'failed', updated_at = $2 FROM lost WHERE m.id = lost.id
        RETURNING m.id, m.project_id
+     ), rcpts AS (
+       -- A message to several: its recipients still pending end with it (storage/pg/recipients.ts).
+       UPDATE message_recipients r SET status = 'failed', updated_at = $2 FROM upd
+       WHERE r.message_id = upd.id AND r.status IN ('queued', 'sending', 'deferred')
      ), ev AS (
        INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
        SELECT gen_random_uuid(), upd.id, upd.project_id, 'failed', $3::jsonb, $2 FROM upd

@@ -2,6 +2,7 @@
 // (storage/pg/messages.ts) and the MTA; nothing here changes a row.
 import type { Queryable } from './client.js';
 import { isUuid } from '../../mail/uuid.js';
+import { RECIPIENTS_JSON, type RecipientRecord } from './recipients.js';
 
 export interface MessageRecord {
   id: string;
@@ -9,12 +10,15 @@ export interface MessageRecord {
   status: string;
   fromHeader: string;
   to: string;
+  /** docs/api.md §4.11: every recipient with its own status, in order (to, cc, bcc). */
+  recipients: RecipientRecord[];
   subject: string;
   messageIdHeader: string;
   attempts: number;
   /** docs/api.md §4.11: [] and {} for a message sent without. */
   tags: { name: string; value: string }[];
   metadata: Record<string, string>;
+  scheduledAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -26,9 +30,11 @@ export interface MessageEventRecord {
   createdAt: Date;
 }
 
-const COLUMNS = `id, project_id AS "projectId", status, from_header AS "fromHeader", to_address AS "to", subject,
+const COLUMNS = `id, project_id AS "projectId", status, from_header AS "fromHeader", to_address AS "to",
+  ${RECIPIENTS_JSON('messages')} AS recipients, subject,
   message_id_header AS "messageIdHeader", attempts, coalesce(tags, '[]'::jsonb) AS tags,
-  coalesce(metadata, '{}'::jsonb) AS metadata, created_at AS "createdAt", updated_at AS "updatedAt"`;
+  coalesce(metadata, '{}'::jsonb) AS metadata, scheduled_at AS "scheduledAt", created_at AS "createdAt",
+  updated_at AS "updatedAt"`;
 
 /** One message by its id, or null (also for an id that is not a UUID). Access is the caller's to check. */
 export async function getMessage(q: Queryable, id: string): Promise<MessageRecord | null> {

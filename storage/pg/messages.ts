@@ -47,8 +47,10 @@ export interface NewMessage {
   dailyLimit: number;
   fromHeader: string;
   fromAddress: string;
-  /** The recipient, normalized as suppressions store addresses. */
+  /** The (first `to`) recipient, normalized as suppressions store addresses. */
   to: string;
+  /** A message to several recipients: all of them, distinct, in order (to, cc, bcc); null for one. */
+  recipients?: readonly { address: string; kind: 'to' | 'cc' | 'bcc' }[] | null;
   subject: string;
   messageIdHeader: string;
   returnPath: string;
@@ -60,6 +62,8 @@ export interface NewMessage {
   metadata?: string | null;
   idempotency: { key: string; bodyHash: string; ttlMs: number } | null;
   now: Date;
+  /** docs/api.md §4.11: when a scheduled message may leave (its spool entry is due then); null: at once. */
+  scheduledAt?: Date | null;
 }
 
 class Refused extends Error {
@@ -73,23 +77,32 @@ export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 
 // One statement for all of it but the idempotency key, for one message or a batch of them: the
 // sender check, the quota, the suppression check, the rows, their first events and, for suppressed
-// messages, the webhook fan-out. Every insert depends on `cap` (the capability still verified and
+// recipients, the webhook fan-out. Every insert depends on `cap` (the capability still verified and
 // as the caller composed the message with) and on `counted` (docs/decisions.md #13: every 200 counts,
-// queued or suppressed). The quota row's lock serializes an organization's concurrent statements;
-// a statement adds all of its messages of an organization or none, so a free organization never
-// passes `$20`, and the batch sends the messages of an organization it refused one at a time
-// (exactly `dailyLimit` pass). Where a check refuses, nothing of that message is written.
+// queued or suppressed; each recipient of a message counts one). The quota row's lock serializes an
+// organization's concurrent statements; a statement adds all of its messages of an organization or none,
+// so a free organization never passes `$20`, and the batch sends the messages of an organization it
+// refused one at a time (exactly `dailyLimit` pass). Where a check refuses, nothing of that message is
+// written.
 //
-// Parameters: per message arrays $1–$19, $22 and $23 (see acceptRows), $20 the daily limit of the free plan,
-// $21 the idempotency key.
+// A message to one recipient (n = 1) is its own recipient: to_address, no message_recipients row. A message
+// to several has its recipients in $24–$27 (message ordinal, address, kind, position; storage/pg/recipients.ts)
+// and a row each; it is `suppressed` only when every one of them is, and each suppressed recipient has an
+// event of its own.
+//
+// Parameters: per message arrays $1–$19, $22, $23, $28 (the number of recipients) and $29 (scheduledAt; see
+// acceptRows), $20 the
+// daily limit of the free plan, $21 the idempotency key, per recipient arrays $24–$27.
 const ACCEPT_SQL = `
 WITH req AS (
   SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[],
     $9::text[], $10::text[], $11::int[], $12::timestamptz[], $13::uuid[], $14::int[], $15::date[], $16::uuid[],
-    $17::text[], $18::text[], $19::text[], $22::text[], $23::text[])
+    $17::text[], $18::text[], $19::text[], $22::text[], $23::text[], $28::int[], $29::timestamptz[])
     WITH ORDINALITY AS q(id, project_id, organization_id, outbound_id, from_header, from_address, to_address, subject,
       message_id_header, return_path, size_bytes, at, template_id, template_version, day, event_id, domain,
-      return_path_subdomain, display_name, tags, metadata, i)
+      return_path_subdomain, display_name, tags, metadata, n, scheduled_at, i)
+), rcpt AS (
+  SELECT * FROM unnest($24::int[], $25::text[], $26::text[], $27::int[]) AS r(i, address, kind, position)
 ), cap AS (
   SELECT req.i, o.plan FROM req
   JOIN outbound_capabilities c ON c.id = req.outbound_id AND c.project_id = req.project_id AND c.domain = req.domain
@@ -99,38 +112,68 @@ WITH req AS (
   JOIN organizations o ON o.id = p.organization_id
 ), counted AS (
   INSERT INTO quota_days AS d (organization_id, day, accepted)
-  SELECT req.organization_id, req.day, count(*) FROM req JOIN cap ON cap.i = req.i
-  GROUP BY req.organization_id, req.day, cap.plan HAVING cap.plan = 'payg' OR count(*) <= $20::int
+  SELECT req.organization_id, req.day, sum(req.n) FROM req JOIN cap ON cap.i = req.i
+  GROUP BY req.organization_id, req.day, cap.plan HAVING cap.plan = 'payg' OR sum(req.n) <= $20::int
   ORDER BY req.organization_id, req.day -- one lock order for every statement: no deadlock between batches
   ON CONFLICT (organization_id, day) DO UPDATE SET accepted = d.accepted + excluded.accepted
   WHERE (SELECT plan FROM organizations WHERE id = d.organization_id) = 'payg'
     OR d.accepted + excluded.accepted <= $20::int
   RETURNING organization_id, day
 ), sup AS (
-  SELECT req.i, s.reason FROM req JOIN suppressions s ON s.project_id = req.project_id AND s.address = req.to_address
+  SELECT req.i, req.to_address AS address, s.reason FROM req
+  JOIN suppressions s ON s.project_id = req.project_id AND s.address = req.to_address WHERE req.n = 1
+  UNION ALL
+  SELECT req.i, rcpt.address, s.reason FROM rcpt JOIN req ON req.i = rcpt.i
+  JOIN suppressions s ON s.project_id = req.project_id AND s.address = rcpt.address
+), supn AS (
+  SELECT i, count(*) AS n FROM sup GROUP BY i
 ), msg AS (
   INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address, to_address,
     subject, message_id_header, return_path, idempotency_key, size_bytes, created_at, updated_at, template_id,
-    template_version, tags, metadata)
+    template_version, tags, metadata, scheduled_at)
   SELECT req.id, req.project_id, req.organization_id, req.outbound_id,
-    CASE WHEN sup.i IS NULL THEN 'queued' ELSE 'suppressed' END,
+    CASE WHEN coalesce(supn.n, 0) < req.n THEN 'queued' ELSE 'suppressed' END,
     req.from_header, req.from_address, req.to_address, req.subject, req.message_id_header, req.return_path, $21::text,
-    req.size_bytes, req.at, req.at, req.template_id, req.template_version, req.tags::jsonb, req.metadata::jsonb
+    req.size_bytes, req.at, req.at, req.template_id, req.template_version, req.tags::jsonb, req.metadata::jsonb,
+    req.scheduled_at
   FROM req JOIN cap ON cap.i = req.i
   JOIN counted ON counted.organization_id = req.organization_id AND counted.day = req.day
-  LEFT JOIN sup ON sup.i = req.i
+  LEFT JOIN supn ON supn.i = req.i
   RETURNING id, status
+), mr AS (
+  INSERT INTO message_recipients (message_id, address, kind, position, status, updated_at)
+  SELECT req.id, rcpt.address, rcpt.kind, rcpt.position, CASE WHEN sup.i IS NULL THEN 'queued' ELSE 'suppressed' END,
+    req.at
+  FROM rcpt JOIN req ON req.i = rcpt.i JOIN msg ON msg.id = req.id
+  LEFT JOIN sup ON sup.i = rcpt.i AND sup.address = rcpt.address
 ), ev AS (
   INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
-  SELECT req.event_id, req.id, req.project_id, msg.status,
-    CASE WHEN sup.i IS NULL THEN NULL ELSE jsonb_build_object('reason', sup.reason) END, req.at
-  FROM msg JOIN req ON req.id = msg.id LEFT JOIN sup ON sup.i = req.i
+  SELECT req.event_id, req.id, req.project_id, 'queued', NULL::jsonb, req.at
+  FROM msg JOIN req ON req.id = msg.id WHERE msg.status = 'queued'
+  UNION ALL
+  SELECT gen_random_uuid(), req.id, req.project_id, 'suppressed',
+    jsonb_build_object('reason', sup.reason, 'recipient', sup.address), req.at
+  FROM sup JOIN req ON req.i = sup.i JOIN msg ON msg.id = req.id
   RETURNING id, project_id, type, created_at AS at
 ), hooks AS (
   ${fanOutSql(`(SELECT * FROM ev WHERE type = 'suppressed') AS e`)}
 )
 SELECT msg.status, cap.i IS NOT NULL AS "senderStands"
 FROM req LEFT JOIN cap ON cap.i = req.i LEFT JOIN msg ON msg.id = req.id ORDER BY req.i`;
+
+/** $24–$27 of ACCEPT_SQL: the recipients of the messages to several, flattened. */
+function recipientColumns(ms: readonly NewMessage[]): [number[], string[], string[], number[]] {
+  const cols: [number[], string[], string[], number[]] = [[], [], [], []];
+  ms.forEach((m, i) =>
+    m.recipients?.forEach((r, p) => {
+      cols[0].push(i + 1);
+      cols[1].push(r.address);
+      cols[2].push(r.kind);
+      cols[3].push(p);
+    }),
+  );
+  return cols;
+}
 
 /** Accepts `ms` in one statement; an outcome per message, in order. `idempotencyKey` is stored on every row. */
 async function acceptRows(
@@ -163,6 +206,9 @@ async function acceptRows(
     idempotencyKey,
     col((m) => m.tags ?? null),
     col((m) => m.metadata ?? null),
+    ...recipientColumns(ms),
+    col((m) => m.recipients?.length ?? 1),
+    col((m) => m.scheduledAt ?? null),
   ]);
   if (rows.length !== ms.length) throw new Error(`accept returned ${rows.length} rows for ${ms.length} messages`);
   return rows.map((r, i): AcceptOutcome => {
@@ -250,4 +296,78 @@ export async function acceptedToday(q: Queryable, organizationId: string, now: D
     [organizationId, utcDay(now)],
   );
   return rows[0]?.accepted ?? 0;
+}
+
+/** What accepting a batch (acceptMessages) came to: all of its messages, or none. */
+export type BatchOutcome =
+  | { kind: 'accepted'; statuses: AcceptStatus[] }
+  /** docs/decisions.md #3, for the whole batch: the same key and body within 24 h, the original messages. */
+  | { kind: 'replayed'; results: { messageId: string; status: AcceptStatus }[] }
+  | { kind: 'key_reused' }
+  | { kind: 'quota_exceeded' }
+  | { kind: 'sender_changed' };
+
+class BatchRefused extends Error {
+  constructor(readonly outcome: BatchOutcome) {
+    super(outcome.kind);
+  }
+}
+
+/**
+ * Accepts the messages of a sendBatch (docs/api.md §4.11) in one transaction, all or none: the batch's
+ * idempotency key (naming every message, in order), then one ACCEPT_SQL statement for all of them; a refusal
+ * of any message (the quota, a sender changed) rolls back the lot. The caller has spooled every body first
+ * (acceptMessage's order) and takes them back unless the outcome is `accepted`.
+ */
+export async function acceptMessages(
+  db: Db,
+  ms: readonly NewMessage[],
+  idempotency: { projectId: string; key: string; bodyHash: string; ttlMs: number } | null,
+): Promise<BatchOutcome> {
+  const now = ms[0]!.now;
+  try {
+    return await db.tx(async (q) => {
+      if (idempotency) {
+        const { projectId, key, bodyHash, ttlMs } = idempotency;
+        const took = await q.query(
+          `INSERT INTO idempotency_keys AS k
+             (project_id, key, body_hash, message_id, message_ids, created_at, expires_at)
+           VALUES ($1, $2, $3, $4, $5::uuid[], $6, $7)
+           ON CONFLICT (project_id, key) DO UPDATE SET body_hash = excluded.body_hash, message_id = excluded.message_id,
+             message_ids = excluded.message_ids, created_at = excluded.created_at, expires_at = excluded.expires_at
+           WHERE k.expires_at <= $6
+           RETURNING 1`,
+          [projectId, key, bodyHash, ms[0]!.id, ms.map((m) => m.id), now, new Date(now.getTime() + ttlMs)],
+        );
+        if (took.length === 0) {
+          const held = await q.query<{ body_hash: string; ids: string[] | null; statuses: (string | null)[] }>(
+            `SELECT k.body_hash, k.message_ids AS ids, ARRAY(SELECT m.status FROM unnest(k.message_ids)
+               WITH ORDINALITY AS u(id, o) LEFT JOIN messages m ON m.id = u.id ORDER BY u.o) AS statuses
+             FROM idempotency_keys k WHERE k.project_id = $1 AND k.key = $2`,
+            [projectId, key],
+          );
+          const h = held[0];
+          if (!h || h.body_hash !== bodyHash || !h.ids) throw new BatchRefused({ kind: 'key_reused' });
+          const statuses = h.statuses;
+          throw new BatchRefused({
+            kind: 'replayed',
+            results: h.ids.map((id, i) => ({
+              messageId: id,
+              status: statuses[i] === 'suppressed' ? 'suppressed' : 'queued',
+            })),
+          });
+        }
+      }
+      const outcomes = await acceptRows(q, ms, idempotency?.key ?? null);
+      const refused = outcomes.find((o) => o.kind !== 'accepted');
+      if (refused) throw new BatchRefused(refused.kind === 'sender_changed' ? refused : { kind: 'quota_exceeded' });
+      return {
+        kind: 'accepted',
+        statuses: outcomes.map((o) => (o.kind === 'accepted' ? o.status : 'queued')),
+      };
+    });
+  } catch (err) {
+    if (err instanceof BatchRefused) return err.outcome;
+    throw err;
+  }
 }

@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Db, Queryable } from './client.js';
 import { fanOut } from './webhooks.js';
+import { lockMessages, messageStatusOf } from './recipients.js';
 
 export interface ReportedMessage {
   id: string;
@@ -10,12 +11,16 @@ export interface ReportedMessage {
   status: string;
   returnPath: string;
   to: string;
+  /** A message to several: its recipients that were sent (not suppressed), in order; null for a message to one. */
+  recipients: string[] | null;
 }
 
 export async function reportedMessage(q: Queryable, id: string): Promise<ReportedMessage | null> {
   const rows = await q.query<ReportedMessage>(
-    `SELECT id, project_id AS "projectId", status, return_path AS "returnPath", to_address AS "to"
-     FROM messages WHERE id = $1`,
+    `SELECT id, project_id AS "projectId", status, return_path AS "returnPath", to_address AS "to",
+       (SELECT array_agg(r.address ORDER BY r.position) FROM message_recipients r
+        WHERE r.message_id = m.id AND r.status <> 'suppressed') AS recipients
+     FROM messages m WHERE id = $1`,
     [id],
   );
   return rows[0] ?? null;
@@ -23,6 +28,8 @@ export async function reportedMessage(q: Queryable, id: string): Promise<Reporte
 
 export interface Report {
   messageId: string;
+  /** The recipient of a message to several the report is about (its status changes, not the others'). */
+  recipient?: string;
   projectId: string;
   type: 'bounced' | 'deferred' | 'complained';
   detail: Record<string, unknown>;
@@ -41,16 +48,34 @@ export async function recordReport(db: Db, r: Report): Promise<boolean> {
   return db.tx(async (q) => {
     if (r.type !== 'deferred') {
       // The message's row lock orders concurrent reports of one message: the second sees the first's event.
-      await q.query('SELECT 1 FROM messages WHERE id = $1 FOR UPDATE', [r.messageId]);
+      await lockMessages(q, [r.messageId]);
       const seen = await q.query(
-        // Events of reports carry their source (mta/inbound/reports.ts): dsn, arf or text.
+        // Events of reports carry their source (mta/inbound/reports.ts): dsn, arf or text. A message to
+        // several counts one final report per recipient.
         `SELECT 1 FROM message_events WHERE message_id = $1 AND type = $2
-           AND detail->>'source' IN ('dsn', 'arf', 'text') LIMIT 1`,
-        [r.messageId, r.type],
+           AND detail->>'source' IN ('dsn', 'arf', 'text')
+           AND ($3::text IS NULL OR detail->>'recipient' = $3) LIMIT 1`,
+        [r.messageId, r.type, r.recipient ?? null],
       );
       if (seen.length) return false;
     }
-    if (r.type === 'bounced') {
+    if (r.recipient !== undefined) {
+      // A message to several: the recipient bounces, and the message's status is derived again from all of
+      // them, under the message's lock taken above (storage/pg/recipients.ts).
+      if (r.type === 'bounced') {
+        await q.query(
+          `UPDATE message_recipients SET status = 'bounced', updated_at = $3
+           WHERE message_id = $1 AND address = $2 AND status NOT IN ('bounced', 'failed', 'suppressed')`,
+          [r.messageId, r.recipient, r.at],
+        );
+        await q.query(
+          `UPDATE messages m SET status = d.status, updated_at = $2
+           FROM (SELECT ${messageStatusOf('status')} AS status FROM message_recipients WHERE message_id = $1) d
+           WHERE m.id = $1 AND m.status IS DISTINCT FROM d.status`,
+          [r.messageId, r.at],
+        );
+      }
+    } else if (r.type === 'bounced') {
       await q.query(
         `UPDATE messages SET status = 'bounced', updated_at = $2
          WHERE id = $1 AND status NOT IN ('bounced', 'failed', 'suppressed')`,

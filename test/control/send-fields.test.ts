@@ -21,7 +21,7 @@ t.test('every refusal is a 400 naming its field, and queues nothing', async (t) 
   // The fields the 400 names, exactly; `extra` is merged into a valid body.
   const cases: [string, Record<string, unknown>, string[]][] = [
     ['replyTo not an address', { replyTo: 'nobody' }, ['body.replyTo']],
-    ['replyTo: the bad one of a list', { replyTo: ['a@example.com', 'Bob <bob@>'] }, ['body.replyTo.1']],
+    ['replyTo: the bad one of a list', { replyTo: ['a@example.com', 'Bob <bob@>'] }, ['body.replyTo[1]']],
     ['replyTo with a line break', { replyTo: 'a@example.com\r\nBcc: x@example.com' }, ['body.replyTo']],
     ['replyTo: an empty list', { replyTo: [] }, ['body.replyTo']],
     ['replyTo: 51 addresses', { replyTo: Array.from({ length: 51 }, (_, i) => `r${i}@example.com`) }, ['body.replyTo']],
@@ -50,17 +50,17 @@ t.test('every refusal is a 400 naming its field, and queues nothing', async (t) 
     [
       'attachment content not base64',
       { attachments: [{ filename: 'a.txt', content: 'not base64!' }] },
-      ['body.attachments.0.content'],
+      ['body.attachments[0].content'],
     ],
     [
       'attachment content unpadded',
       { attachments: [{ filename: 'a.txt', content: 'YWJjZA' }] },
-      ['body.attachments.0.content'],
+      ['body.attachments[0].content'],
     ],
     [
       'attachment content with a line break',
       { attachments: [{ filename: 'a.txt', content: 'YWJj\r\nZGVm' }] },
-      ['body.attachments.0.content'],
+      ['body.attachments[0].content'],
     ],
     [
       'attachment content base64url',
@@ -74,22 +74,22 @@ t.test('every refusal is a 400 naming its field, and queues nothing', async (t) 
           },
         ],
       },
-      ['body.attachments.0.content'],
+      ['body.attachments[0].content'],
     ],
     [
       'attachment content type with a parameter',
       { attachments: [{ filename: 'a.txt', content: b64('a'), contentType: 'text/plain; charset=utf-8' }] },
-      ['body.attachments.0.contentType'],
+      ['body.attachments[0].contentType'],
     ],
     [
       'attachment content type multipart',
       { attachments: [{ filename: 'a', content: b64('a'), contentType: 'multipart/mixed' }] },
-      ['body.attachments.0.contentType'],
+      ['body.attachments[0].contentType'],
     ],
     [
       'attachment content id in brackets',
       { attachments: [{ filename: 'a.png', content: b64('a'), contentId: '<logo>' }] },
-      ['body.attachments.0.contentId'],
+      ['body.attachments[0].contentId'],
     ],
     [
       'attachment content id given twice',
@@ -99,22 +99,22 @@ t.test('every refusal is a 400 naming its field, and queues nothing', async (t) 
           { filename: 'b.png', content: b64('b'), contentId: 'logo' },
         ],
       },
-      ['body.attachments.1.contentId'],
+      ['body.attachments[1].contentId'],
     ],
     [
       'attachment file name with a line break',
       { attachments: [{ filename: 'a\r\n.txt', content: b64('a') }] },
-      ['body.attachments.0.filename'],
+      ['body.attachments[0].filename'],
     ],
-    ['attachment without a file name', { attachments: [{ content: b64('a') }] }, ['body.attachments.0.filename']],
+    ['attachment without a file name', { attachments: [{ content: b64('a') }] }, ['body.attachments[0].filename']],
     [
       'attachment with an unknown field',
       { attachments: [{ filename: 'a', content: b64('a'), path: '/etc/passwd' }] },
-      ['body.attachments.0.path'],
+      ['body.attachments[0].path'],
     ],
-    ['tag name with a space', { tags: [{ name: 'a b', value: 'x' }] }, ['body.tags.0.name']],
-    ['tag value of 257 characters', { tags: [{ name: 'a', value: 'v'.repeat(257) }] }, ['body.tags.0.value']],
-    ['tag value empty', { tags: [{ name: 'a', value: '' }] }, ['body.tags.0.value']],
+    ['tag name with a space', { tags: [{ name: 'a b', value: 'x' }] }, ['body.tags[0].name']],
+    ['tag value of 257 characters', { tags: [{ name: 'a', value: 'v'.repeat(257) }] }, ['body.tags[0].value']],
+    ['tag value empty', { tags: [{ name: 'a', value: '' }] }, ['body.tags[0].value']],
     [
       'tag name given twice',
       {
@@ -123,10 +123,10 @@ t.test('every refusal is a 400 naming its field, and queues nothing', async (t) 
           { name: 'a', value: '2' },
         ],
       },
-      ['body.tags.1.name'],
+      ['body.tags[1].name'],
     ],
     ['11 tags', { tags: Array.from({ length: 11 }, (_, i) => ({ name: `t${i}`, value: 'v' })) }, ['body.tags']],
-    ['tag with an unknown field', { tags: [{ name: 'a', value: 'b', color: 'red' }] }, ['body.tags.0.color']],
+    ['tag with an unknown field', { tags: [{ name: 'a', value: 'b', color: 'red' }] }, ['body.tags[0].color']],
     ['metadata value not a string', { metadata: { orderId: 42 } }, ['body.metadata.orderId']],
     ['metadata over 2 KB as JSON', { metadata: { a: 'x'.repeat(1000), b: 'y'.repeat(1040) } }, ['body.metadata']],
     ['metadata with NUL', { metadata: { a: 'x\0y' } }, ['body.metadata.a']],
@@ -173,7 +173,7 @@ t.test('every refusal is a 400 naming its field, and queues nothing', async (t) 
   const viaAdmin = await errorOf(
     svc.admin().admin.testMessage({ projectId: s.projectId, ...base, tags: [{ name: 'a b', value: 'c' }] } as never),
   );
-  t.same([viaAdmin.status, fieldsOf(viaAdmin)], [400, ['body.tags.0.name']], 'admin test-message');
+  t.same([viaAdmin.status, fieldsOf(viaAdmin)], [400, ['body.tags[0].name']], 'admin test-message');
 
   const n = await svc.running.storage.db.query<{ n: number }>('SELECT count(*)::int AS n FROM messages');
   t.equal(n[0]?.n, 0, 'nothing was queued');

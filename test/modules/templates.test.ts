@@ -272,7 +272,7 @@ t.test('CRUD: owner writes, members read, versions are kept', async (t) => {
         variables: [{ name: 'a' }, { name: 'a' }],
       }),
     ),
-    { status: 400, details: [{ field: 'body.variables.1.name' }] },
+    { status: 400, details: [{ field: 'body.variables[1].name' }] },
     'a variable named twice',
   );
   t.match(

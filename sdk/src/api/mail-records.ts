@@ -32,6 +32,13 @@ export const Tag = Type.Object(
 /** docs/api.md §4.11: a message's metadata, string values only (at most 2 KB as JSON). */
 export const Metadata = Type.Record(Type.String(), Type.String());
 
+/** docs/api.md §4.11: a recipient of a message, with its own delivery status. */
+export const MessageRecipient = Type.Object({
+  address: Type.String(),
+  kind: Type.Union([Type.Literal('to'), Type.Literal('cc'), Type.Literal('bcc')]),
+  status: MessageStatusSchema,
+});
+
 /**
  * docs/decisions.md #4: the row of GET /v1/messages/get. The same row is what /v1/messages/list, the
  * project's message views and the admin message list carry.
@@ -42,7 +49,10 @@ export const Message = Type.Object({
   status: MessageStatusSchema,
   /** The From header as sent, display name included. */
   from: Type.String(),
+  /** The first `to` recipient. */
   to: Type.String(),
+  /** Every recipient (to, cc, bcc, each address once) with its own status; the message's status derives from them. */
+  recipients: Type.Array(MessageRecipient),
   subject: Type.String(),
   /** The Message-ID header, angle brackets included. */
   messageId: Type.String(),
@@ -51,6 +61,8 @@ export const Message = Type.Object({
   /** As given to sendEmail (docs/api.md §4.11); [] and {} for a message sent without. */
   tags: Type.Array(Tag),
   metadata: Metadata,
+  /** docs/api.md §4.11: when a scheduled message may leave; null for one sent at once. */
+  scheduledAt: Nullable(Timestamp),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });

@@ -5,7 +5,8 @@
 // The data-layer registry (api/data-layer.ts) holds the `messages` table with `list` only: its `get`
 // is the route below (docs/decisions.md #4), whose row is the table's row, so no second route is
 // generated at that path. `events` is no data-layer verb; the table `message_events` has its own
-// list and get.
+// list and get. `cancel` and `reschedule` (scope messages:send) act on a message that has not started sending
+// (docs/api.md §4.11 scheduling); they are no data-layer verbs either (the messages table has no writes).
 import { Type, type TInteger } from '@sinclair/typebox';
 import { Limit, Obj, routes } from './types.js';
 import { ADMIN_AUTH } from './admin.js';
@@ -54,6 +55,31 @@ export const messageRoutes = routes({
     summary: "A message's full event history, oldest first; 404 as for /v1/messages/get.",
     query: ById,
     response: Type.Object({ events: Type.Array(MessageEvent) }),
+  },
+  'v1.messages.cancel': {
+    method: 'POST',
+    path: '/v1/messages/cancel',
+    auth: ['project_api_key', 'platform_admin'],
+    scope: 'messages:send',
+    summary:
+      'Cancel a message that has not started sending (a scheduled one, say): it ends failed with an event whose ' +
+      'detail is { reason: "cancelled" }. 409 once it is sending or done; 404 for an id the caller may not read.',
+    body: ById,
+    response: Type.Object({ row: Message }),
+  },
+  'v1.messages.reschedule': {
+    method: 'POST',
+    path: '/v1/messages/reschedule',
+    auth: ['project_api_key', 'platform_admin'],
+    scope: 'messages:send',
+    summary:
+      'Move a message that has not started sending to scheduledAt (in the future, at most 30 days ahead). 409 once ' +
+      'it is sending or done.',
+    body: Obj({
+      id: Type.String({ minLength: 1, maxLength: 200 }),
+      scheduledAt: Type.String({ minLength: 10, maxLength: 40 }),
+    }),
+    response: Type.Object({ row: Message }),
   },
   'console.projects.messages': {
     method: 'GET',

@@ -6,6 +6,10 @@ import { ADMIN_AUTH } from './admin.js';
 import { TemplateValues } from './templates.js';
 import { Metadata, Tag } from './mail-records.js';
 
+/** docs/api.md §4.11: how far ahead scheduledAt may be. */
+export const MAX_SCHEDULE_DAYS = 30;
+/** docs/api.md §4.11: recipients given in to, cc and bcc together. */
+export const MAX_RECIPIENTS = 50;
 /** docs/api.md §4.11 limits of the extra fields. */
 export const MAX_REPLY_TO = 50;
 export const MAX_EXTRA_HEADERS = 50;
@@ -28,8 +32,17 @@ const Attachment = Obj({
   contentId: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
 });
 
+// docs/api.md §4.11 recipients: `addr@domain` or `Name <addr@domain>`; one, or an array of them.
+const RecipientAddress = Type.String({ minLength: 3, maxLength: 500 });
+const RecipientList = (minItems: number) =>
+  Type.Union([RecipientAddress, Type.Array(RecipientAddress, { minItems, maxItems: MAX_RECIPIENTS })]);
+
 const fields = {
-  to: Type.String({ minLength: 3, maxLength: 320 }),
+  // At least one `to`; at most MAX_RECIPIENTS in to, cc and bcc together (core/send-recipients.ts). Bcc
+  // recipients get the message but appear in no header.
+  to: RecipientList(1),
+  cc: Type.Optional(RecipientList(0)),
+  bcc: Type.Optional(RecipientList(0)),
   from: Type.String({ minLength: 3, maxLength: 500 }),
   // Required, also with a template (docs/api.md §4.11).
   subject: Type.String({ minLength: 1, maxLength: 998 }),
@@ -55,8 +68,21 @@ const fields = {
   // Stored with the message, returned by its reads and carried in every webhook payload.
   tags: Type.Optional(Type.Array(Tag, { maxItems: MAX_TAGS })),
   metadata: Type.Optional(Metadata),
+  // docs/api.md §4.11: an ISO 8601 time with its offset, in the future and at most MAX_SCHEDULE_DAYS ahead; the
+  // message is queued (durable) at once and leaves no earlier.
+  scheduledAt: Type.Optional(Type.String({ minLength: 10, maxLength: 40 })),
 };
 export const SendBody = Obj(fields);
+
+/** docs/api.md §4.11 sendBatch: messages per call. */
+export const MAX_BATCH = 100;
+const { idempotencyKey: _itemKey, ...batchItemFields } = fields;
+/** A message of a batch: a sendEmail body without its own idempotencyKey (the batch's covers it). */
+export const BatchItem = Obj(batchItemFields);
+export const SendBatchBody = Obj({
+  messages: Type.Array(BatchItem, { minItems: 1, maxItems: MAX_BATCH }),
+  idempotencyKey: Type.Optional(Type.String({ minLength: 8, maxLength: 128 })),
+});
 
 export const SendResult = Type.Object({
   providerMessageId: Type.String(),
@@ -81,6 +107,19 @@ export const sendRoutes = routes({
     summary: 'Queue a message; answered only once it is durable. 422 sender_domain_not_verified, 429 quota_exceeded.',
     body: SendBody,
     response: SendResult,
+  },
+  'v1.services.sendBatch': {
+    method: 'POST',
+    path: '/v1/services/sendBatch',
+    auth: ['project_api_key', 'platform_admin'],
+    scope: 'messages:send',
+    bodyLimit: SEND_LIMIT,
+    audit: false,
+    summary:
+      'Queue 1 to 100 messages at once, all or none: any invalid item is a 400 naming it (body.messages.<i>.<field>) ' +
+      'and nothing is queued. Answers a result per message, in order, once all are durable.',
+    body: SendBatchBody,
+    response: Type.Object({ data: Type.Array(SendResult) }),
   },
   'console.projects.testMessage': {
     method: 'POST',
