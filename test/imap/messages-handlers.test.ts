@@ -117,6 +117,7 @@ function memoryBackend() {
           internalDate: m.internalDate,
           size: m.prefix.length + m.blob.length,
           tree: parseMimeTree(m.blob),
+          headerEnd: parseMimeTree(m.blob).body.bodyStart,
           prefixLength: m.prefix.length,
         };
       }
