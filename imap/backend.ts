@@ -179,6 +179,19 @@ export interface MailboxBackend {
    * MessageMeta.ref when the caller has it.
    */
   readBody(user: Principal, mailboxId: string, uid: number, start: number, end: number, ref?: unknown): Promise<Buffer>;
+  /**
+   * Optional, for SEARCH: a superset of the UIDs among `uids` whose header `field` (lower case) may
+   * contain `needle`, without regard to case (RFC 3501 §6.4.4 HEADER and SUBJECT), found without
+   * reading each message; null when the backend cannot tell for that field or needle. SEARCH still
+   * tests every UID it returns (imap/search-eval.ts), so a backend may return too many, never too few.
+   */
+  narrowByHeader?(
+    user: Principal,
+    mailboxId: string,
+    uids: readonly number[],
+    field: string,
+    needle: string,
+  ): Promise<number[] | null>;
   /** RFC 3501 §6.4.5: a non-PEEK BODY[] sets \Seen; the change must be seen by other sessions. */
   markSeen(user: Principal, mailboxId: string, uids: readonly number[]): Promise<StoreResult>;
   append(

@@ -75,6 +75,12 @@ export const DEFAULTS = {
   drainMs: 5000,
 };
 
+/**
+ * What a command may have written and the client not yet read before it waits (Session.writable): above
+ * the socket's 16 KiB mark, so that a FETCH of many bodies leaves in writes of many responses each.
+ */
+const WRITE_BUFFER = 256 * 1024;
+
 interface Connection {
   /** Says BYE (now, or after the command in flight) and ends the connection. */
   shutdown(reason: string): void;
@@ -219,7 +225,7 @@ function serve(raw: net.Socket, ip: string, secure: boolean, deps: ServeDeps): C
   // A command that sends much (FETCH 1:* BODY[]) waits here while the client has not read what it was
   // sent, rather than queueing the whole answer in memory.
   const writable = (): Promise<void> | null => {
-    if (closed || !socket.writableNeedDrain) return null;
+    if (closed || !socket.writableNeedDrain || socket.writableLength < WRITE_BUFFER) return null;
     flush();
     return new Promise<void>((resolve) => {
       const done = () => {

@@ -13,6 +13,7 @@ import {
   copyMessages,
   createMailboxPath,
   deleteMailbox,
+  envelopeCandidates,
   hasInferiors,
   imapMessageRows,
   inboxQuota,
@@ -23,6 +24,7 @@ import {
   recentAfter,
   renameMailboxTree,
   setSubscribed,
+  type EnvelopeTextField,
   type ImapMessageRow,
   type ImapStoreDeps,
 } from '../storage/pg/imap-mailboxes.js';
@@ -86,6 +88,14 @@ function metaOf(m: ImapMessageRow, tree: MimeTree | null, headerEnd: number): Me
     ref,
   };
 }
+
+/** Header fields SEARCH compares with the stored envelope, and where the envelope keeps them. */
+const ENVELOPE_TEXT: Record<string, EnvelopeTextField | undefined> = {
+  subject: 'subject',
+  date: 'date',
+  'message-id': 'messageId',
+  'in-reply-to': 'inReplyTo',
+};
 
 const isRef = (v: unknown): v is BodyRef =>
   typeof v === 'object' && v !== null && typeof (v as BodyRef).blobAddress === 'string';
@@ -349,6 +359,15 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
       if (!m) throw new BackendError('nonexistent', 'the message was expunged');
       // The blob store has no range read: the whole body is fetched and the range sliced from it.
       return served(m.prefix, await bodyOf(m), start, end);
+    },
+
+    async narrowByHeader(user, mailboxId, uids, field, needle) {
+      // The stored envelope holds these fields' first value as written (imap/search-eval.ts reads the
+      // same); an ASCII needle can be looked for there by Postgres (storage/pg/imap-mailboxes.ts).
+      const column = ENVELOPE_TEXT[field];
+      if (!column || !/^[\x20-\x7e]*$/.test(needle)) return null;
+      await ownMailbox(user, mailboxId);
+      return envelopeCandidates(db, mailboxId, uids, column, needle);
     },
 
     markSeen(user, mailboxId, uids) {

@@ -244,7 +244,22 @@ const searchHandler =
     const maxSeq = all.length;
     const maxUid = all[all.length - 1] ?? 0;
     const pass = positionFilter(criteria, maxSeq, maxUid);
-    const candidates = all.filter((uid, i) => pass(i + 1, uid));
+    let candidates = all.filter((uid, i) => pass(i + 1, uid));
+    // A header key every match must pass narrows the candidates in the store first, when it can: a
+    // SEARCH SUBJECT then reads the few messages that may match, not the whole mailbox.
+    for (const k of criteria.key === 'AND' ? criteria.operands : [criteria]) {
+      if (!backend.narrowByHeader || !candidates.length) break;
+      const hint = k.key === 'SUBJECT' ? { field: 'subject', value: k.value } : k.key === 'HEADER' ? k : null;
+      if (!hint) continue;
+      const fewer = await backend.narrowByHeader(
+        user,
+        sel.snapshot.mailboxId,
+        candidates,
+        hint.field.toLowerCase(),
+        hint.value,
+      );
+      if (fewer) candidates = fewer;
+    }
     const recent = sel.recent;
     // The message being matched, as fetchMeta gave it: readBody reads its octets with what came along.
     let current: MessageMeta | null = null;

@@ -85,6 +85,33 @@ export async function imapMessageRows(
   return rows;
 }
 
+/** Fields of the stored envelope (mail/mime-header.ts Envelope) that hold a header's text as written. */
+export type EnvelopeTextField = 'subject' | 'date' | 'messageId' | 'inReplyTo';
+
+/**
+ * The UIDs among `uids` whose stored envelope field may contain `needle` (ASCII), compared without
+ * regard to case: a superset of the matches, for SEARCH to test exactly (imap/search-eval.ts). A field
+ * holding encoded words (RFC 2047) or 8-bit text is always kept, since its decoded form may match; a
+ * row without a stored envelope is kept too.
+ */
+export async function envelopeCandidates(
+  q: Queryable,
+  mailboxId: string,
+  uids: readonly number[],
+  field: EnvelopeTextField,
+  needle: string,
+): Promise<number[]> {
+  const pattern = `%${needle.replace(/[\\%_]/g, '\\$&')}%`;
+  const rows = await q.query<{ uid: number }>(
+    `SELECT uid FROM (SELECT uid, envelope, envelope->>$3 AS v FROM mail_messages
+       WHERE mailbox_id = $1 AND uid = ANY($2::bigint[])) m
+     WHERE envelope IS NULL OR v ILIKE $4 OR v LIKE '%=?%' OR v ~ '[^\\x01-\\x7e]'
+     ORDER BY uid`,
+    [mailboxId, uids, field, pattern],
+  );
+  return rows.map((r) => Number(r.uid));
+}
+
 /**
  * RFC 3501 §2.3.2: the UID above which messages are still \Recent to whoever selects the mailbox next. With
  * `claim` (a read-write SELECT) this session takes them: the mark moves to uid_next - 1 in the same statement,
