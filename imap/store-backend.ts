@@ -349,9 +349,16 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
 
     async readBody(user, mailboxId, uid, start, end, ref) {
       if (isRef(ref)) {
-        // The metadata this backend gave out for this session's mailbox: no second look-up of the row.
-        const body = await blobs.get(ref.blobAddress);
-        if (body) return served(ref.prefix, body, start, end);
+        // The metadata this backend gave out for this session's mailbox: no second look-up of the row,
+        // and of the body only the range (with a blob store that reads ranges).
+        const p = ref.prefix.length;
+        const from = Math.max(0, start);
+        const to = Math.max(from, end);
+        if (to <= p) return ref.prefix.subarray(from, to);
+        const body = blobs.read
+          ? await blobs.read(ref.blobAddress, Math.max(0, from - p), to - p)
+          : ((await blobs.get(ref.blobAddress))?.subarray(Math.max(0, from - p), to - p) ?? null);
+        if (body) return from >= p ? body : Buffer.concat([ref.prefix.subarray(from), body]);
         // Released meanwhile: the message was expunged (or its body is lost); the row says which.
       }
       await ownMailbox(user, mailboxId);
