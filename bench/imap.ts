@@ -141,9 +141,10 @@ function corpus(n: number): { messages: MaildirMessage[]; subjectHits: number; b
     const to = pick(NAMES);
     const addr = (name: string) => `${name.split(' ')[0]!.toLowerCase()}@example-${i % 17}.test`;
     const subject = inSubject ? `${SUBJECT_WORD} report ${i}` : `${pick(SUBJECTS)} ${i}`;
+    const relay = `mail-${i % 31}.example-${i % 17}.test`;
     const header = [
       `Return-Path: <${addr(from)}>`,
-      `Received: from mail-${i % 31}.example-${i % 17}.test (mail-${i % 31}.example-${i % 17}.test [192.0.2.${i % 250}])`,
+      `Received: from ${relay} (${relay} [192.0.2.${i % 250}])`,
       `\tby mx.imap-bench.test with ESMTPS id ${(i * 2654435761).toString(36)}`,
       `\tfor <${LOCALPART}@${DOMAIN}>; ${date.toUTCString().replace('GMT', '+0000')}`,
       `DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=example-${i % 17}.test; s=s1;`,
@@ -165,7 +166,8 @@ function corpus(n: number): { messages: MaildirMessage[]; subjectHits: number; b
     } else if (kind === 'alternative') {
       const b = `=_alt_${i}`;
       const t = text(Math.round(target * 0.4), inBody);
-      const html = `<html><body><p>${text(Math.round(target * 0.5), inBody).replace(/\r\n\r\n/g, '</p>\r\n<p>')}</p></body></html>`;
+      const paragraphs = text(Math.round(target * 0.5), inBody).replace(/\r\n\r\n/g, '</p>\r\n<p>');
+      const html = `<html><body><p>${paragraphs}</p></body></html>`;
       header.push(`Content-Type: multipart/alternative; boundary="${b}"`);
       body = [
         `--${b}`,
@@ -661,7 +663,13 @@ const summary = {
   trials,
   failures,
 };
-const per = (s: { median: number }) => f((s.median / CONNECTIONS / 1024) as number, 0);
+type Stats = ReturnType<typeof stats>;
+function memoryLine(label: string, bytes: Stats, r: Stats | null): string {
+  const inMb = { median: bytes.median / 1e6, min: bytes.min / 1e6, max: bytes.max / 1e6 };
+  const each = f(bytes.median / CONNECTIONS / 1024, 0);
+  const ratioText = r ? `   ratio ${span(r, 2)}` : '';
+  return `    ${label.padEnd(26)} ${span(inMb, 1).padStart(22)} MB  (${each} KiB/connection)${ratioText}`;
+}
 console.log(
   [
     '',
@@ -672,12 +680,13 @@ console.log(
     `  ${'command'.padEnd(34)} ${'svc ms'.padStart(20)} ${'Dovecot ms'.padStart(20)} ${'ratio'.padStart(20)}`,
     ...OP_NAMES.map((op) => {
       const o = opsSummary[op];
-      return `  ${o.command.padEnd(34)} ${span(o.svcMs).padStart(20)} ${span(o.dovecotMs).padStart(20)} ${span(o.ratio, 2).padStart(20)}`;
+      const cols = [span(o.svcMs), span(o.dovecotMs), span(o.ratio, 2)].map((c) => c.padStart(20));
+      return `  ${o.command.padEnd(34)} ${cols.join(' ')}`;
     }),
-    `  ${CONNECTIONS} idle connections (LOGIN, SELECT INBOX): memory growth`,
-    `    svc process RSS            ${span({ median: memory.svcRssGrowth.median / 1e6, min: memory.svcRssGrowth.min / 1e6, max: memory.svcRssGrowth.max / 1e6 }, 1).padStart(22)} MB  (${per(memory.svcRssGrowth)} KiB/connection)`,
-    `    Dovecot processes RSS sum  ${span({ median: memory.dovecotRssGrowth.median / 1e6, min: memory.dovecotRssGrowth.min / 1e6, max: memory.dovecotRssGrowth.max / 1e6 }, 1).padStart(22)} MB  (${per(memory.dovecotRssGrowth)} KiB/connection)   ratio ${span(memory.ratioRss, 2)}`,
-    `    Dovecot processes PSS sum  ${span({ median: memory.dovecotPssGrowth.median / 1e6, min: memory.dovecotPssGrowth.min / 1e6, max: memory.dovecotPssGrowth.max / 1e6 }, 1).padStart(22)} MB  (${per(memory.dovecotPssGrowth)} KiB/connection)   ratio ${span(memory.ratioPss, 2)}`,
+    `  ${CONNECTIONS} idle connections (LOGIN, SELECT INBOX): memory growth (the runs: see above)`,
+    memoryLine('svc process RSS', memory.svcRssGrowth, null),
+    memoryLine('Dovecot processes RSS sum', memory.dovecotRssGrowth, memory.ratioRss),
+    memoryLine('Dovecot processes PSS sum', memory.dovecotPssGrowth, memory.ratioPss),
   ].join('\n'),
 );
 await mkdir(path.join(HERE, 'results'), { recursive: true });
