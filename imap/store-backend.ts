@@ -109,8 +109,6 @@ export interface StoreBackendOptions {
 }
 
 export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {}): MailboxBackend {
-  // The stored row behind each MessageMeta handed out, for readBody; gone with the meta.
-  const rowOf = new WeakMap<MessageMeta, StoredMessage>();
   const { storage, ctx } = deps;
   const { db } = storage;
   const { blobs, store, changes } = storage.mail;

@@ -261,8 +261,6 @@ const searchHandler =
       if (fewer) candidates = fewer;
     }
     const recent = sel.recent;
-    // The message being matched, as fetchMeta gave it: readBody reads its octets with what came along.
-    let current: MessageMeta | null = null;
     const scope: SearchScope = {
       maxSeq,
       maxUid,

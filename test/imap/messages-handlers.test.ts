@@ -122,8 +122,7 @@ function memoryBackend() {
         };
       }
     },
-    async readBody(_u, mailboxId, message, start, end) {
-      const uid = message.uid;
+    async readBody(_u, mailboxId, uid, start, end) {
       calls.push(`readBody ${uid} ${start}-${end}`);
       const m = byId(mailboxId).messages.get(uid);
       if (!m) throw new BackendError('nonexistent', 'expunged');
