@@ -1,153 +1,203 @@
-// A private Debian Dovecot for the IMAP bench (bench/imap.ts): its own config, run, state and log directories
-// and one user's Maildir under a temp dir, started with `dovecot -c <conf> -F`, so the system instance
-// (/etc/dovecot) is never read or touched. Needs root (Dovecot drops to its own users) and dovecot-imapd.
+// A private Debian Dovecot (dovecot-imapd) serving one user's Maildir, the IMAP benchmark's peer
+// (bench/imap.ts): its own config, base, state and log under a temp dir, run in the foreground as our
+// child (`dovecot -c <conf> -F`) and stopped with `doveadm -c <conf> stop`, so the system instance
+// (/etc/dovecot) is never read or touched. Needs root (Dovecot starts as root and drops to its users).
 //
-// Dovecot's defaults, but for what a loopback bench needs: no TLS, plaintext LOGIN allowed, one user in a
-// passwd-file, the mail owned by the `dovecot` user; and room for 1,000 connections (`default_process_limit`
-// 100 and `mail_max_userip_connections` 10 would refuse them). Each IMAP connection stays one `imap` process
-// (`service imap { client_limit = 1 }`, the default), as Dovecot is normally run.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { chown, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+// Settings are Dovecot's defaults (`doveconf -d`) except what a loopback bench needs: IMAP only, on
+// 127.0.0.1 at a free port, no TLS and plaintext LOGIN allowed, one user in a passwd-file with a
+// static userdb (the `dovecot` system user owns the Maildir), and first_valid_uid lowered to let that
+// uid in. The process model stays the default: one imap-login process per connection until login
+// (service_count 1), then one imap process per connection (client_limit 1, process_limit 1024), so
+// 1,000 idle connections are 1,000 imap processes. mail_max_userip_connections stays 10: the bench
+// spreads its connections over loopback source addresses.
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
+import { chmod, chown, mkdir, mkdtemp, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort, user, waitPort } from './util.js';
+import { promisify } from 'node:util';
+import { freePort, sleep, user, waitPort } from './util.js';
 
+const run = promisify(execFile);
 const DOVECOT = '/usr/sbin/dovecot';
+const DOVEADM = '/usr/bin/doveadm';
+
+export interface MaildirMessage {
+  bytes: Buffer;
+  /** INTERNALDATE: the file's mtime, as Dovecot's Maildir reads it. */
+  date: Date;
+}
 
 export interface Dovecot {
   port: number;
   version: string;
-  /** Resident memory of every process of the instance now, in bytes. */
-  rssBytes(): Promise<number>;
+  username: string;
+  password: string;
+  /** Pids of the master and every process under it (imap-login, imap, auth, anvil, log, …). */
+  pids(): number[];
+  log(): Promise<string>;
   stop(): Promise<void>;
 }
 
-/** Writes `messages` into a fresh Maildir and starts Dovecot over it for `login`:`password`. */
-export async function startDovecot(login: string, password: string, messages: readonly Buffer[]): Promise<Dovecot> {
-  if (process.getuid?.() !== 0) throw new Error('the Dovecot side needs root');
-  const ids = user('dovecot');
+/** Writes `messages` as a Maildir at `dir` (cur/, flags none), each file named with its size (,S=). */
+export async function writeMaildir(dir: string, messages: readonly MaildirMessage[], owner: string): Promise<void> {
+  const ids = user(owner);
+  for (const sub of ['', 'cur', 'new', 'tmp']) {
+    await mkdir(path.join(dir, sub), { recursive: true, mode: 0o700 });
+    await chown(path.join(dir, sub), ids.uid, ids.gid);
+  }
+  const host = 'bench';
+  // Dovecot gives new files their UIDs in the order of their names' time and microsecond fields
+  // (maildir_filename_sort_cmp), so message i gets UID i + 1, as on our side.
+  let i = 0;
+  for (const m of messages) {
+    const secs = Math.floor(m.date.getTime() / 1000);
+    const name = `${secs}.M${String(i).padStart(6, '0')}P${process.pid}.${host},S=${m.bytes.length}:2,`;
+    const file = path.join(dir, 'cur', name);
+    await writeFile(file, m.bytes, { mode: 0o600 });
+    await chown(file, ids.uid, ids.gid);
+    await utimes(file, m.date, m.date);
+    i++;
+  }
+}
+
+export async function startDovecot(o: {
+  /** An existing Maildir owned by the `dovecot` user (writeMaildir). */
+  maildir: string;
+  username: string;
+  password: string;
+  /** Extra lines at the end of dovecot.conf (a service block, a setting). */
+  extra?: string;
+}): Promise<Dovecot> {
+  if (process.getuid?.() !== 0) throw new Error('the Dovecot side needs root (it drops to its own users)');
+  const mailUser = 'dovecot';
   const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-bench-dovecot-'));
-  const maildir = path.join(dir, 'Maildir');
-  for (const sub of ['cur', 'new', 'tmp']) await mkdir(path.join(maildir, sub), { recursive: true });
-  // Maildir names (https://cr.yp.to/proto/maildir.html): unique, with Dovecot's ,S=<size> so it need not stat.
-  const base = Math.floor(Date.now() / 1000) - messages.length;
-  await Promise.all(
-    messages.map((m, i) => writeFile(path.join(maildir, 'cur', `${base + i}.M${i}P1.bench,S=${m.length}:2,`), m)),
-  );
-  for (const p of [dir, maildir, ...['cur', 'new', 'tmp'].map((s) => path.join(maildir, s))])
-    await chown(p, ids.uid, ids.gid);
-  await Promise.all(
-    (await readdir(path.join(maildir, 'cur'))).map((f) => chown(path.join(maildir, 'cur', f), ids.uid, ids.gid)),
-  );
+  // The master runs as root; auth, imap-login (dovenull) and imap (dovecot) reach their files through here.
+  await chmod(dir, 0o755);
+  for (const d of ['run', 'state', 'home']) await mkdir(path.join(dir, d), { mode: 0o755 });
+  const ids = user(mailUser);
+  await chown(path.join(dir, 'home'), ids.uid, ids.gid);
   const port = await freePort();
-  await writeFile(path.join(dir, 'passwd'), `${login}:{PLAIN}${password}\n`);
+  const passwd = path.join(dir, 'passwd');
+  await writeFile(passwd, `${o.username}:{PLAIN}${o.password}::::::\n`, { mode: 0o644 });
   const conf = path.join(dir, 'dovecot.conf');
   await writeFile(
     conf,
-    `base_dir = ${dir}/run
-state_dir = ${dir}/state
-log_path = ${dir}/dovecot.log
-protocols = imap
-listen = 127.0.0.1
-ssl = no
-disable_plaintext_auth = no
-auth_mechanisms = plain login
-default_internal_user = dovecot
-default_internal_group = dovecot
-default_login_user = dovenull
-default_process_limit = 1200
-default_client_limit = 5000
-mail_max_userip_connections = 2000
-first_valid_uid = ${ids.uid}
-first_valid_gid = ${ids.gid}
-passdb {
-  driver = passwd-file
-  args = scheme=PLAIN username_format=%u ${dir}/passwd
-}
-userdb {
-  driver = static
-  args = uid=${ids.uid} gid=${ids.gid} home=${dir}/home
-}
-mail_location = maildir:${maildir}
-service imap-login {
-  inet_listener imap {
-    address = 127.0.0.1
-    port = ${port}
-  }
-  inet_listener imaps {
-    port = 0
-  }
-}
-service imap {
-  process_limit = 1200
-}
-`,
+    [
+      `base_dir = ${path.join(dir, 'run')}`,
+      `state_dir = ${path.join(dir, 'state')}`,
+      `instance_name = ${path.basename(dir)}`,
+      `log_path = ${path.join(dir, 'dovecot.log')}`,
+      `protocols = imap`,
+      `listen = 127.0.0.1`,
+      `ssl = no`,
+      `disable_plaintext_auth = no`,
+      `auth_mechanisms = plain login`,
+      `default_internal_user = dovecot`,
+      `default_login_user = dovenull`,
+      `first_valid_uid = ${ids.uid}`,
+      `mail_location = maildir:${o.maildir}`,
+      `passdb {`,
+      `  driver = passwd-file`,
+      `  args = ${passwd}`,
+      `}`,
+      `userdb {`,
+      `  driver = static`,
+      `  args = uid=${mailUser} gid=${mailUser} home=${path.join(dir, 'home')}`,
+      `}`,
+      `service imap-login {`,
+      `  inet_listener imap {`,
+      `    address = 127.0.0.1`,
+      `    port = ${port}`,
+      `  }`,
+      `  inet_listener imaps {`,
+      `    port = 0`,
+      `  }`,
+      `}`,
+      o.extra ?? '',
+      '',
+    ].join('\n'),
   );
-  await mkdir(path.join(dir, 'home'), { recursive: true });
-  await chown(path.join(dir, 'home'), ids.uid, ids.gid);
-  // Its own process group, so that its processes are told apart from everything else.
-  const master: ChildProcess = spawn(DOVECOT, ['-c', conf, '-F'], { stdio: 'ignore', detached: true });
-  const exited = new Promise<void>((resolve) => master.once('exit', () => resolve()));
+
+  const child: ChildProcess = spawn(DOVECOT, ['-c', conf, '-F'], { stdio: ['ignore', 'inherit', 'inherit'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const onExit = () => child.kill('SIGKILL');
+  process.on('exit', onExit);
+  const readLog = () => readFile(path.join(dir, 'dovecot.log'), 'utf8').catch(() => '');
   try {
-    await waitPort(port, 15_000, () => (master.exitCode !== null ? `dovecot exited with ${master.exitCode}` : null));
+    await waitPort(port, 15_000, () =>
+      child.exitCode !== null ? `dovecot exited with ${child.exitCode}: ${readFileSync(conf, 'utf8')}` : null,
+    );
   } catch (err) {
-    const log = await readFile(path.join(dir, 'dovecot.log'), 'utf8').catch(() => '');
-    master.kill('SIGKILL');
-    throw new Error(`dovecot did not start: ${String(err)}\n${log}`);
+    child.kill('SIGKILL');
+    throw new Error(`${(err as Error).message}\n${await readLog()}`);
   }
-  const version = (await run(DOVECOT, ['--version'])).trim().split(' ')[0] ?? '';
-  const pgrp = master.pid!;
+  const { stdout } = await run(DOVECOT, ['--version']);
+  const master = child.pid!;
+  let stopped = false;
   return {
     port,
-    version,
-    rssBytes: () => rssOfGroup(pgrp),
+    version: stdout.trim(),
+    username: o.username,
+    password: o.password,
+    pids: () => descendants(master),
+    log: readLog,
     async stop() {
-      try {
-        process.kill(-pgrp, 'SIGTERM');
-      } catch {
-        // already gone
-      }
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
-      try {
-        process.kill(-pgrp, 'SIGKILL');
-      } catch {
-        // gone
-      }
+      if (stopped) return;
+      stopped = true;
+      await run(DOVEADM, ['-c', conf, 'stop']).catch(() => child.kill('SIGTERM'));
+      const done = await Promise.race([exited.then(() => true), sleep(10_000).then(() => false)]);
+      if (!done) child.kill('SIGKILL');
+      process.off('exit', onExit);
       await rm(dir, { recursive: true, force: true });
     },
   };
 }
 
-/** The summed VmRSS of every process in a process group (Linux /proc). */
-export async function rssOfGroup(pgrp: number): Promise<number> {
-  let total = 0;
-  for (const name of await readdir('/proc')) {
+/** `root` and every process below it, from /proc (Linux). */
+export function descendants(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
-      const stat = await readFile(`/proc/${name}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(f[2]) !== pgrp) continue;
-      total += await rssOf(Number(name));
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const list = children.get(ppid) ?? [];
+      list.push(Number(name));
+      children.set(ppid, list);
     } catch {
       // gone meanwhile
     }
   }
-  return total;
+  const out: number[] = [];
+  const todo = [root];
+  while (todo.length) {
+    const p = todo.pop()!;
+    out.push(p);
+    todo.push(...(children.get(p) ?? []));
+  }
+  return out;
 }
 
-/** One process's VmRSS in bytes (0 once gone). */
-export async function rssOf(pid: number): Promise<number> {
-  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
-  const kb = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
-  return kb ? Number(kb) * 1024 : 0;
+/** Resident (RSS) and proportional (PSS: shared pages split between their users) memory of a process, bytes. */
+export function memoryOf(pid: number): { rss: number; pss: number } {
+  try {
+    const text = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+    const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0) * 1024;
+    return { rss: kb('Rss'), pss: kb('Pss') };
+  } catch {
+    return { rss: 0, pss: 0 };
+  }
 }
 
-function run(cmd: string, args: string[]): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    c.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-    c.once('error', reject);
-    c.once('exit', () => resolve(out));
-  });
+/** Summed memory of the given processes. */
+export function memoryOfAll(pids: readonly number[]): { rss: number; pss: number; processes: number } {
+  let rss = 0;
+  let pss = 0;
+  for (const p of pids) {
+    const m = memoryOf(p);
+    rss += m.rss;
+    pss += m.pss;
+  }
+  return { rss, pss, processes: pids.length };
 }

@@ -1,52 +1,74 @@
-// `npm run bench:imap`: our IMAP server beside Debian's Dovecot, in one run on one machine (issue 13). Both
-// serve the same --messages generated messages (default 10,000: plain, multipart/alternative and with an
-// attachment, 1–50 KB):
+// `npm run bench:imap`: the service's IMAP server beside Debian's Dovecot (dovecot-imapd), in one run on
+// one machine (issue 13). Both serve the same --messages generated messages (default 10,000; 1–50 KB,
+// plain, multipart/alternative and some with attachments; a known word in some subjects and a known
+// needle in some bodies):
 //
-//   a. the service (`svc start --role all`, a Postgres database of its own, the local blob store), the
-//      messages loaded through the import API (docs/api.md §4.5, 200 a call) into one inbox;
-//   b. a private Dovecot (bench/dovecot.ts) over a Maildir holding the same bytes.
+//   a. the service (`svc start --role all`, a Postgres database of its own, the local blob store on
+//      LMDB), the messages imported through the API (docs/api.md §4.5, 200 per call) into an inbox,
+//      logged in with the inbox's initial password;
+//   b. a private Dovecot (bench/dovecot.ts) over a Maildir holding the same messages as files in cur/.
 //
-// Timed, each --runs times, the two sides taking turns (the first side alternating), after one untimed pass of
-// every operation (Dovecot builds its index on first access, our server warms its caches): LOGIN and SELECT
-// INBOX on a fresh connection, then `FETCH 1:* (BODY.PEEK[HEADER])`, `FETCH 1:* (BODY.PEEK[])`,
-// `SEARCH HEADER Subject <word>` and `SEARCH BODY <word>`, each answered in full (the bench's own small
-// client reads every byte and checks both sides found the same messages). Then memory: --idle connections
-// (default 1,000), each logged in with INBOX selected, held open; the growth of the service process's RSS
-// beside the growth of the summed RSS of every Dovecot process. The clients come from 127.0.1.x, ten to an
-// address, under both servers' per-address limits. Needs root (Dovecot), dovecot-imapd and a PostgreSQL
-// server (--pg). Writes bench/results/imap-latest.json.
+// A raw-socket IMAP client of the bench's own (send a command, read until its tagged completion, skip
+// literals by their length, count bytes: the same few lines of work on either side) logs in, selects
+// INBOX and times, --reps times each, per run:
+//   FETCH 1:* (BODY.PEEK[HEADER])   FETCH 1:* (BODY.PEEK[])   SEARCH HEADER Subject <word>   SEARCH BODY <needle>
+// and both sides must return the same numbers (the bench fails otherwise). Then memory: 1,000 idle
+// connections, each logged in with INBOX selected, spread over loopback source addresses (127.0.1.x, ten
+// each: our limit is 20 per address, Dovecot's mail_max_userip_connections 10 per user and address);
+// the growth of the service process's RSS against the growth of the summed RSS (and PSS) of every
+// Dovecot process, in Dovecot's default process model (one imap process per connection).
 //
-//   node --import tsx bench/imap.ts [--messages 10000] [--runs 3] [--idle 1000] [--pg URL]
+// Both sides get one untimed pass of every operation first (Dovecot builds its index and cache at first
+// access; V8 compiles our hot paths). The sides take turns, the first alternating from run to run.
+// Ratios are Dovecot's time over ours (and Dovecot's memory over ours): ≥ 1.0 means at least as good.
+// Needs root (Dovecot), Debian's dovecot-imapd, and a PostgreSQL server (--pg) where it creates a
+// database of its own and drops it at the end. Writes bench/results/imap-latest.json.
+//
+//   node --import tsx bench/imap.ts [--messages 10000] [--runs 3] [--reps 3] [--connections 1000]
+//                                   [--pg URL] [--cpu-prof]
+import { accessSync, constants, readFileSync, readdirSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { createClient } from '@svc-mail/sdk';
+import { createClient, type Client } from '@svc-mail/sdk';
 import { openPostgres } from '../storage/pg/client.js';
 import { markInboundVerified } from '../storage/pg/domains.js';
-import { startDovecot, rssOf } from './dovecot.js';
+import { memoryOf, memoryOfAll, startDovecot, writeMaildir, type MaildirMessage } from './dovecot.js';
 import { ADMIN_KEY, startChild } from './service.js';
-import { benchDatabase } from './util.js';
+import { benchDatabase, freePort, sleep } from './util.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
+
 const { values: args } = parseArgs({
   options: {
     messages: { type: 'string', default: '10000' },
     runs: { type: 'string', default: '3' },
-    idle: { type: 'string', default: '1000' },
+    reps: { type: 'string', default: '3' },
+    connections: { type: 'string', default: '1000' },
     pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
+    'cpu-prof': { type: 'boolean', default: false },
   },
 });
-const N = Number(args.messages);
+const MESSAGES = Number(args.messages);
 const RUNS = Math.max(1, Number(args.runs));
-const IDLE = Number(args.idle);
+const REPS = Math.max(1, Number(args.reps));
+const CONNECTIONS = Number(args.connections);
 const DOMAIN = 'imap-bench.test';
-const SUBJECT_WORD = 'quarterly';
-const BODY_WORD = 'zanzibar';
+const LOCALPART = 'inbox';
+/** In the Subject of every tenth message (and nowhere else). */
+const SUBJECT_WORD = 'Quarterly';
+/** In the text of every 25th message's body (and nowhere else). */
+const NEEDLE = 'zanzibar';
+/** Connections per loopback source address: within Dovecot's default 10 per user and address. */
+const PER_ADDRESS = 10;
 
+for (const tool of ['/usr/sbin/dovecot', '/usr/bin/doveadm']) accessSync(tool, constants.X_OK);
+
+const failures: string[] = [];
 const cleanups: (() => Promise<unknown>)[] = [];
 const cleanup = async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn().catch((err) => console.error(`cleanup: ${err}`));
@@ -54,367 +76,662 @@ const cleanup = async () => {
 for (const sig of ['SIGINT', 'SIGTERM'] as const)
   process.once(sig, () => void cleanup().finally(() => process.exit(130)));
 
-// ---- the messages -------------------------------------------------------------------------------------
+// ---- the messages -----------------------------------------------------------------------------------
 
-/** A deterministic pseudo-random generator (mulberry32), so both sides and every run get the same mail. */
-function rng(seed: number) {
+/** mulberry32: a small deterministic PRNG, so every run and both sides get the same corpus. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
   return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
-const WORDS = 'the of and to in is that for it as with was on be at by this had not are but from or have an'.split(' ');
 
-function generate(n: number): Buffer[] {
-  const r = rng(13);
-  const words = (count: number) => Array.from({ length: count }, () => WORDS[Math.floor(r() * WORDS.length)]).join(' ');
-  const lines = (bytes: number) => {
-    const out: string[] = [];
-    for (let size = 0; size < bytes;) {
-      const l = words(12);
-      out.push(l);
-      size += l.length + 2;
+const WORDS = (
+  'the of and to in is you that it he was for on are as with his they at be this have from or one had by ' +
+  'word but not what all were we when your can said there use an each which she do how their if will up ' +
+  'other about out many then them these so some her would make like him into time has look two more write ' +
+  'go see number no way could people my than first water been call who oil its now find long down day did ' +
+  'get come made may part order invoice shipment account payment delivery update meeting project team ' +
+  'report customer review schedule budget contract support service release version server network ' +
+  'thanks regards please attached following question answer request status pending confirmed tracking'
+).split(' ');
+const NAMES = ['Alice Martin', 'Bob Chen', 'Carla Díaz', 'David Okafor', 'Eva Novak', 'Frank Müller', 'Grace Ito'];
+const SUBJECTS = ['Invoice', 'Meeting notes', 'Re: Project update', 'Your order', 'Weekly digest', 'Fwd: Budget'];
+
+/** The messages, CRLF line ends; message i is UID i + 1 on both sides. */
+function corpus(n: number): { messages: MaildirMessage[]; subjectHits: number; bodyHits: number } {
+  const rnd = prng(13);
+  const pick = <T>(xs: readonly T[]) => xs[Math.floor(rnd() * xs.length)]!;
+  const text = (bytes: number, needle: boolean): string => {
+    const lines: string[] = [];
+    let size = 0;
+    let line = '';
+    while (size < bytes) {
+      const w = pick(WORDS);
+      if (line.length + w.length + 1 > 72) {
+        lines.push(line);
+        size += line.length + 2;
+        line = '';
+        if (rnd() < 0.12) (lines.push(''), (size += 2));
+      }
+      line = line ? `${line} ${w}` : w;
     }
-    return out.join('\r\n');
+    if (line) lines.push(line);
+    if (needle) lines.splice(Math.floor(lines.length / 2), 0, `The parcel ships to Zanzibar on Monday.`);
+    return lines.join('\r\n');
   };
-  const out: Buffer[] = [];
+  const base = Date.UTC(2024, 0, 1);
+  const messages: MaildirMessage[] = [];
+  let subjectHits = 0;
+  let bodyHits = 0;
   for (let i = 0; i < n; i++) {
-    const subject = `${i % 50 === 0 ? `${SUBJECT_WORD} ` : ''}report ${i} ${words(4)}`;
-    const needle = i % 100 === 7 ? ` ${BODY_WORD} ` : ' ';
-    const head = [
-      `From: Sender ${i % 97} <sender${i % 97}@example.org>`,
-      `To: inbox@${DOMAIN}`,
+    const date = new Date(base + i * 97_000);
+    // 1–50 KB, most of them small: the size of a body, the headers come on top.
+    const target = Math.round(1024 + rnd() * rnd() * 49 * 1024);
+    const kind = i % 20 < 11 ? 'plain' : i % 20 < 17 ? 'alternative' : 'attachment';
+    const inSubject = i % 10 === 3;
+    const inBody = i % 25 === 7;
+    if (inSubject) subjectHits++;
+    if (inBody) bodyHits++;
+    const from = pick(NAMES);
+    const to = pick(NAMES);
+    const addr = (name: string) => `${name.split(' ')[0]!.toLowerCase()}@example-${i % 17}.test`;
+    const subject = inSubject ? `${SUBJECT_WORD} report ${i}` : `${pick(SUBJECTS)} ${i}`;
+    const relay = `mail-${i % 31}.example-${i % 17}.test`;
+    const header = [
+      `Return-Path: <${addr(from)}>`,
+      `Received: from ${relay} (${relay} [192.0.2.${i % 250}])`,
+      `\tby mx.imap-bench.test with ESMTPS id ${(i * 2654435761).toString(36)}`,
+      `\tfor <${LOCALPART}@${DOMAIN}>; ${date.toUTCString().replace('GMT', '+0000')}`,
+      `DKIM-Signature: v=1; a=rsa-sha256; c=relaxed/relaxed; d=example-${i % 17}.test; s=s1;`,
+      `\th=from:to:subject:date:message-id; bh=${Buffer.from(`bh${i}`).toString('base64')}=;`,
+      `\tb=${Buffer.from(`signature of message ${i} `.repeat(6)).toString('base64').slice(0, 170)}`,
+      `From: ${from} <${addr(from)}>`,
+      `To: ${to} <${LOCALPART}@${DOMAIN}>`,
       `Subject: ${subject}`,
-      `Date: ${new Date(Date.UTC(2026, 0, 1) + i * 60_000).toUTCString().replace('GMT', '+0000')}`,
-      `Message-ID: <bench-${i}@example.org>`,
-      'MIME-Version: 1.0',
+      `Date: ${date.toUTCString().replace('GMT', '+0000')}`,
+      `Message-ID: <${i}.${(i * 40503).toString(36)}@example-${i % 17}.test>`,
+      `MIME-Version: 1.0`,
+      ...(i % 3 === 0 ? [`List-Unsubscribe: <mailto:unsubscribe-${i}@example-${i % 17}.test>`] : []),
+      `X-Mailer: bench-mailer 1.${i % 9}`,
     ];
-    const kind = r();
-    let raw: string;
-    if (kind < 0.7) {
-      const text = `${lines(1000 + Math.floor(r() * 3000))}\r\n${needle}\r\n`;
-      raw = [...head, 'Content-Type: text/plain; charset=utf-8', '', text].join('\r\n');
-    } else if (kind < 0.9) {
-      const text = `${lines(2000 + Math.floor(r() * 6000))}${needle}\r\n`;
-      const b = `alt-${i}`;
-      raw = [
-        ...head,
-        `Content-Type: multipart/alternative; boundary="${b}"`,
-        '',
+    let body: string;
+    if (kind === 'plain') {
+      header.push('Content-Type: text/plain; charset=utf-8', 'Content-Transfer-Encoding: 7bit');
+      body = text(target, inBody);
+    } else if (kind === 'alternative') {
+      const b = `=_alt_${i}`;
+      const t = text(Math.round(target * 0.4), inBody);
+      const paragraphs = text(Math.round(target * 0.5), inBody).replace(/\r\n\r\n/g, '</p>\r\n<p>');
+      const html = `<html><body><p>${paragraphs}</p></body></html>`;
+      header.push(`Content-Type: multipart/alternative; boundary="${b}"`);
+      body = [
         `--${b}`,
         'Content-Type: text/plain; charset=utf-8',
+        'Content-Transfer-Encoding: 7bit',
         '',
-        text,
+        t,
         `--${b}`,
         'Content-Type: text/html; charset=utf-8',
+        'Content-Transfer-Encoding: 7bit',
         '',
-        `<html><body><p>${text.replace(/\r\n/g, '</p><p>')}</p></body></html>`,
+        html,
         `--${b}--`,
         '',
       ].join('\r\n');
     } else {
-      const b = `mix-${i}`;
-      const attachment = Buffer.alloc(15_000 + Math.floor(r() * 20_000), i % 251)
-        .toString('base64')
-        .replace(/.{76}/g, '$&\r\n');
-      raw = [
-        ...head,
-        `Content-Type: multipart/mixed; boundary="${b}"`,
-        '',
+      const b = `=_mixed_${i}`;
+      const t = text(Math.min(2048, Math.round(target * 0.2)), inBody);
+      // Bytes that are not text, base64 in lines of 76 (RFC 2045 §6.8).
+      const raw = Buffer.alloc(Math.max(512, Math.round(target * 0.6)));
+      for (let k = 0; k < raw.length; k++) raw[k] = Math.floor(rnd() * 256);
+      const b64 = raw.toString('base64').replace(/.{76}/g, '$&\r\n');
+      header.push(`Content-Type: multipart/mixed; boundary="${b}"`);
+      body = [
         `--${b}`,
         'Content-Type: text/plain; charset=utf-8',
+        'Content-Transfer-Encoding: 7bit',
         '',
-        `${lines(800)}${needle}`,
+        t,
         `--${b}`,
-        'Content-Type: application/octet-stream; name="data.bin"',
+        `Content-Type: application/pdf; name="statement-${i}.pdf"`,
+        `Content-Disposition: attachment; filename="statement-${i}.pdf"`,
         'Content-Transfer-Encoding: base64',
-        'Content-Disposition: attachment; filename="data.bin"',
         '',
-        attachment,
+        b64.trimEnd(),
         `--${b}--`,
         '',
       ].join('\r\n');
     }
-    out.push(Buffer.from(raw, 'utf8'));
+    messages.push({ bytes: Buffer.from(`${header.join('\r\n')}\r\n\r\n${body}`), date });
   }
-  return out;
+  return { messages, subjectHits, bodyHits };
 }
 
-// ---- a minimal IMAP client: writes a command, reads to its tagged completion, literals skipped by length --
+// ---- a minimal IMAP client --------------------------------------------------------------------------
 
-interface Conn {
-  /** Sends `command` under a fresh tag; resolves with the whole answer once its tagged line has come. */
-  run(command: string): Promise<{ bytes: number; text: string; ok: boolean }>;
-  close(): void;
+interface Reply {
+  status: string;
+  /** Octets received for the command, untagged and tagged responses together. */
+  bytes: number;
+  /** Octets inside literals ({n} payloads): the message data itself. */
+  literalBytes: number;
+  /** The numbers of `* SEARCH` responses. */
+  search: number[];
+  /** `* n EXISTS`, if any. */
+  exists: number | null;
+  line: string;
 }
 
-function connect(port: number, localAddress?: string): Promise<Conn> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect({ port, host: '127.0.0.1', localAddress });
-    socket.setNoDelay(true);
-    let n = 0;
-    let chunks: Buffer[] = [];
-    let bytes = 0;
-    let pending: { tag: string; done: (r: { bytes: number; text: string; ok: boolean }) => void } | null = null;
-    let closedWith: (err: Error) => void = () => {};
-    let greeted = false;
-    // The scan's place: how far the current buffer has been read, and how much of a literal is left to skip.
-    let skip = 0;
-    let lineStart = 0;
-    let buf: Buffer = Buffer.alloc(0);
-    const keepText = { on: false };
-    const onData = (d: Buffer) => {
-      bytes += d.length;
-      if (keepText.on) chunks.push(d);
-      buf = buf.length ? Buffer.concat([buf.subarray(lineStart), d]) : d;
-      lineStart = 0;
-      let at = 0;
-      for (;;) {
-        if (skip) {
-          const take = Math.min(skip, buf.length - at);
-          skip -= take;
-          at += take;
-          lineStart = at;
-          if (skip) break;
-        }
-        const lf = buf.indexOf(0x0a, at);
-        if (lf < 0) break;
-        const line = buf.toString('latin1', lineStart, lf + 1);
-        at = lf + 1;
-        lineStart = at;
-        const literal = /\{(\d+)\}\r\n$/.exec(line);
-        if (literal) {
-          skip = Number(literal[1]);
-          continue;
-        }
-        if (!greeted) {
-          greeted = true;
-          resolve(conn);
-          continue;
-        }
-        if (pending && line.startsWith(`${pending.tag} `)) {
-          const p = pending;
-          pending = null;
-          const text = keepText.on ? Buffer.concat(chunks).toString('latin1') : line;
-          p.done({ bytes, text, ok: line.startsWith(`${p.tag} OK`) });
-        }
-      }
-      buf = buf.subarray(lineStart);
-      lineStart = 0;
-    };
-    socket.on('data', onData);
-    socket.once('error', reject);
-    // A server that closes mid-command: say so rather than wait forever.
-    socket.once('close', () => {
-      const why = new Error(`connection to ${port} closed (${greeted ? 'after' : 'before'} its greeting)`);
-      if (!greeted) reject(why);
-      else if (pending) {
-        pending = null;
-        closedWith(why);
-      }
+/**
+ * One connection: a command at a time; responses scanned line by line, literals skipped by length
+ * without being copied, so the client's work is a few index lookups per response on either side.
+ */
+class ImapConn {
+  private partial: Buffer[] = [];
+  private skip = 0;
+  private current: (Reply & { tag: string; done: (r: Reply) => void; fail: (e: Error) => void }) | null = null;
+  private greeting: ((line: string) => void) | null = null;
+  private n = 0;
+
+  private constructor(private readonly socket: net.Socket) {
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    socket.on('error', (err) => this.current?.fail(err));
+    socket.on('close', () => this.current?.fail(new Error('connection closed')));
+  }
+
+  static open(port: number, localAddress?: string): Promise<ImapConn> {
+    return new Promise((resolve, reject) => {
+      const socket = net.connect({ port, host: '127.0.0.1', ...(localAddress ? { localAddress } : {}) });
+      socket.setNoDelay(true);
+      const conn = new ImapConn(socket);
+      socket.once('error', reject);
+      conn.greeting = (line) => {
+        socket.off('error', reject);
+        if (!line.startsWith('* OK')) reject(new Error(`greeting: ${line.trim()}`));
+        else resolve(conn);
+      };
     });
-    const conn: Conn = {
-      run(command) {
-        return new Promise((done, fail) => {
-          closedWith = fail;
-          const tag = `t${++n}`;
-          bytes = 0;
-          chunks = [];
-          keepText.on = !/FETCH/.test(command);
-          pending = { tag, done };
-          socket.write(`${tag} ${command}\r\n`);
-        });
-      },
-      close: () => socket.destroy(),
-    };
-  });
-}
-
-// ---- the two sides --------------------------------------------------------------------------------------
-
-interface Side {
-  name: string;
-  port: number;
-  login: string;
-  password: string;
-  rss(): Promise<number>;
-}
-
-const OPS: { name: string; command: string }[] = [
-  { name: 'FETCH 1:* (BODY.PEEK[HEADER])', command: 'FETCH 1:* (BODY.PEEK[HEADER])' },
-  { name: 'FETCH 1:* (BODY.PEEK[])', command: 'FETCH 1:* (BODY.PEEK[])' },
-  { name: `SEARCH HEADER Subject ${SUBJECT_WORD}`, command: `SEARCH HEADER Subject ${SUBJECT_WORD}` },
-  { name: `SEARCH BODY ${BODY_WORD}`, command: `SEARCH BODY ${BODY_WORD}` },
-];
-
-/** One pass: a fresh connection, LOGIN + SELECT, then each operation; ms per operation, and SEARCH hits. */
-async function pass(side: Side): Promise<{ ms: Record<string, number>; found: Record<string, string> }> {
-  try {
-    return await passOf(side);
-  } catch (err) {
-    throw new Error(`${side.name}: ${(err as Error).message}`);
   }
-}
 
-async function passOf(side: Side): Promise<{ ms: Record<string, number>; found: Record<string, string> }> {
-  const ms: Record<string, number> = {};
-  const found: Record<string, string> = {};
-  let t0 = performance.now();
-  const c = await connect(side.port);
-  const login = await c.run(`LOGIN "${side.login}" "${side.password}"`);
-  if (!login.ok) throw new Error(`${side.name}: LOGIN failed: ${login.text}`);
-  const select = await c.run('SELECT INBOX');
-  if (!select.ok) throw new Error(`${side.name}: SELECT failed: ${select.text}`);
-  ms['LOGIN + SELECT INBOX'] = performance.now() - t0;
-  const exists = /\* (\d+) EXISTS/.exec(select.text)?.[1];
-  if (Number(exists) !== N) throw new Error(`${side.name}: ${exists} messages, not ${N}`);
-  for (const op of OPS) {
-    t0 = performance.now();
-    const r = await c.run(op.command);
-    ms[op.name] = performance.now() - t0;
-    if (!r.ok) throw new Error(`${side.name}: ${op.command} failed: ${r.text.slice(-300)}`);
-    if (op.command.startsWith('SEARCH')) found[op.name] = /^\* SEARCH([ \d]*)/m.exec(r.text)?.[1]?.trim() ?? '';
+  command(text: string): Promise<Reply> {
+    const tag = `a${++this.n}`;
+    return new Promise((done, fail) => {
+      this.current = { tag, done, fail, status: '', bytes: 0, literalBytes: 0, search: [], exists: null, line: '' };
+      this.socket.write(`${tag} ${text}\r\n`);
+    });
   }
-  c.close();
-  return { ms, found };
-}
 
-/** Opens `count` idle connections (LOGIN, SELECT INBOX), ten to an address; the RSS growth they cost. */
-async function idleMemory(side: Side, count: number): Promise<number> {
-  const before = await side.rss();
-  const conns: Conn[] = [];
-  const open = async (i: number) => {
-    const c = await connect(side.port, `127.0.1.${1 + Math.floor(i / 10)}`);
-    if (!(await c.run(`LOGIN "${side.login}" "${side.password}"`)).ok) throw new Error(`${side.name}: idle LOGIN`);
-    if (!(await c.run('SELECT INBOX')).ok) throw new Error(`${side.name}: idle SELECT`);
-    conns.push(c);
-  };
-  for (let i = 0; i < count; i += 50)
-    await Promise.all(Array.from({ length: Math.min(50, count - i) }, (_, j) => open(i + j)));
-  await new Promise((r) => setTimeout(r, 2000));
-  const after = await side.rss();
-  for (const c of conns) c.close();
-  return after - before;
-}
+  /** `command`, failing unless the answer is OK. */
+  async ok(text: string): Promise<Reply> {
+    const r = await this.command(text);
+    if (r.status !== 'OK') throw new Error(`${text}: ${r.line.trim()}`);
+    return r;
+  }
 
-// ---- the run --------------------------------------------------------------------------------------------
+  close(): void {
+    this.socket.destroy();
+  }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-const fmt = (xs: number[], unit = 'ms') => {
-  const s = [...xs].sort((a, b) => a - b);
-  return `${median(xs).toFixed(0)} (${s[0]!.toFixed(0)}–${s.at(-1)!.toFixed(0)}) ${unit}`;
-};
-
-async function main() {
-  const messages = generate(N);
-  const totalBytes = messages.reduce((a, m) => a + m.length, 0);
-  console.log(`${N} messages, ${(totalBytes / 1024 / 1024).toFixed(1)} MiB`);
-
-  // Ours.
-  const { url: dbUrl, version: pgVersion } = await benchDatabase(args.pg, 'svc_imapbench', cleanups);
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'svc-imapbench-data-'));
-  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-  const imapPort = await freeLocalPort();
-  const svc = await startChild('all', {
-    SVC_DATABASE_URL: dbUrl,
-    SVC_DATA_DIR: dataDir,
-    SVC_MASTER_KEY: randomBytes(32).toString('base64'),
-    SVC_BLOB_STORE: 'local',
-    SVC_IMAP_PORT: String(imapPort),
-  });
-  cleanups.push(() => svc.stop());
-  const db = openPostgres(dbUrl, 2);
-  cleanups.push(() => db.close());
-  console.log('loading the messages into the service (import API)…');
-  const ours = await loadOurs(svc.url, db, messages);
-  const us: Side = {
-    name: 'svc',
-    port: imapPort,
-    login: ours.address,
-    password: ours.password,
-    rss: () => rssOf(svc.pid),
-  };
-
-  // Dovecot.
-  console.log('writing the Maildir and starting Dovecot…');
-  const dovecot = await startDovecot('bench@imap-bench.test', 'bench password', messages);
-  cleanups.push(() => dovecot.stop());
-  const them: Side = {
-    name: 'Dovecot',
-    port: dovecot.port,
-    login: 'bench@imap-bench.test',
-    password: 'bench password',
-    rss: () => dovecot.rssBytes(),
-  };
-
-  // Warm both, and check they agree.
-  console.log('warming up both sides…');
-  const [a, b] = [await pass(us), await pass(them)];
-  for (const op of Object.keys(a.found))
-    if (a.found[op] !== b.found[op]) throw new Error(`${op}: svc found [${a.found[op]}], Dovecot [${b.found[op]}]`);
-
-  const times: Record<string, { svc: number[]; dovecot: number[] }> = {};
-  for (let run = 0; run < RUNS; run++) {
-    for (const side of run % 2 ? [them, us] : [us, them]) {
-      const { ms } = await pass(side);
-      for (const [op, v] of Object.entries(ms)) {
-        times[op] ??= { svc: [], dovecot: [] };
-        times[op][side === us ? 'svc' : 'dovecot'].push(v);
+  private onData(chunk: Buffer): void {
+    if (this.current) this.current.bytes += chunk.length;
+    let at = 0;
+    while (at < chunk.length) {
+      if (this.skip > 0) {
+        const take = Math.min(this.skip, chunk.length - at);
+        this.skip -= take;
+        at += take;
+        continue;
       }
+      const lf = chunk.indexOf(0x0a, at);
+      if (lf < 0) {
+        this.partial.push(chunk.subarray(at));
+        break;
+      }
+      let line = chunk.subarray(at, lf + 1);
+      at = lf + 1;
+      if (this.partial.length) {
+        line = Buffer.concat([...this.partial, line]);
+        this.partial = [];
+      }
+      this.onLine(line);
     }
   }
-  const memory = { svc: await idleMemory(us, IDLE), dovecot: await idleMemory(them, IDLE) };
 
-  const cpu = os.cpus();
-  console.log(
-    `\nsvc-mail IMAP bench: ${N} messages (${(totalBytes / 1024 / 1024).toFixed(1)} MiB), ${RUNS} runs; ` +
-      `${cpu.length} cores (${cpu[0]?.model}); Dovecot ${dovecot.version}, PostgreSQL ${pgVersion}`,
-  );
-  const rows: Record<string, unknown>[] = [];
-  for (const [op, t] of Object.entries(times)) {
-    const ratios = t.svc.map((v, i) => t.dovecot[i]! / v);
-    console.log(
-      `  ${op.padEnd(36)} svc ${fmt(t.svc).padEnd(22)} Dovecot ${fmt(t.dovecot).padEnd(22)} ` +
-        `Dovecot/svc ${median(ratios).toFixed(2)}× ` +
-        `(${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})`,
-    );
-    rows.push({ op, svcMs: t.svc, dovecotMs: t.dovecot, ratioMedian: median(ratios) });
+  private onLine(buf: Buffer): void {
+    // A line ending in {n} announces n octets of literal: skipped, never looked at.
+    if (buf.length >= 4 && buf[buf.length - 3] === 0x7d) {
+      const open = buf.lastIndexOf(0x7b);
+      const n = Number(buf.subarray(open + 1, buf.length - 3).toString('latin1'));
+      this.skip = n;
+      if (this.current) this.current.literalBytes += n;
+      if (buf[0] !== 0x2a) return;
+    }
+    const c = this.current;
+    if (this.greeting) {
+      const g = this.greeting;
+      this.greeting = null;
+      return g(buf.toString('latin1'));
+    }
+    if (!c) return;
+    if (buf[0] === 0x2a /* * */) {
+      if (buf.length < 64) {
+        const s = buf.toString('latin1');
+        const m = /^\* (\d+) EXISTS/.exec(s);
+        if (m) c.exists = Number(m[1]);
+      }
+      if (buf.subarray(0, 9).toString('latin1') === '* SEARCH ' || buf.length === 10) {
+        const s = buf.toString('latin1').trim();
+        if (s.startsWith('* SEARCH')) c.search = s.slice(8).trim().split(' ').filter(Boolean).map(Number);
+      }
+      return;
+    }
+    const s = buf.subarray(0, c.tag.length + 1).toString('latin1');
+    if (s !== `${c.tag} `) return;
+    const line = buf.toString('latin1');
+    c.status = line.slice(c.tag.length + 1).split(' ')[0]!;
+    c.line = line;
+    this.current = null;
+    c.done(c);
   }
-  const mib = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MiB`;
-  const less = (memory.dovecot / Math.max(1, memory.svc)).toFixed(2);
-  console.log(
-    `  ${`memory, ${IDLE} idle connections`.padEnd(36)} svc +${mib(memory.svc).padEnd(18)} ` +
-      `Dovecot +${mib(memory.dovecot).padEnd(18)} Dovecot/svc ${less}×`,
-  );
-  await mkdir(path.join(HERE, 'results'), { recursive: true });
-  await writeFile(
-    path.join(HERE, 'results', 'imap-latest.json'),
-    JSON.stringify(
-      {
-        date: new Date().toISOString(),
-        machine: { cpus: cpu.length, cpu: cpu[0]?.model, node: process.version },
-        dovecot: dovecot.version,
-        postgres: pgVersion,
-        messages: N,
-        bytes: totalBytes,
-        runs: RUNS,
-        operations: rows,
-        idle: { connections: IDLE, svcBytes: memory.svc, dovecotBytes: memory.dovecot },
-      },
-      null,
-      2,
-    ) + '\n',
-  );
 }
 
-/** The inbox, its password, and every message imported (200 a call, docs/api.md §4.5). */
-async function loadOurs(
-  url: string,
-  db: ReturnType<typeof openPostgres>,
-  messages: readonly Buffer[],
-): Promise<{ address: string; password: string }> {
+// ---- the two sides ----------------------------------------------------------------------------------
+
+interface Target {
+  name: 'svc' | 'dovecot';
+  port: number;
+  username: string;
+  password: string;
+  /** Memory of the side now, bytes: RSS, and PSS where it is many processes. */
+  memory(): { rss: number; pss: number; processes: number };
+}
+
+const OPS = {
+  headers: 'FETCH 1:* (BODY.PEEK[HEADER])',
+  bodies: 'FETCH 1:* (BODY.PEEK[])',
+  searchHeader: `SEARCH HEADER Subject ${SUBJECT_WORD}`,
+  searchBody: `SEARCH BODY ${NEEDLE}`,
+} as const;
+type Op = keyof typeof OPS;
+const OP_NAMES = Object.keys(OPS) as Op[];
+
+interface OpResult {
+  ms: number;
+  bytes: number;
+  literalBytes: number;
+  count: number;
+}
+interface SideRun {
+  ops: Record<Op, OpResult>;
+}
+interface MemoryRun {
+  connections: number;
+  before: { rss: number; pss: number; processes: number };
+  after: { rss: number; pss: number; processes: number };
+  openSeconds: number;
+}
+
+async function session(t: Target, localAddress?: string): Promise<{ conn: ImapConn; exists: number | null }> {
+  const conn = await ImapConn.open(t.port, localAddress);
+  await conn.ok(`LOGIN ${t.username} "${t.password}"`);
+  const sel = await conn.ok('SELECT INBOX');
+  return { conn, exists: sel.exists };
+}
+
+/** Every operation, `reps` times each on one connection; per operation the median rep. */
+async function timeOps(t: Target, reps: number): Promise<SideRun> {
+  const { conn, exists } = await session(t);
+  if (exists !== MESSAGES) throw new Error(`${t.name}: SELECT says ${exists} messages, ${MESSAGES} loaded`);
+  const ops = {} as Record<Op, OpResult>;
+  try {
+    for (const op of OP_NAMES) {
+      const samples: OpResult[] = [];
+      for (let i = 0; i < reps; i++) {
+        const t0 = performance.now();
+        const r = await conn.ok(OPS[op]);
+        samples.push({
+          ms: performance.now() - t0,
+          bytes: r.bytes,
+          literalBytes: r.literalBytes,
+          count: op.startsWith('search') ? r.search.length : r.literalBytes,
+        });
+      }
+      samples.sort((a, b) => a.ms - b.ms);
+      ops[op] = samples[samples.length >> 1]!;
+    }
+    await conn.ok('LOGOUT').catch(() => {});
+  } finally {
+    conn.close();
+  }
+  return { ops };
+}
+
+/** `n` connections logged in with INBOX selected, opened ten at a time; memory before and after. */
+async function idleConnections(t: Target, n: number): Promise<MemoryRun> {
+  const before = t.memory();
+  const conns: ImapConn[] = [];
+  const t0 = performance.now();
+  try {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        while (next < n) {
+          const i = next++;
+          const addr = `127.0.${1 + Math.floor(i / PER_ADDRESS / 250)}.${1 + (Math.floor(i / PER_ADDRESS) % 250)}`;
+          const s = await session(t, addr);
+          conns.push(s.conn);
+        }
+      }),
+    );
+    const openSeconds = (performance.now() - t0) / 1000;
+    // Settle: logins done, the last responses written; then read.
+    await sleep(2_000);
+    const after = t.memory();
+    return { connections: conns.length, before, after, openSeconds };
+  } finally {
+    for (const c of conns) c.close();
+    await sleep(1_000);
+  }
+}
+
+// ---- the run ----------------------------------------------------------------------------------------
+
+let postgresVersion = '';
+let dovecotVersion = '';
+const loadAtStart = os.loadavg()[0]!;
+const profDir = path.join(os.tmpdir(), `svc-bench-prof-${Date.now().toString(36)}`);
+const trials: { run: number; first: string; svc?: SideRun; dovecot?: SideRun }[] = [];
+const memTrials: { run: number; svc?: MemoryRun; dovecot?: MemoryRun }[] = [];
+let corpusInfo = { messages: 0, bytes: 0, subjectHits: 0, bodyHits: 0, loadSeconds: { svc: 0, dovecot: 0 } };
+
+try {
+  const t0 = performance.now();
+  const { messages, subjectHits, bodyHits } = corpus(MESSAGES);
+  const total = messages.reduce((s, m) => s + m.bytes.length, 0);
+  corpusInfo = { messages: messages.length, bytes: total, subjectHits, bodyHits, loadSeconds: { svc: 0, dovecot: 0 } };
+  console.log(
+    `corpus: ${messages.length} messages, ${(total / 1e6).toFixed(1)} MB, ${subjectHits} with "${SUBJECT_WORD}" ` +
+      `in the subject, ${bodyHits} with "${NEEDLE}" in the body (${((performance.now() - t0) / 1000).toFixed(1)} s)`,
+  );
+
+  // ---- the service --------------------------------------------------------------------------------
+  const created = await benchDatabase(args.pg, 'svc_imapbench', cleanups);
+  postgresVersion = created.version;
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'svc-imapbench-data-'));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const imapPort = await freePort();
+  const svc = await startChild(
+    'all',
+    {
+      SVC_DATABASE_URL: created.url,
+      SVC_DATA_DIR: dataDir,
+      SVC_MASTER_KEY: randomBytes(32).toString('base64'),
+      SVC_BLOB_STORE: 'local',
+      SVC_IMAP_PORT: String(imapPort),
+    },
+    args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [],
+  );
+  cleanups.push(() => svc.stop());
+  const svcPid = childPid();
+  const db = openPostgres(created.url, 2);
+  cleanups.push(() => db.close());
+  const t1 = performance.now();
+  const inbox = await makeInbox(svc.url, db);
+  await importAll(inbox, messages);
+  corpusInfo.loadSeconds.svc = (performance.now() - t1) / 1000;
+  console.log(`svc: ${messages.length} messages imported in ${corpusInfo.loadSeconds.svc.toFixed(1)} s`);
+
+  // ---- Dovecot --------------------------------------------------------------------------------------
+  const t2 = performance.now();
+  const mailRoot = await mkdtemp(path.join(os.tmpdir(), 'svc-imapbench-maildir-'));
+  cleanups.push(() => rm(mailRoot, { recursive: true, force: true }));
+  await (await import('node:fs/promises')).chmod(mailRoot, 0o755);
+  const maildir = path.join(mailRoot, 'Maildir');
+  await writeMaildir(maildir, messages, 'dovecot');
+  const dc = await startDovecot({ maildir, username: inbox.address, password: inbox.password });
+  cleanups.push(() => dc.stop());
+  dovecotVersion = dc.version;
+  corpusInfo.loadSeconds.dovecot = (performance.now() - t2) / 1000;
+  console.log(`dovecot ${dc.version}: Maildir written in ${corpusInfo.loadSeconds.dovecot.toFixed(1)} s`);
+
+  const targets: Record<'svc' | 'dovecot', Target> = {
+    svc: {
+      name: 'svc',
+      port: imapPort,
+      username: inbox.address,
+      password: inbox.password,
+      memory: () => ({ ...memoryOf(svcPid), processes: 1 }),
+    },
+    dovecot: {
+      name: 'dovecot',
+      port: dc.port,
+      username: dc.username,
+      password: dc.password,
+      memory: () => memoryOfAll(dc.pids()),
+    },
+  };
+
+  // ---- warm-up: one untimed pass of everything on both sides ---------------------------------------
+  const expected: Record<Op, number> = {
+    headers: NaN,
+    bodies: total,
+    searchHeader: subjectHits,
+    searchBody: bodyHits,
+  };
+  for (const name of ['dovecot', 'svc'] as const) {
+    const w0 = performance.now();
+    const warm = await timeOps(targets[name], 1);
+    console.log(`warm-up ${name}: ${((performance.now() - w0) / 1000).toFixed(1)} s`);
+    if (name === 'dovecot') expected.headers = warm.ops.headers.literalBytes;
+  }
+
+  const check = (name: string, r: SideRun) => {
+    for (const op of OP_NAMES) {
+      if (r.ops[op].count !== expected[op])
+        throw new Error(`${name}: ${OPS[op]} returned ${r.ops[op].count}, expected ${expected[op]}`);
+    }
+  };
+
+  for (let r = 1; r <= RUNS; r++) {
+    const order = r % 2 ? (['svc', 'dovecot'] as const) : (['dovecot', 'svc'] as const);
+    const trial: (typeof trials)[number] = { run: r, first: order[0] };
+    for (const name of order) {
+      try {
+        const res = await timeOps(targets[name], REPS);
+        check(name, res);
+        trial[name] = res;
+      } catch (err) {
+        failures.push(`run ${r}, ${name}: ${(err as Error).message}`);
+      }
+    }
+    trials.push(trial);
+    console.log(
+      `run ${r}: ` +
+        OP_NAMES.map(
+          (op) =>
+            `${op} svc ${f(trial.svc?.ops[op].ms)} ms / dovecot ${f(trial.dovecot?.ops[op].ms)} ms ` +
+            `= ${f(ratio(trial, op), 2)}×`,
+        ).join('; '),
+    );
+  }
+  for (let r = 1; r <= RUNS; r++) {
+    const order = r % 2 ? (['svc', 'dovecot'] as const) : (['dovecot', 'svc'] as const);
+    const m: (typeof memTrials)[number] = { run: r };
+    for (const name of order) {
+      try {
+        m[name] = await idleConnections(targets[name], CONNECTIONS);
+        if (m[name]!.connections !== CONNECTIONS) throw new Error(`${m[name]!.connections} connections opened`);
+      } catch (err) {
+        failures.push(`memory run ${r}, ${name}: ${(err as Error).message}`);
+      }
+    }
+    memTrials.push(m);
+    console.log(
+      `memory run ${r}: svc +${mb(growth(m.svc, 'rss'))} MB RSS, ` +
+        `dovecot +${mb(growth(m.dovecot, 'rss'))} MB RSS (+${mb(growth(m.dovecot, 'pss'))} MB PSS, ` +
+        `${m.dovecot?.after.processes ?? '—'} processes)`,
+    );
+  }
+  const log = await dc.log();
+  const warnings = log.split('\n').filter((l) => /Warning|Error|Fatal/.test(l));
+  if (warnings.length) console.log(`dovecot log, warnings and errors:\n  ${warnings.slice(0, 10).join('\n  ')}`);
+} catch (err) {
+  failures.push(err instanceof Error ? (err.stack ?? err.message) : String(err));
+} finally {
+  await cleanup();
+}
+
+// ---- report -----------------------------------------------------------------------------------------
+
+function f(n: number | undefined, d = 0): string {
+  return n === undefined || !Number.isFinite(n) ? '—' : n.toFixed(d);
+}
+function mb(n: number | undefined): string {
+  return f(n === undefined ? undefined : n / 1e6, 1);
+}
+function ratio(t: (typeof trials)[number], op: Op): number | undefined {
+  return t.svc && t.dovecot ? t.dovecot.ops[op].ms / t.svc.ops[op].ms : undefined;
+}
+function growth(m: MemoryRun | undefined, k: 'rss' | 'pss'): number | undefined {
+  return m ? m.after[k] - m.before[k] : undefined;
+}
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+function stats(xs: (number | undefined)[]) {
+  const v = xs.filter((x): x is number => x !== undefined && Number.isFinite(x));
+  return { median: median(v), min: Math.min(...v), max: Math.max(...v) };
+}
+const span = (s: { median: number; min: number; max: number }, d = 0) =>
+  `${f(s.median, d)} (${f(s.min, d)}–${f(s.max, d)})`;
+
+const opsSummary = Object.fromEntries(
+  OP_NAMES.map((op) => [
+    op,
+    {
+      command: OPS[op],
+      svcMs: stats(trials.map((t) => t.svc?.ops[op].ms)),
+      dovecotMs: stats(trials.map((t) => t.dovecot?.ops[op].ms)),
+      ratio: stats(trials.map((t) => ratio(t, op))),
+      svcBytes: trials.find((t) => t.svc)?.svc?.ops[op].bytes,
+      dovecotBytes: trials.find((t) => t.dovecot)?.dovecot?.ops[op].bytes,
+      count: trials.find((t) => t.svc)?.svc?.ops[op].count,
+    },
+  ]),
+) as Record<
+  Op,
+  {
+    command: string;
+    svcMs: ReturnType<typeof stats>;
+    dovecotMs: ReturnType<typeof stats>;
+    ratio: ReturnType<typeof stats>;
+    svcBytes?: number;
+    dovecotBytes?: number;
+    count?: number;
+  }
+>;
+const memory = {
+  connections: CONNECTIONS,
+  svcRssGrowth: stats(memTrials.map((m) => growth(m.svc, 'rss'))),
+  dovecotRssGrowth: stats(memTrials.map((m) => growth(m.dovecot, 'rss'))),
+  dovecotPssGrowth: stats(memTrials.map((m) => growth(m.dovecot, 'pss'))),
+  ratioRss: stats(
+    memTrials.map((m) => ((g, h) => (g && h ? h / g : undefined))(growth(m.svc, 'rss'), growth(m.dovecot, 'rss'))),
+  ),
+  ratioPss: stats(
+    memTrials.map((m) => ((g, h) => (g && h ? h / g : undefined))(growth(m.svc, 'rss'), growth(m.dovecot, 'pss'))),
+  ),
+  trials: memTrials,
+};
+const summary = {
+  date: new Date().toISOString(),
+  machine: { cpus: os.cpus().length, cpu: os.cpus()[0]?.model, node: process.version, loadAtStart },
+  postgres: postgresVersion,
+  dovecot: dovecotVersion,
+  args: { messages: MESSAGES, runs: RUNS, reps: REPS, connections: CONNECTIONS },
+  corpus: corpusInfo,
+  ops: opsSummary,
+  memory,
+  trials,
+  failures,
+};
+type Stats = ReturnType<typeof stats>;
+function memoryLine(label: string, bytes: Stats, r: Stats | null): string {
+  const inMb = { median: bytes.median / 1e6, min: bytes.min / 1e6, max: bytes.max / 1e6 };
+  const each = f(bytes.median / CONNECTIONS / 1024, 0);
+  const ratioText = r ? `   ratio ${span(r, 2)}` : '';
+  return `    ${label.padEnd(26)} ${span(inMb, 1).padStart(22)} MB  (${each} KiB/connection)${ratioText}`;
+}
+console.log(
+  [
+    '',
+    `svc-mail IMAP bench: ${MESSAGES} messages (${mb(corpusInfo.bytes)} MB), ${RUNS} runs × ${REPS} reps; ` +
+      `${summary.machine.cpus} cores (${summary.machine.cpu}), load ${loadAtStart.toFixed(1)} at start; ` +
+      `Dovecot ${dovecotVersion}, PostgreSQL ${postgresVersion}, Node ${process.version}`,
+    '  median (min–max) of the runs; ratio = Dovecot / svc, goal ≥ 1.0',
+    `  ${'command'.padEnd(34)} ${'svc ms'.padStart(20)} ${'Dovecot ms'.padStart(20)} ${'ratio'.padStart(20)}`,
+    ...OP_NAMES.map((op) => {
+      const o = opsSummary[op];
+      const cols = [span(o.svcMs), span(o.dovecotMs), span(o.ratio, 2)].map((c) => c.padStart(20));
+      return `  ${o.command.padEnd(34)} ${cols.join(' ')}`;
+    }),
+    `  ${CONNECTIONS} idle connections (LOGIN, SELECT INBOX): memory growth (the runs: see above)`,
+    memoryLine('svc process RSS', memory.svcRssGrowth, null),
+    memoryLine('Dovecot processes RSS sum', memory.dovecotRssGrowth, memory.ratioRss),
+    memoryLine('Dovecot processes PSS sum', memory.dovecotPssGrowth, memory.ratioPss),
+  ].join('\n'),
+);
+await mkdir(path.join(HERE, 'results'), { recursive: true });
+await writeFile(path.join(HERE, 'results', 'imap-latest.json'), `${JSON.stringify(summary, null, 2)}\n`);
+if (args['cpu-prof']) console.log(`  CPU profiles of the service process (open in Chrome DevTools): ${profDir}`);
+if (failures.length) {
+  console.error(`\nFAILED:\n${failures.map((m) => `  ${m}`).join('\n')}`);
+  process.exit(1);
+}
+process.exit(0);
+
+// ---- setup ------------------------------------------------------------------------------------------
+
+/** The service child (`svc start`), found among our children: its memory is what the bench reads. */
+function childPid(): number {
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === process.pid && readFileSync(`/proc/${name}/cmdline`, 'latin1').includes('bin/svc.ts')) {
+        return Number(name);
+      }
+    } catch {
+      // gone meanwhile
+    }
+  }
+  throw new Error('the service process is not among our children');
+}
+
+interface BenchInbox {
+  owner: Client;
+  projectId: string;
+  capId: string;
+  inboxId: string;
+  address: string;
+  password: string;
+}
+
+/**
+ * A payg organization whose project claims DOMAIN (verified by the platform key) with an inbound
+ * capability, marked verified in storage (no DNS), as bench/inbound.ts makes it; then one inbox created
+ * through the API, whose initial password is the IMAP login, its storage limit raised to fit the corpus.
+ */
+async function makeInbox(url: string, db: ReturnType<typeof openPostgres>): Promise<BenchInbox> {
   const platform = createClient({ baseUrl: url, credential: { adminKey: ADMIN_KEY } });
   const { accountToken } = await createClient({ baseUrl: url }).auth.signup({
     email: 'owner@imap.bench.test',
@@ -430,52 +747,42 @@ async function loadOurs(
   const claim = await owner.console.projects.domains.create({ id: project.id, domain: DOMAIN });
   await platform.admin.senderDomains.markVerified({ id: claim.id });
   const withIn = await owner.console.projects.domains.inbound.create({ id: project.id, domainId: claim.id });
-  const cap = withIn.inbound.find((i) => i.domain === DOMAIN)!;
+  const cap = withIn.inbound.find((i) => i.domain === DOMAIN);
+  if (!cap) throw new Error(`no inbound capability for ${DOMAIN}`);
   await markInboundVerified(db, cap.id, new Date());
   const made = await owner.console.projects.inbound.inboxes.create({
     id: project.id,
     capId: cap.id,
-    localpart: 'inbox',
+    localpart: LOCALPART,
   });
   await owner.console.projects.inbound.inboxes.storage({
     id: project.id,
     capId: cap.id,
     inboxId: made.inbox.id,
-    limitGb: 1024,
+    limitGb: 10,
   });
-  for (let i = 0; i < messages.length; i += 200) {
-    const out = await owner.console.projects.inbound.inboxes.import({
-      id: project.id,
-      capId: cap.id,
-      inboxId: made.inbox.id,
-      messages: messages.slice(i, i + 200).map((m, j) => ({
-        raw: m.toString('base64'),
-        read: false,
-        date: new Date(Date.UTC(2026, 0, 1) + (i + j) * 60_000).toISOString(),
-      })),
+  return {
+    owner,
+    projectId: project.id,
+    capId: cap.id,
+    inboxId: made.inbox.id,
+    address: made.inbox.address,
+    password: made.initialPassword,
+  };
+}
+
+/** The corpus through the import API, 200 per call (docs/api.md §8), two calls at a time, in order. */
+async function importAll(inbox: BenchInbox, messages: readonly MaildirMessage[]): Promise<void> {
+  const batches: MaildirMessage[][] = [];
+  for (let i = 0; i < messages.length; i += 200) batches.push(messages.slice(i, i + 200));
+  // In order, so that UIDs follow the corpus (message i is UID i + 1, as in the Maildir).
+  for (const batch of batches) {
+    const r = await inbox.owner.console.projects.inbound.inboxes.import({
+      id: inbox.projectId,
+      capId: inbox.capId,
+      inboxId: inbox.inboxId,
+      messages: batch.map((m) => ({ raw: m.bytes.toString('base64'), date: m.date.toISOString() })),
     });
-    if (out.imported !== Math.min(200, messages.length - i))
-      throw new Error(`import: ${JSON.stringify(out).slice(0, 300)}`);
+    if (r.imported !== batch.length) throw new Error(`import: ${JSON.stringify(r)}`);
   }
-  return { address: `inbox@${DOMAIN}`, password: made.initialPassword };
 }
-
-function freeLocalPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as net.AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-main().then(
-  () => cleanup(),
-  async (err) => {
-    console.error(err);
-    await cleanup();
-    process.exitCode = 1;
-  },
-);

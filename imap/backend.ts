@@ -66,14 +66,22 @@ export interface MessageMeta {
   /**
    * The MIME structure stored with the message (mail/mime-tree.ts, computed once at delivery or APPEND):
    * ENVELOPE, BODYSTRUCTURE and every BODY[section] range come from it. Its offsets are over the stored
-   * body alone; imap/fetch-sections.ts moves them past the prefix.
+   * body alone; imap/fetch-sections.ts moves them past the prefix. null when fetchMeta was asked for no
+   * tree (a FETCH of flags, sizes, BODY[], BODY[HEADER] or BODY[TEXT] needs only `headerEnd`).
    */
-  tree: MimeTree;
+  tree: MimeTree | null;
+  /** Octets of the stored body's top-level header, its blank line included (the tree's body.bodyStart). */
+  headerEnd: number;
   /**
    * Octets of the receipt prefix (Return-Path, Received, Authentication-Results lines added at delivery)
    * that `readBody` serves in front of the stored body; 0 for an APPENDed message.
    */
   prefixLength: number;
+  /**
+   * The backend's own handle on where the message's bytes are, opaque to the protocol layer, which passes
+   * it back to `readBody` so that reading a body costs no second look-up of the message.
+   */
+  ref?: unknown;
 }
 
 export interface StoreRequest {
@@ -152,22 +160,38 @@ export interface MailboxBackend {
 
   /** SELECT / EXAMINE: the snapshot; `readOnly` for EXAMINE, which also leaves \Recent alone. */
   select(user: Principal, name: string, opts: { readOnly: boolean }): Promise<MailboxSnapshot>;
-  /** Metadata of the given UIDs (ascending), optionally only those changed after `changedSince`. */
+  /**
+   * Metadata of the given UIDs (ascending), optionally only those changed after `changedSince`; with
+   * `tree: false` without the MIME tree (MessageMeta.tree null), which saves reading and decoding it.
+   */
   fetchMeta(
     user: Principal,
     mailboxId: string,
     uids: readonly number[],
-    opts: { changedSince: bigint | null },
+    opts: { changedSince: bigint | null; tree?: boolean },
   ): AsyncIterable<MessageMeta>;
   /**
    * Octets [start, end) of a message as served: the receipt prefix, then the stored body (BODY[] is
    * octets [0, size)). FETCH asks for the one range covering the sections it returns, SEARCH for the
    * header or the body. SEARCH itself runs in the protocol layer (imap/search-eval.ts) over fetchMeta
    * and this, so the store needs no search of its own. A message expunged meanwhile is a
-   * BackendError('nonexistent'); fetchMeta simply leaves such UIDs out. `message` is the one fetchMeta gave:
-   * the store may keep what it read with it, so that reading its octets needs no lookup of its own.
+   * BackendError('nonexistent'); fetchMeta simply leaves such UIDs out. `ref` is the message's
+   * MessageMeta.ref when the caller has it.
    */
-  readBody(user: Principal, mailboxId: string, message: MessageMeta, start: number, end: number): Promise<Buffer>;
+  readBody(user: Principal, mailboxId: string, uid: number, start: number, end: number, ref?: unknown): Promise<Buffer>;
+  /**
+   * Optional, for SEARCH: a superset of the UIDs among `uids` whose header `field` (lower case) may
+   * contain `needle`, without regard to case (RFC 3501 §6.4.4 HEADER and SUBJECT), found without
+   * reading each message; null when the backend cannot tell for that field or needle. SEARCH still
+   * tests every UID it returns (imap/search-eval.ts), so a backend may return too many, never too few.
+   */
+  narrowByHeader?(
+    user: Principal,
+    mailboxId: string,
+    uids: readonly number[],
+    field: string,
+    needle: string,
+  ): Promise<number[] | null>;
   /** RFC 3501 §6.4.5: a non-PEEK BODY[] sets \Seen; the change must be seen by other sessions. */
   markSeen(user: Principal, mailboxId: string, uids: readonly number[]): Promise<StoreResult>;
   append(

@@ -20,17 +20,36 @@ export interface SectionPlan {
 }
 
 /**
+ * A message known only by its stored size and its top-level header's length (a FETCH that needs no
+ * more reads no MIME tree, imap/backend.ts fetchMeta): enough for the sections of the message itself.
+ */
+export interface TopLevel {
+  size: number;
+  headerEnd: number;
+}
+
+/** Whether a section is one of the message itself (BODY[], [HEADER], [TEXT], [HEADER.FIELDS …]): no tree needed. */
+export const isTopLevel = (section: Section) => section.part.length === 0 && section.text !== 'MIME';
+
+function topLevelRange(m: TopLevel, section: Section): { start: number; end: number } | null {
+  if (!isTopLevel(section)) return null;
+  if (section.text === null) return { start: 0, end: m.size };
+  return section.text === 'TEXT' ? { start: m.headerEnd, end: m.size } : { start: 0, end: m.headerEnd };
+}
+
+/**
  * The plan for one section, or null when the message has no such part (the FETCH answer is then
  * NIL). `partial` is RFC 3501 §6.4.5 `<origin.octets>`: an origin past the end gives an empty string.
+ * `tree` may be a TopLevel for a section of the message itself.
  */
 export function planSection(
-  tree: MimeTree,
+  tree: MimeTree | TopLevel,
   prefixLength: number,
   section: Section,
   partial: { offset: number; length: number } | null,
 ): SectionPlan | null {
   const text = section.text;
-  const range = sectionRange(tree, section.part, text);
+  const range = 'body' in tree ? sectionRange(tree, section.part, text) : topLevelRange(tree, section);
   if (!range) return null;
   // Only the top-level header starts at 0: it takes the prefix in; everything else moves past it.
   const start = range.start === 0 ? 0 : range.start + prefixLength;

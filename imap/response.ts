@@ -38,37 +38,77 @@ const CRLF = '\r\n';
 const QUOTABLE = /^[\x01-\x09\x0b\x0c\x0e-\x7f]*$/;
 const MAX_QUOTED = 1024;
 
-function encodeString(s: string): Buffer {
-  if (QUOTABLE.test(s) && s.length <= MAX_QUOTED) return Buffer.from(`"${s.replace(/(["\\])/g, '\\$1')}"`, 'ascii');
-  return encodeLiteral(Buffer.from(s, 'utf8'));
+/**
+ * A response is built as text runs and literal bytes, joined into one buffer at the end: a message body
+ * inside `* n FETCH (BODY[] {…}` is copied once, not once per level of nesting around it.
+ */
+class Out {
+  readonly parts: (string | Uint8Array)[] = [];
+  private text = '';
+
+  str(s: string): void {
+    this.text += s;
+  }
+
+  bytes(b: Uint8Array): void {
+    if (this.text) this.parts.push(this.text);
+    this.text = '';
+    this.parts.push(b);
+  }
+
+  join(): Buffer {
+    if (this.text) this.parts.push(this.text);
+    this.text = '';
+    if (this.parts.length === 1 && typeof this.parts[0] === 'string') return Buffer.from(this.parts[0], 'utf8');
+    return Buffer.concat(this.parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : p)));
+  }
 }
 
-function encodeLiteral(bytes: Uint8Array): Buffer {
-  return Buffer.concat([Buffer.from(`{${bytes.length}}${CRLF}`, 'ascii'), bytes]);
+function writeString(out: Out, s: string): void {
+  if (QUOTABLE.test(s) && s.length <= MAX_QUOTED) return out.str(`"${s.replace(/(["\\])/g, '\\$1')}"`);
+  writeLiteral(out, Buffer.from(s, 'utf8'));
+}
+
+function writeLiteral(out: Out, bytes: Uint8Array): void {
+  out.str(`{${bytes.length}}${CRLF}`);
+  out.bytes(bytes);
+}
+
+function writeValue(out: Out, v: ImapValue): void {
+  if (v === null) return out.str('NIL');
+  if (typeof v === 'number' || typeof v === 'bigint') return out.str(String(v));
+  if (typeof v === 'string') return writeString(out, v);
+  if (Array.isArray(v)) {
+    out.str('(');
+    writeValues(out, v);
+    return out.str(')');
+  }
+  const tagged = v as Atom | Literal | Adjacent;
+  if (tagged.kind === 'adjacent') return tagged.values.forEach((x) => writeValue(out, x));
+  if (tagged.kind === 'atom') return out.str(tagged.text);
+  writeLiteral(out, tagged.bytes);
+}
+
+function writeValues(out: Out, values: readonly ImapValue[]): void {
+  values.forEach((v, i) => {
+    if (i > 0) out.str(' ');
+    writeValue(out, v);
+  });
 }
 
 export function encodeValue(v: ImapValue): Buffer {
-  if (v === null) return Buffer.from('NIL');
-  if (typeof v === 'number' || typeof v === 'bigint') return Buffer.from(String(v));
-  if (typeof v === 'string') return encodeString(v);
-  if (Array.isArray(v)) return Buffer.concat([Buffer.from('('), joinValues(v), Buffer.from(')')]);
-  const tagged = v as Atom | Literal | Adjacent;
-  if (tagged.kind === 'adjacent') return Buffer.concat(tagged.values.map(encodeValue));
-  return tagged.kind === 'atom' ? Buffer.from(tagged.text, 'utf8') : encodeLiteral(tagged.bytes);
-}
-
-function joinValues(values: readonly ImapValue[]): Buffer {
-  const parts: Buffer[] = [];
-  values.forEach((v, i) => {
-    if (i > 0) parts.push(Buffer.from(' '));
-    parts.push(encodeValue(v));
-  });
-  return Buffer.concat(parts);
+  const out = new Out();
+  writeValue(out, v);
+  return out.join();
 }
 
 /** `* <values>` CRLF: untagged data such as `* 12 FETCH (...)`, `* LIST (...) "/" INBOX`. */
 export function untagged(values: readonly ImapValue[]): Buffer {
-  return Buffer.concat([Buffer.from('* '), joinValues(values), Buffer.from(CRLF)]);
+  const out = new Out();
+  out.str('* ');
+  writeValues(out, values);
+  out.str(CRLF);
+  return out.join();
 }
 
 /** RFC 3501 §7.5 `continue-req` = "+" SP (resp-text / base64) CRLF. */

@@ -24,6 +24,8 @@ export interface SearchMessage {
   tree: MimeTree;
   /** Octets of the receipt prefix served before the stored body (imap/fetch-sections.ts). */
   prefixLength: number;
+  /** The backend's handle for `read` (imap/backend.ts MessageMeta.ref). */
+  ref?: unknown;
 }
 
 export interface SearchScope {

@@ -75,6 +75,12 @@ export const DEFAULTS = {
   drainMs: 5000,
 };
 
+/**
+ * What a command may have written and the client not yet read before it waits (Session.writable): above
+ * the socket's 16 KiB mark, so that a FETCH of many bodies leaves in writes of many responses each.
+ */
+const WRITE_BUFFER = 256 * 1024;
+
 interface Connection {
   /** Says BYE (now, or after the command in flight) and ends the connection. */
   shutdown(reason: string): void;
@@ -199,8 +205,37 @@ function serve(raw: net.Socket, ip: string, secure: boolean, deps: ServeDeps): C
   let lineWaiter: ((line: Buffer | null) => void) | null = null;
   let timer: NodeJS.Timeout | null = null;
 
+  // Responses written in one turn of the event loop leave in one write (a FETCH of many messages is
+  // many small responses): the socket is corked at the first and uncorked once the turn is over.
+  let corked = false;
+  const flush = () => {
+    if (!corked) return;
+    corked = false;
+    socket.uncork();
+  };
   const write = (data: Buffer) => {
-    if (!closed && socket.writable) socket.write(data);
+    if (closed || !socket.writable) return;
+    if (!corked) {
+      corked = true;
+      socket.cork();
+      setImmediate(flush);
+    }
+    socket.write(data);
+  };
+  // A command that sends much (FETCH 1:* BODY[]) waits here while the client has not read what it was
+  // sent, rather than queueing the whole answer in memory.
+  const writable = (): Promise<void> | null => {
+    if (closed || !socket.writableNeedDrain || socket.writableLength < WRITE_BUFFER) return null;
+    flush();
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        socket.off('drain', done);
+        socket.off('close', done);
+        resolve();
+      };
+      socket.once('drain', done);
+      socket.once('close', done);
+    });
   };
 
   const session: Session = {
@@ -213,6 +248,7 @@ function serve(raw: net.Socket, ip: string, secure: boolean, deps: ServeDeps): C
     remoteAddress: ip,
     config,
     send: write,
+    writable,
     readLine(signal) {
       return new Promise((resolve) => {
         if (closed || signal?.aborted) return resolve(null);
@@ -238,6 +274,7 @@ function serve(raw: net.Socket, ip: string, secure: boolean, deps: ServeDeps): C
   function end(reason: string | null) {
     if (closed) return;
     if (reason) write(statusResponse(null, 'BYE', reason));
+    flush();
     closed = true;
     if (timer) clearTimeout(timer);
     socket.end();
@@ -329,6 +366,8 @@ function serve(raw: net.Socket, ip: string, secure: boolean, deps: ServeDeps): C
   function upgrade() {
     const context = deps.secureContext();
     if (!context) return end('TLS is not available');
+    // The tagged OK goes out in the clear before the handshake begins.
+    flush();
     reader = new CommandReader(PRE_AUTH_LIMITS);
     raw.off('data', onData);
     const secured = new tls.TLSSocket(raw, { isServer: true, secureContext: context });

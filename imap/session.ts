@@ -83,6 +83,11 @@ export interface Session {
   /** Writes bytes (untagged responses, continuations) to the client, in order. */
   send(data: Buffer): void;
   /**
+   * Backpressure for a command that sends much: a promise while the client has yet to read a good part
+   * of what was sent (await it before sending more), null when more can go now. Absent: never waits.
+   */
+  writable?(): Promise<void> | null;
+  /**
    * The client's next line, for a command that asked for one after a continuation (AUTHENTICATE's
    * response, RFC 3501 §6.2.2; IDLE's DONE, RFC 2177 §3). null when the connection closed (or the line
    * was over the limit) first. `signal` stops waiting (resolving null).

@@ -7,13 +7,15 @@
 import type { CoreDeps } from '../core/deps.js';
 import { credentialOf, inboxLogin } from '../core/inbox-auth.js';
 import { parseMimeTree, type MimeTree } from '../mail/mime-tree.js';
-import type { Mailbox, StoredMessage } from '../mail/mail-store.js';
+import type { Mailbox } from '../mail/mail-store.js';
 import { liveInboxHash } from '../storage/pg/inbox-logins.js';
 import {
   copyMessages,
   createMailboxPath,
   deleteMailbox,
+  envelopeCandidates,
   hasInferiors,
+  imapMessageRows,
   inboxQuota,
   mailboxById,
   mailboxByName,
@@ -22,6 +24,8 @@ import {
   recentAfter,
   renameMailboxTree,
   setSubscribed,
+  type EnvelopeTextField,
+  type ImapMessageRow,
   type ImapStoreDeps,
 } from '../storage/pg/imap-mailboxes.js';
 import {
@@ -60,11 +64,18 @@ function isMimeTree(v: unknown): v is MimeTree {
   );
 }
 
+/** Where a message's bytes are: MessageMeta.ref of the metadata this backend hands out. */
+interface BodyRef {
+  blobAddress: string;
+  prefix: Buffer;
+}
+
 /**
  * The row as FETCH and SEARCH see it. The tree stays as stored, its offsets over the body alone: the
  * protocol layer (imap/fetch-sections.ts) moves them past the prefix, and only it, so nothing here shifts.
  */
-function metaOf(m: StoredMessage, tree: MimeTree): MessageMeta {
+function metaOf(m: ImapMessageRow, tree: MimeTree | null, headerEnd: number): MessageMeta {
+  const ref: BodyRef = { blobAddress: m.blobAddress, prefix: m.prefix };
   return {
     uid: Number(m.uid),
     modseq: BigInt(m.modseq),
@@ -72,9 +83,22 @@ function metaOf(m: StoredMessage, tree: MimeTree): MessageMeta {
     internalDate: new Date(m.internalDate),
     size: Number(m.size),
     tree,
+    headerEnd,
     prefixLength: m.prefix.length,
+    ref,
   };
 }
+
+/** Header fields SEARCH compares with the stored envelope, and where the envelope keeps them. */
+const ENVELOPE_TEXT: Record<string, EnvelopeTextField | undefined> = {
+  subject: 'subject',
+  date: 'date',
+  'message-id': 'messageId',
+  'in-reply-to': 'inReplyTo',
+};
+
+const isRef = (v: unknown): v is BodyRef =>
+  typeof v === 'object' && v !== null && typeof (v as BodyRef).blobAddress === 'string';
 
 /** \Recent is a session flag (RFC 3501 §2.3.2): never stored, silently left out of STORE and APPEND. */
 const storable = (flags: readonly string[]) => flags.filter((f) => f.toLowerCase() !== '\\recent');
@@ -85,8 +109,6 @@ export interface StoreBackendOptions {
 }
 
 export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {}): MailboxBackend {
-  // The stored row behind each MessageMeta handed out, for readBody; gone with the meta.
-  const rowOf = new WeakMap<MessageMeta, StoredMessage>();
   const { storage, ctx } = deps;
   const { db } = storage;
   const { blobs, store, changes } = storage.mail;
@@ -112,7 +134,7 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
     return found;
   }
 
-  async function bodyOf(m: StoredMessage): Promise<Buffer> {
+  async function bodyOf(m: { blobAddress: string }): Promise<Buffer> {
     const body = await blobs.get(m.blobAddress);
     if (!body) throw new BackendError('unavailable', 'the message body is missing');
     return body;
@@ -122,8 +144,17 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
    * A row stored without a MIME tree (none is, today: delivery, import and APPEND all store one) gets it
    * parsed from its body on each read, so FETCH and SEARCH need no second path.
    */
-  async function treeOf(m: StoredMessage): Promise<MimeTree> {
+  async function treeOf(m: { blobAddress: string }): Promise<MimeTree> {
     return parseMimeTree(await bodyOf(m));
+  }
+
+  /** Served octets [start, end): the prefix, then the body, joining only the parts the range touches. */
+  function served(prefix: Buffer, body: Buffer, start: number, end: number): Buffer {
+    const from = Math.max(0, start);
+    const to = Math.max(from, end);
+    if (to <= prefix.length) return prefix.subarray(from, to);
+    if (from >= prefix.length) return body.subarray(from - prefix.length, to - prefix.length);
+    return Buffer.concat([prefix.subarray(from), body.subarray(0, to - prefix.length)]);
   }
 
   async function copyOrMove(
@@ -292,39 +323,56 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
 
     async *fetchMeta(user, mailboxId, uids, opts) {
       await ownMailbox(user, mailboxId);
-      for (let i = 0; i < uids.length; i += META_PAGE) {
-        const page = uids.slice(i, i + META_PAGE);
-        const rows = await store.messages(mailboxId, {
-          uids: page,
-          ...(opts.changedSince !== null ? { changedSince: Number(opts.changedSince) } : {}),
-        });
+      const withTree = opts.tree !== false;
+      const changedSince = opts.changedSince !== null ? Number(opts.changedSince) : null;
+      // The next page is asked for while this one is answered, so the database and the socket overlap.
+      const page = (i: number) =>
+        i < uids.length
+          ? imapMessageRows(db, mailboxId, uids.slice(i, i + META_PAGE), { changedSince, tree: withTree })
+          : null;
+      let next = page(0);
+      for (let i = 0; next; i += META_PAGE) {
+        const rows = await next;
+        next = page(i + META_PAGE);
         for (const r of rows) {
-          const meta = metaOf(r, isMimeTree(r.structure) ? r.structure : await treeOf(r));
-          rowOf.set(meta, r);
-          yield meta;
+          let tree: MimeTree | null = null;
+          if (withTree || r.headerEnd === null) {
+            const stored: unknown = r.structure === null ? null : JSON.parse(r.structure);
+            tree = isMimeTree(stored) ? stored : await treeOf(r);
+          }
+          yield metaOf(r, withTree ? tree : null, tree ? tree.body.bodyStart : (r.headerEnd as number));
         }
       }
     },
 
-    async readBody(user, mailboxId, message, start, end) {
-      // The row fetchMeta read for this very message (the mailbox's owner checked there): no lookup again,
-      // which for a FETCH or SEARCH of every message was two round trips a message. Otherwise it is found.
-      let m = rowOf.get(message);
-      if (!m) {
-        await ownMailbox(user, mailboxId);
-        [m] = await store.messages(mailboxId, { uids: [message.uid] });
-        if (!m) throw new BackendError('nonexistent', 'the message was expunged');
+    async readBody(user, mailboxId, uid, start, end, ref) {
+      if (isRef(ref)) {
+        // The metadata this backend gave out for this session's mailbox: no second look-up of the row,
+        // and of the body only the range (with a blob store that reads ranges).
+        const p = ref.prefix.length;
+        const from = Math.max(0, start);
+        const to = Math.max(from, end);
+        if (to <= p) return ref.prefix.subarray(from, to);
+        const body = blobs.read
+          ? await blobs.read(ref.blobAddress, Math.max(0, from - p), to - p)
+          : ((await blobs.get(ref.blobAddress))?.subarray(Math.max(0, from - p), to - p) ?? null);
+        if (body) return from >= p ? body : Buffer.concat([ref.prefix.subarray(from), body]);
+        // Released meanwhile: the message was expunged (or its body is lost); the row says which.
       }
-      // The blob store has no range read: the whole body is fetched and the range sliced from it. A body gone
-      // since the listing (expunged, its last reference released) is an expunged message.
-      const body = await blobs.get(m.blobAddress);
-      if (!body) throw new BackendError('nonexistent', 'the message was expunged');
-      const from = Math.max(0, start);
-      const to = Math.max(from, end);
-      // Served octets are the prefix then the body; join only the parts the range touches.
-      if (to <= m.prefix.length) return m.prefix.subarray(from, to);
-      if (from >= m.prefix.length) return body.subarray(from - m.prefix.length, to - m.prefix.length);
-      return Buffer.concat([m.prefix.subarray(from), body.subarray(0, to - m.prefix.length)]);
+      await ownMailbox(user, mailboxId);
+      const [m] = await store.messages(mailboxId, { uids: [uid] });
+      if (!m) throw new BackendError('nonexistent', 'the message was expunged');
+      // The blob store has no range read: the whole body is fetched and the range sliced from it.
+      return served(m.prefix, await bodyOf(m), start, end);
+    },
+
+    async narrowByHeader(user, mailboxId, uids, field, needle) {
+      // The stored envelope holds these fields' first value as written (imap/search-eval.ts reads the
+      // same); an ASCII needle can be looked for there by Postgres (storage/pg/imap-mailboxes.ts).
+      const column = ENVELOPE_TEXT[field];
+      if (!column || !/^[\x20-\x7e]*$/.test(needle)) return null;
+      await ownMailbox(user, mailboxId);
+      return envelopeCandidates(db, mailboxId, uids, column, needle);
     },
 
     markSeen(user, mailboxId, uids) {

@@ -32,6 +32,11 @@ export interface BlobStore {
   put(source: BlobSource): Promise<BlobRef>;
   /** The whole blob, or null when no blob has that address. */
   get(address: string): Promise<Buffer | null>;
+  /**
+   * Optional: octets [start, end) of the blob (end clipped to its size), copied once and nothing else
+   * read, or null when absent. IMAP reads a header or a part this way (imap/store-backend.ts).
+   */
+  read?(address: string, start: number, end: number): Promise<Buffer | null>;
   /** The blob as a stream of chunks (never buffered whole), or null when absent. */
   stream(address: string): Promise<Readable | null>;
   has(address: string): Promise<boolean>;

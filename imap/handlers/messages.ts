@@ -10,7 +10,8 @@ import { atom, formatDateTime, literal, sectionLabel, statusResponse, untagged, 
 import { resolveSequenceNumbers, resolveUids, type SequenceSet } from '../sequence-set.js';
 import { envelopeValue } from '../render-envelope.js';
 import { bodyValue } from '../render-bodystructure.js';
-import { planSection, sectionBytes, type SectionPlan } from '../fetch-sections.js';
+import { isTopLevel, planSection, sectionBytes, type SectionPlan } from '../fetch-sections.js';
+import type { MimeTree } from '../../mail/mime-tree.js';
 import { matchesSearch, positionFilter, usesModseq, type SearchScope } from '../search-eval.js';
 
 const NOT_SELECTED: Outcome = { status: 'BAD', text: 'no mailbox is selected' };
@@ -68,6 +69,23 @@ function bodyItem(a: FetchAttribute): { section: Section; partial: SectionPlan['
   }
 }
 
+/**
+ * Whether any item needs the MIME tree: ENVELOPE, BODY, BODYSTRUCTURE and the sections of parts do;
+ * flags, sizes and the message's own BODY[], [HEADER], [TEXT] need only the header's length.
+ */
+function needsTree(items: readonly FetchAttribute[]): boolean {
+  return items.some((a) => {
+    if (a.kind === 'ENVELOPE' || a.kind === 'BODY' || a.kind === 'BODYSTRUCTURE') return true;
+    const b = bodyItem(a);
+    return b !== null && !isTopLevel(b.section);
+  });
+}
+
+function treeOf(m: MessageMeta): MimeTree {
+  if (!m.tree) throw new Error('fetchMeta was asked for no tree, and an item needs it');
+  return m.tree;
+}
+
 function setsSeen(a: FetchAttribute): boolean {
   return (a.kind === 'BODY[]' && !a.peek) || a.kind === 'RFC822' || a.kind === 'RFC822.TEXT';
 }
@@ -82,9 +100,10 @@ async function fetchItems(
   recent: boolean,
   flagsChanged: boolean,
 ): Promise<ImapValue[]> {
+  const tree = m.tree ?? { size: m.size - m.prefixLength, headerEnd: m.headerEnd };
   const bodies = items.map((a) => {
     const b = bodyItem(a);
-    return b ? { ...b, plan: planSection(m.tree, m.prefixLength, b.section, b.partial) } : null;
+    return b ? { ...b, plan: planSection(tree, m.prefixLength, b.section, b.partial) } : null;
   });
   const plans = bodies.flatMap((b) => (b?.plan ? [b.plan] : []));
   let source: Buffer = Buffer.alloc(0);
@@ -94,7 +113,7 @@ async function fetchItems(
     sourceStart = Math.min(...plans.map((p) => p.start));
     const end = Math.max(...plans.map((p) => p.end));
     if (end > sourceStart) {
-      source = await backend.readBody(session.principal!, sel.snapshot.mailboxId, m, sourceStart, end);
+      source = await backend.readBody(session.principal!, sel.snapshot.mailboxId, m.uid, sourceStart, end, m.ref);
     }
   }
   const out: ImapValue[] = [];
@@ -114,11 +133,11 @@ async function fetchItems(
       case 'RFC822.SIZE':
         return void out.push(atom('RFC822.SIZE'), m.size);
       case 'ENVELOPE':
-        return void out.push(atom('ENVELOPE'), envelopeValue(m.tree.envelope));
+        return void out.push(atom('ENVELOPE'), envelopeValue(treeOf(m).envelope));
       case 'BODY':
-        return void out.push(atom('BODY'), bodyValue(m.tree.body, false));
+        return void out.push(atom('BODY'), bodyValue(treeOf(m).body, false));
       case 'BODYSTRUCTURE':
-        return void out.push(atom('BODYSTRUCTURE'), bodyValue(m.tree.body, true));
+        return void out.push(atom('BODYSTRUCTURE'), bodyValue(treeOf(m).body, true));
       case 'MODSEQ': // RFC 7162 §3.1.4.1: "MODSEQ" SP "(" mod-sequence-value ")"
         return void out.push(atom('MODSEQ'), [m.modseq]);
     }
@@ -180,12 +199,15 @@ async function fetch(
       }
       found++;
       session.send(untagged([seq, atom('FETCH'), values]));
+      const wait = session.writable?.();
+      if (wait) await wait;
     }
   };
   let found = 0;
   let batch: MessageMeta[] = [];
   const metas = backend.fetchMeta(session.principal, sel.snapshot.mailboxId, uids, {
     changedSince: command.changedSince,
+    tree: needsTree(items),
   });
   for await (const m of metas) {
     batch.push(m);
@@ -222,17 +244,27 @@ const searchHandler =
     const maxSeq = all.length;
     const maxUid = all[all.length - 1] ?? 0;
     const pass = positionFilter(criteria, maxSeq, maxUid);
-    const candidates = all.filter((uid, i) => pass(i + 1, uid));
+    let candidates = all.filter((uid, i) => pass(i + 1, uid));
+    // A header key every match must pass narrows the candidates in the store first, when it can: a
+    // SEARCH SUBJECT then reads the few messages that may match, not the whole mailbox.
+    for (const k of criteria.key === 'AND' ? criteria.operands : [criteria]) {
+      if (!backend.narrowByHeader || !candidates.length) break;
+      const hint = k.key === 'SUBJECT' ? { field: 'subject', value: k.value } : k.key === 'HEADER' ? k : null;
+      if (!hint) continue;
+      const fewer = await backend.narrowByHeader(
+        user,
+        sel.snapshot.mailboxId,
+        candidates,
+        hint.field.toLowerCase(),
+        hint.value,
+      );
+      if (fewer) candidates = fewer;
+    }
     const recent = sel.recent;
-    // The message being matched, as fetchMeta gave it: readBody reads its octets with what came along.
-    let current: MessageMeta | null = null;
     const scope: SearchScope = {
       maxSeq,
       maxUid,
-      read: (m, start, end) => {
-        if (current?.uid !== m.uid) throw new Error('search: a read of another message than the one matched');
-        return backend.readBody(user, sel.snapshot.mailboxId, current, start, end);
-      },
+      read: (m, start, end) => backend.readBody(user, sel.snapshot.mailboxId, m.uid, start, end, m.ref),
     };
     const hits: number[] = [];
     let highest = 0n;
@@ -240,8 +272,7 @@ const searchHandler =
       for await (const meta of backend.fetchMeta(user, sel.snapshot.mailboxId, candidates, { changedSince: null })) {
         const seq = seqOf(sel, meta.uid);
         if (!seq) continue;
-        const m = { ...meta, seq, recent: recent.has(meta.uid) };
-        current = meta;
+        const m = { ...meta, tree: treeOf(meta), seq, recent: recent.has(meta.uid) };
         if (!(await matchesSearch(criteria, m, scope))) continue;
         hits.push(byUid ? meta.uid : seq);
         if (meta.modseq > highest) highest = meta.modseq;

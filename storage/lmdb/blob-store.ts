@@ -42,6 +42,29 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
     return c;
   }
 
+  /**
+   * Octets [start, end) of a blob, copied once out of LMDB's own memory: getBinaryFast lends a view that
+   * holds until the next read, and only the range is copied out of it (a header of a large body is a
+   * small copy; the whole body one copy, not one per chunk and another to join them).
+   */
+  function range(address: string, m: BlobMeta, start: number, end: number): Buffer {
+    const from = Math.max(0, start);
+    const to = Math.min(m.size, end);
+    const out = Buffer.allocUnsafe(Math.max(0, to - from));
+    let at = 0;
+    let pos = 0;
+    for (let i = 0; i < m.chunks && pos < to; i++) {
+      const lent = chunks.getBinaryFast([address, i]);
+      // Only a release by a caller that held no reference can remove a blob under a reader.
+      if (!lent) throw new BlobNotFoundError(address);
+      // The lent buffer may be longer than the value: lmdb-js gives the value's size as lastSize.
+      const c = lent.subarray(0, (chunks as unknown as { lastSize: number }).lastSize);
+      if (pos + c.length > from) at += c.copy(out, at, Math.max(from, pos) - pos, Math.min(to, pos + c.length) - pos);
+      pos += c.length;
+    }
+    return at === out.length ? out : out.subarray(0, at);
+  }
+
   return {
     kind: 'local',
 
@@ -64,10 +87,13 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
     async get(address) {
       checkBlobAddress(address);
       const m = meta.get(address);
-      if (!m) return null;
-      const parts: Buffer[] = [];
-      for (let i = 0; i < m.chunks; i++) parts.push(chunk(address, i));
-      return Buffer.concat(parts, m.size);
+      return m ? range(address, m, 0, m.size) : null;
+    },
+
+    async read(address, start, end) {
+      checkBlobAddress(address);
+      const m = meta.get(address);
+      return m ? range(address, m, start, end) : null;
     },
 
     async stream(address) {

@@ -42,6 +42,76 @@ export async function mailboxUids(q: Queryable, mailboxId: string): Promise<numb
   return rows.map((r) => Number(r.uid));
 }
 
+/** What FETCH and SEARCH read of a message row (imap/store-backend.ts), without the columns they never use. */
+export interface ImapMessageRow {
+  uid: number;
+  modseq: number;
+  flags: string[];
+  internalDate: Date;
+  size: number;
+  prefix: Buffer;
+  blobAddress: string;
+  /** The stored MIME tree's top-level header length (structure.body.bodyStart); null without a tree. */
+  headerEnd: number | null;
+  /** The stored MIME tree as JSON text, parsed by the caller only if it needs it; null when not asked. */
+  structure: string | null;
+}
+
+/**
+ * The rows of `uids` (ascending), only those changed after `changedSince` when given, the MIME tree only
+ * with `tree`: decoding 10,000 trees costs more than serving 10,000 headers does, and a FETCH of
+ * flags, sizes, BODY[] or BODY[HEADER] needs only the header's length, which Postgres reads out of it.
+ */
+export async function imapMessageRows(
+  q: Queryable,
+  mailboxId: string,
+  uids: readonly number[],
+  opts: { changedSince: number | null; tree: boolean },
+): Promise<ImapMessageRow[]> {
+  const rows = await q.query<ImapMessageRow>(
+    `SELECT uid, modseq, flags, internal_date AS "internalDate", size, prefix, blob_address AS "blobAddress",
+       (structure->'body'->>'bodyStart')::int AS "headerEnd",
+       CASE WHEN $4::boolean THEN structure::text END AS structure
+     FROM mail_messages
+     WHERE mailbox_id = $1 AND uid = ANY($2::bigint[]) AND ($3::bigint IS NULL OR modseq > $3::bigint)
+     ORDER BY uid`,
+    [mailboxId, uids, opts.changedSince, opts.tree],
+  );
+  for (const r of rows) {
+    // pg returns bytea as a Buffer, PGlite as a Uint8Array.
+    const p = r.prefix as Uint8Array;
+    if (!Buffer.isBuffer(p)) r.prefix = Buffer.from(p.buffer, p.byteOffset, p.byteLength);
+  }
+  return rows;
+}
+
+/** Fields of the stored envelope (mail/mime-header.ts Envelope) that hold a header's text as written. */
+export type EnvelopeTextField = 'subject' | 'date' | 'messageId' | 'inReplyTo';
+
+/**
+ * The UIDs among `uids` whose stored envelope field may contain `needle` (ASCII), compared without
+ * regard to case: a superset of the matches, for SEARCH to test exactly (imap/search-eval.ts). A field
+ * holding encoded words (RFC 2047) or 8-bit text is always kept, since its decoded form may match; a
+ * row without a stored envelope is kept too.
+ */
+export async function envelopeCandidates(
+  q: Queryable,
+  mailboxId: string,
+  uids: readonly number[],
+  field: EnvelopeTextField,
+  needle: string,
+): Promise<number[]> {
+  const pattern = `%${needle.replace(/[\\%_]/g, '\\$&')}%`;
+  const rows = await q.query<{ uid: number }>(
+    `SELECT uid FROM (SELECT uid, envelope, envelope->>$3 AS v FROM mail_messages
+       WHERE mailbox_id = $1 AND uid = ANY($2::bigint[])) m
+     WHERE envelope IS NULL OR v ILIKE $4 OR v LIKE '%=?%' OR v ~ '[^\\x01-\\x7e]'
+     ORDER BY uid`,
+    [mailboxId, uids, field, pattern],
+  );
+  return rows.map((r) => Number(r.uid));
+}
+
 /**
  * RFC 3501 §2.3.2: the UID above which messages are still \Recent to whoever selects the mailbox next. With
  * `claim` (a read-write SELECT) this session takes them: the mark moves to uid_next - 1 in the same statement,

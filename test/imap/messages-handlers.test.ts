@@ -117,12 +117,12 @@ function memoryBackend() {
           internalDate: m.internalDate,
           size: m.prefix.length + m.blob.length,
           tree: parseMimeTree(m.blob),
+          headerEnd: parseMimeTree(m.blob).body.bodyStart,
           prefixLength: m.prefix.length,
         };
       }
     },
-    async readBody(_u, mailboxId, message, start, end) {
-      const uid = message.uid;
+    async readBody(_u, mailboxId, uid, start, end) {
       calls.push(`readBody ${uid} ${start}-${end}`);
       const m = byId(mailboxId).messages.get(uid);
       if (!m) throw new BackendError('nonexistent', 'expunged');

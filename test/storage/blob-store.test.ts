@@ -64,6 +64,19 @@ async function contract(t: Test, blobs: BlobStore) {
     t.equal(await blobs.refs(ref.address), 2);
   });
 
+  t.test('read: a range, across chunk boundaries, clipped at the end', async (t) => {
+    if (!blobs.read) return t.pass(`the ${blobs.kind} store reads no ranges (optional)`);
+    const body = randomBytes(600 * 1024);
+    const a = await blobs.put(body);
+    t.same(await blobs.read(a.address, 0, 100), body.subarray(0, 100), 'the start of the first chunk');
+    const across = [256 * 1024 - 10, 512 * 1024 + 10] as const;
+    t.same(await blobs.read(a.address, ...across), body.subarray(...across), 'two chunk boundaries crossed');
+    t.same(await blobs.read(a.address, 590 * 1024, 700 * 1024), body.subarray(590 * 1024), 'clipped at the end');
+    t.equal((await blobs.read(a.address, 700 * 1024, 800 * 1024))?.length, 0, 'past the end: empty');
+    t.equal(await blobs.read(sha256(Buffer.from('absent')), 0, 10), null, 'absent: null');
+    t.same(await blobs.get(a.address), body, 'get is the whole range');
+  });
+
   t.test('an empty body is a blob too', async (t) => {
     const ref = await blobs.put(Buffer.alloc(0));
     t.same(ref, { address: sha256(Buffer.alloc(0)), size: 0 });
