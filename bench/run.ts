@@ -8,7 +8,8 @@
 //   2. Postfix: smtp-source (64 sessions) → a private Postfix relaying to an identical smtp-sink, the
 //      same N messages (same size, one recipient each). From smtp-source's start to the N-th message.
 //   3. sendEmail alone (the service with --role control: nothing delivers) for --seconds at 64
-//      clients, beside pgbench running bench/accept.sql, the same work per send, on the same Postgres.
+//      clients, then sendBatch (100 messages a request, 8 clients) for as long, beside pgbench running
+//      bench/accept.sql, the same work per send, on the same Postgres.
 //
 // Both end-to-end sides first send --warmup messages that are not timed: a service runs for days, and
 // a process that V8 has not yet compiled is not what we measure (at 100 the service was ~35% slower).
@@ -71,6 +72,7 @@ const C = Number(args.concurrency);
 const SECONDS = Math.max(3, Number(args.seconds));
 const ORGS = Number(args.orgs);
 const WARMUP = Number(args.warmup);
+const BATCH = 100;
 // How long the last message may take to arrive after the last request (a first delivery attempt
 // that fails waits SVC_RETRY_DELAYS' first step, a minute: that is a failure of the run, not slowness).
 const DRAIN_MS = 60_000;
@@ -240,6 +242,34 @@ try {
     cpuMsPerRequest,
     pgCpuMsPerRequest,
   };
+  // sendBatch (issue 16 item 7): the same messages, 100 a request, from 8 clients (a batch is already
+  // many sends in flight); messages per second beside single sends'.
+  const ctlBatch = await startChild('control', env, nodeFlags);
+  cleanups.push(() => ctlBatch.stop());
+  const batchC = Math.min(8, C);
+  checked(
+    'sendBatch warm-up',
+    await sendLoad(ctlBatch.url, tenants, { concurrency: batchC, count: WARMUP, firstIndex: 3e6, batch: BATCH }),
+  );
+  const batchCpu0 = ctlBatch.cpuSeconds();
+  const batched = await sendLoad(ctlBatch.url, tenants, {
+    concurrency: batchC,
+    untilMs: performance.now() + SECONDS * 1000,
+    firstIndex: 4e6,
+    batch: BATCH,
+  });
+  checked('sendBatch alone', batched);
+  await ctlBatch.stop();
+  results.sendBatch = {
+    batch: BATCH,
+    clients: batchC,
+    msgPerSec: batched.ok / ((batched.endMs - batched.startMs) / 1000),
+    messages: batched.ok,
+    p50Ms: quantile(batched.latencies, 0.5),
+    p99Ms: quantile(batched.latencies, 0.99),
+    cpuMsPerMessage: ((ctlBatch.cpuSeconds() - batchCpu0) * 1000) / batched.ok,
+  };
+
   // pgbench's backends are gone when it returns (and their CPU time with them): sample while it runs.
   const running = pgbench(dbUrl.toString(), ORGS, C, SECONDS);
   await sleep(1_000);
@@ -268,6 +298,8 @@ const svcR = results.svc as
 const pfR = results.postfix as (Rate & { version: string; cpuMsPerMessage: number }) | undefined;
 const seR = results.sendEmail as
   { rps: number; p50Ms: number; p99Ms: number; cpuMsPerRequest: number; pgCpuMsPerRequest: number } | undefined;
+const sbR = results.sendBatch as
+  { msgPerSec: number; clients: number; p50Ms: number; p99Ms: number; cpuMsPerMessage: number } | undefined;
 const pgR = results.pgbench as { tps: number; p50Ms: number; p99Ms: number; pgCpuMsPerTx: number } | undefined;
 const f = (n: number | undefined, d = 0) => (n === undefined || !Number.isFinite(n) ? '—' : n.toFixed(d));
 const ratio = (a?: number, b?: number) => (a && b ? a / b : undefined);
@@ -313,6 +345,13 @@ console.log(
       `${SECONDS} s`,
       `p50 ${f(seR?.p50Ms, 1)} ms, p99 ${f(seR?.p99Ms, 1)} ms; ` +
         `CPU/req: svc ${f(seR?.cpuMsPerRequest, 1)} ms + Postgres ${f(seR?.pgCpuMsPerRequest, 1)} ms`,
+    ),
+    row(
+      `  sendBatch of ${BATCH}, ${sbR?.clients ?? '—'} clients`,
+      `${f(sbR?.msgPerSec)} msg/s`,
+      `${SECONDS} s`,
+      `${f(ratio(sbR?.msgPerSec, seR?.rps), 2)}× single sends; a batch: p50 ${f(sbR?.p50Ms, 1)} ms, ` +
+        `p99 ${f(sbR?.p99Ms, 1)} ms; CPU/msg: svc ${f(sbR?.cpuMsPerMessage, 2)} ms`,
     ),
     row(
       `  pgbench bench/accept.sql -c ${C} -j 2 -M prepared`,

@@ -177,13 +177,15 @@ export interface LoadResult {
 
 /**
  * `concurrency` clients, each with its own key (round robin over the tenants' keys), each sending
- * one request at a time until `count` requests are made or `untilMs` (performance.now()) passes.
+ * one request at a time until `count` messages are sent or `untilMs` (performance.now()) passes. With
+ * `batch` > 1 each request is a sendBatch of that many messages; `ok` counts messages, `latencies` requests.
  */
 export async function sendLoad(
   url: string,
   tenants: Tenant[],
-  o: { concurrency: number; count?: number; untilMs?: number; firstIndex?: number },
+  o: { concurrency: number; count?: number; untilMs?: number; firstIndex?: number; batch?: number },
 ): Promise<LoadResult> {
+  const batch = o.batch ?? 1;
   // Interleaved, so that neighbouring clients belong to different organizations.
   const order: { key: Client; domain: string }[] = [];
   for (let k = 0; k < Math.max(...tenants.map((t) => t.keys.length)); k++) {
@@ -207,15 +209,18 @@ export async function sendLoad(
       const mine = order.filter((_, k) => k % o.concurrency === c);
       for (let n = 0; next < last && (o.untilMs === undefined || performance.now() < o.untilMs); n++) {
         const { key, domain } = mine[n % mine.length]!;
-        const i = next++;
+        const i = next;
+        next += batch;
+        const message = (j: number) => ({
+          from: `Bench <no-reply@${domain}>`,
+          to: `rcpt-${j}@dest.test`,
+          subject: `${SUBJECT} ${j}`,
+          text: TEXT,
+        });
         const t0 = performance.now();
         try {
-          await key.v1.services.sendEmail({
-            from: `Bench <no-reply@${domain}>`,
-            to: `rcpt-${i}@dest.test`,
-            subject: `${SUBJECT} ${i}`,
-            text: TEXT,
-          });
+          if (batch === 1) await key.v1.services.sendEmail(message(i));
+          else await key.v1.services.sendBatch({ messages: Array.from({ length: batch }, (_, k) => message(i + k)) });
           latencies.push(performance.now() - t0);
         } catch (err) {
           const what = err instanceof SvcError ? `${err.status} ${err.code}` : String(err);
@@ -225,5 +230,5 @@ export async function sendLoad(
     }),
   );
   const endMs = performance.now();
-  return { ok: latencies.length, errors, latencies: Float64Array.from(latencies).sort(), startMs, endMs };
+  return { ok: latencies.length * batch, errors, latencies: Float64Array.from(latencies).sort(), startMs, endMs };
 }

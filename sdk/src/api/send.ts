@@ -116,7 +116,7 @@ export const sendRoutes = routes({
     bodyLimit: SEND_LIMIT,
     audit: false,
     summary:
-      'Queue 1 to 100 messages at once, all or none: any invalid item is a 400 naming it (body.messages.<i>.<field>) ' +
+      'Queue 1 to 100 messages at once, all or none: any invalid item is a 400 naming it (body.messages[i].field) ' +
       'and nothing is queued. Answers a result per message, in order, once all are durable.',
     body: SendBatchBody,
     response: Type.Object({ data: Type.Array(SendResult) }),
