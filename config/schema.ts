@@ -61,6 +61,10 @@ export interface Config {
   httpMaxConnections: number;
   /** Request bodies over 1 MB read at once; more are answered 429. */
   httpMaxLargeBodies: number;
+  /** Requests a credential may make at once before its bucket runs dry (docs/decisions.md #7). */
+  rateLimitBurst: number;
+  /** Requests a second a credential's bucket regains. */
+  rateLimitPerSecond: number;
   /** Networks the platform key may be used from; empty: any. */
   platformAdminCidrs: string[];
   /** PEM file of CA certificates trusted beside the system's for MTA-STS policy fetches and MX certificates. */
@@ -433,6 +437,26 @@ export const fields = [
     expect: 'must be a whole number of at least 1',
     parse: Number,
     fallback: () => 64,
+  }),
+  f({
+    env: 'SVC_RATE_LIMIT_BURST',
+    key: 'rateLimitBurst',
+    doc:
+      'Requests each credential (API key, token) may make in a burst; its bucket then refills at ' +
+      'SVC_RATE_LIMIT_PER_SECOND. An operator may set an organization its own (POST /admin/v1/organizations/{id}/rate-limit).',
+    schema: { type: 'integer', minimum: 1, maximum: 1_000_000 },
+    expect: 'must be a whole number from 1 to 1000000',
+    parse: Number,
+    fallback: () => 100,
+  }),
+  f({
+    env: 'SVC_RATE_LIMIT_PER_SECOND',
+    key: 'rateLimitPerSecond',
+    doc: 'Requests a second each credential may make, sustained (the refill rate of its bucket).',
+    schema: { type: 'number', exclusiveMinimum: 0, maximum: 100_000 },
+    expect: 'must be a number above 0 and at most 100000 (0.5 is one request every two seconds)',
+    parse: Number,
+    fallback: () => 20,
   }),
   f({
     env: 'SVC_PLATFORM_ADMIN_CIDRS',

@@ -11,6 +11,23 @@ import type { Queryable } from '../../storage/pg/client.js';
 import { getUser, insertUser, listUsers, type User } from '../../storage/pg/users.js';
 import { listTokens, revokeToken } from '../../storage/pg/tokens.js';
 import { listProjectsOfUser } from '../../storage/pg/projects.js';
+import {
+  organizationRateLimit,
+  setOrganizationRateLimit,
+  type OrganizationRateLimit,
+} from '../../storage/pg/organizations.js';
+import { defaultBucket } from '../middleware/authenticate.js';
+import type { Config } from '../../config/schema.js';
+
+/** The bucket in force for an organization's credentials (docs/api.md §4.14). */
+function rateLimitJson(own: OrganizationRateLimit, config: Config) {
+  const d = defaultBucket(config);
+  return {
+    burst: own.burst ?? d.burst,
+    perSecond: own.perSecond ?? d.perSecond,
+    custom: own.burst !== null || own.perSecond !== null,
+  };
+}
 
 async function loadUser(q: Queryable, id: string): Promise<User> {
   const user = await getUser(q, id);
@@ -75,5 +92,23 @@ export const adminHandlers: Handlers<typeof adminRoutes> = {
     if (!(await revokeToken(rc.deps.storage.db, 'account', null, params.id, rc.now)))
       throw fail('not_found', 'No such account token.');
     return { ok: true as const };
+  },
+
+  async 'admin.organizations.rateLimit.get'({ params }, rc) {
+    const own = await organizationRateLimit(rc.deps.storage.db, params.id);
+    if (!own) throw fail('not_found', 'No such organization.');
+    return { rateLimit: rateLimitJson(own, rc.deps.ctx.config) };
+  },
+
+  async 'admin.organizations.rateLimit.set'({ params, body }, rc) {
+    const own = await setOrganizationRateLimit(
+      rc.deps.storage.db,
+      params.id,
+      { burst: body.burst, perSecond: body.perSecond },
+      rc.now,
+    );
+    if (!own) throw fail('not_found', 'No such organization.');
+    rc.audit.targetId = params.id;
+    return { rateLimit: rateLimitJson(own, rc.deps.ctx.config) };
   },
 };

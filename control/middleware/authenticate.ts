@@ -23,7 +23,13 @@ import { guardRequest, type Bucket, type GuardResult } from '../../storage/pg/re
 /** docs/api.md §5.1 rule 1 and §8. */
 export const SKEW_MS = 5 * 60_000;
 /** docs/decisions.md #7. */
-export const BUCKET: Bucket = { burst: 100, perSecond: 20 };
+/** The platform's default bucket of every credential (docs/decisions.md #7); an organization may have its own. */
+const buckets = new WeakMap<object, Bucket>();
+export function defaultBucket(config: { rateLimitBurst: number; rateLimitPerSecond: number }): Bucket {
+  let b = buckets.get(config);
+  if (!b) buckets.set(config, (b = { burst: config.rateLimitBurst, perSecond: config.rateLimitPerSecond }));
+  return b;
+}
 
 const AUTH_RE = /^SVC-HMAC-SHA256\s+Credential=([^,\s]{1,200}),\s*Signature=([^,\s]{1,200})$/;
 const NONCE_RE = /^[A-Za-z0-9._~:+/=-]{8,128}$/;
@@ -159,7 +165,8 @@ export async function checkHead(req: RequestHead, accepted: readonly CredentialK
         nonce: randomUUID(),
         nonceExpiresAt: new Date(nowMs + SKEW_MS),
         now,
-        bucket: BUCKET,
+        bucket: defaultBucket(config),
+        organizationId: null,
       }),
     );
     return { kind: 'platform_admin' };
@@ -226,7 +233,8 @@ export async function completeAuthentication(
     nonce,
     nonceExpiresAt: new Date(tsMs + SKEW_MS),
     now,
-    bucket: BUCKET,
+    bucket: defaultBucket(deps.ctx.config),
+    organizationId: 'organizationId' in checked ? checked.organizationId : null,
     credential: { lookup: credentialLookup(keyId)!, secretSealed: checked.secretSealed },
   });
   // Revoked, expired or changed since it was cached: nothing was consumed, and the request fails.
@@ -267,7 +275,7 @@ function refuseUnless(deps: Deps, accepted: readonly CredentialKind[], cred: Sto
 function checkGuard(guard: GuardResult): void {
   if (!guard.freshNonce) throw unauthorized();
   if (!guard.allowed) {
-    const retryAfter = Math.max(1, Math.ceil((1 - guard.tokens) / BUCKET.perSecond));
+    const retryAfter = Math.max(1, Math.ceil((1 - guard.tokens) / guard.perSecond));
     throw new ApiError(
       'rate_limited',
       'Too many requests for this credential.',

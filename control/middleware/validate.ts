@@ -47,7 +47,9 @@ export function fieldErrors(part: string, errors: ErrorObject[] | null | undefin
           ? 'is not a known field'
           : (e.message ?? 'is invalid');
     const key = field ? `${part}${field.startsWith('[') ? '' : '.'}${field}` : part;
-    if (!out.some((o) => o.field === key && o.message === message)) out.push({ field: key, message });
+    // One entry a field: its first error is the most telling (a Nullable's `anyOf` adds "must be null" and
+    // "must match a schema in anyOf" after the real one).
+    if (!out.some((o) => o.field === key)) out.push({ field: key, message });
   }
   return out;
 }

@@ -174,3 +174,34 @@ export async function projectAccessRow(
   );
   return rows[0] ?? null;
 }
+
+/** An organization's own request rate limit (migration 0018); null fields: the platform's defaults. */
+export interface OrganizationRateLimit {
+  burst: number | null;
+  perSecond: number | null;
+}
+
+export async function organizationRateLimit(q: Queryable, id: string): Promise<OrganizationRateLimit | null> {
+  if (!isUuid(id)) return null;
+  const rows = await q.query<OrganizationRateLimit>(
+    `SELECT rate_limit_burst AS burst, rate_limit_per_second AS "perSecond" FROM organizations WHERE id = $1`,
+    [id],
+  );
+  return rows[0] ?? null;
+}
+
+/** Sets (or, with nulls, clears) an organization's own rate limit; null when there is no such organization. */
+export async function setOrganizationRateLimit(
+  q: Queryable,
+  id: string,
+  limit: OrganizationRateLimit,
+  now: Date,
+): Promise<OrganizationRateLimit | null> {
+  if (!isUuid(id)) return null;
+  const rows = await q.query<OrganizationRateLimit>(
+    `UPDATE organizations SET rate_limit_burst = $2, rate_limit_per_second = $3, updated_at = $4 WHERE id = $1
+     RETURNING rate_limit_burst AS burst, rate_limit_per_second AS "perSecond"`,
+    [id, limit.burst, limit.perSecond, now],
+  );
+  return rows[0] ?? null;
+}

@@ -14,6 +14,8 @@ export interface GuardResult {
   allowed: boolean;
   /** tokens left after this request (when allowed) or available now (when not). */
   tokens: number;
+  /** The refill rate of the bucket that answered (the organization's own, or the default): for Retry-After. */
+  perSecond: number;
   /** The credential as it is now, when a lookup was given; null when it no longer authenticates. */
   credential: StoredCredential | null;
 }
@@ -28,30 +30,40 @@ export interface GuardInput {
   nonce: string;
   nonceExpiresAt: Date;
   now: Date;
+  /** The platform's default bucket (SVC_RATE_LIMIT_BURST, SVC_RATE_LIMIT_PER_SECOND). */
   bucket: Bucket;
+  /** The credential's organization, whose own limits (set by an operator) replace the default; null: none. */
+  organizationId: string | null;
   /** The credential the signature was checked with, to be read again (and matched) in the statement. */
   credential?: { lookup: CredentialLookup; secretSealed: string };
 }
 
-// The bucket refills at perSecond ($5) up to burst ($4) from its last update to the request's instant
-// (the proposed row's updated_at); a request takes one token if at least one is there. A rejected
-// request takes nothing, so a client that backs off per Retry-After gets through. In DO UPDATE SET
-// every right-hand side reads the old row, so REFILL means the same in each line.
-const REFILL = `least($4::float8,
-  r.tokens + greatest(0, extract(epoch FROM (excluded.updated_at - r.updated_at))::float8) * $5::float8)`;
+// The bucket refills at its per-second rate up to its burst (the organization's own, else $4 and $5: the lim
+// CTE) from its last update to the request's instant (the proposed row's updated_at); a request takes one token
+// if at least one is there. A rejected request takes nothing, so a client that backs off per Retry-After gets
+// through. In DO UPDATE SET every right-hand side reads the old row, so REFILL means the same in each line.
+const LIMIT = (column: string) => `(SELECT lim.${column} FROM lim WHERE lim.key_id = excluded.key)`;
+const REFILL = `least(${LIMIT('burst')},
+  r.tokens + greatest(0, extract(epoch FROM (excluded.updated_at - r.updated_at))::float8) * ${LIMIT('per_second')})`;
 
 // The bucket's INSERT takes its rows from the nonce CTE: a replayed nonce inserts nothing there, so a
 // replay (refused with 401) costs the credential's owner no token; nor does a request signed with a
 // credential that was revoked (or whose secret changed) since it was cached.
 //
-// Parameters: arrays $1 key ids, $2 instants, $3 nonces, $6 nonce expiries, $7 sealed secrets (with a
-// lookup); scalars $4 burst, $5 refill per second. One row per request, in order. A key id appears
+// Parameters: arrays $1 key ids, $2 instants, $3 nonces, $6 nonce expiries, $7 organization ids, $8 sealed
+// secrets (with a lookup); scalars $4 burst, $5 refill per second (the defaults). One row per request, in order. A key id appears
 // at most once per statement (an upsert may not touch the bucket's row twice). Rows are written in
 // key order, so concurrent statements take their row locks in one order and never deadlock.
 const guardSql = (lookup: CredentialLookup | null) => `
 WITH req AS (
-  SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $6::timestamptz[]${lookup ? ', $7::text[]' : ''})
-    WITH ORDINALITY AS q(key_id, at, nonce, expires_at${lookup ? ', sealed' : ''}, i)
+  SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $6::timestamptz[], $7::uuid[]${
+    lookup ? ', $8::text[]' : ''
+  })
+    WITH ORDINALITY AS q(key_id, at, nonce, expires_at, org_id${lookup ? ', sealed' : ''}, i)
+), lim AS (
+  SELECT req.key_id, coalesce(o.rate_limit_burst, $4::float8)::float8 AS burst,
+    coalesce(o.rate_limit_per_second, $5::float8) AS per_second
+  FROM req LEFT JOIN organizations o ON o.id = req.org_id
 ), ${
   lookup
     ? `cred AS (
@@ -66,7 +78,8 @@ WITH req AS (
   ON CONFLICT DO NOTHING RETURNING key_id
 ), bucket AS (
   INSERT INTO rate_limits AS r (key, tokens, allowed, updated_at)
-  SELECT nonce.key_id, $4::float8 - 1, true, req.at FROM nonce JOIN req ON req.key_id = nonce.key_id
+  SELECT nonce.key_id, lim.burst - 1, true, req.at
+  FROM nonce JOIN req ON req.key_id = nonce.key_id JOIN lim ON lim.key_id = nonce.key_id
   ORDER BY nonce.key_id
   ON CONFLICT (key) DO UPDATE SET
     tokens = CASE WHEN ${REFILL} >= 1 THEN ${REFILL} - 1 ELSE ${REFILL} END,
@@ -74,15 +87,17 @@ WITH req AS (
     updated_at = greatest(excluded.updated_at, r.updated_at)
   RETURNING r.key, r.tokens, r.allowed
 )
-SELECT (nonce.key_id IS NOT NULL) AS fresh, bucket.tokens, bucket.allowed
+SELECT (nonce.key_id IS NOT NULL) AS fresh, bucket.tokens, bucket.allowed, lim.per_second
   ${lookup ? ', (SELECT row_to_json(cred) FROM cred WHERE cred.i = req.i) AS cred' : ''}
-FROM req LEFT JOIN nonce ON nonce.key_id = req.key_id LEFT JOIN bucket ON bucket.key = req.key_id
+FROM req JOIN lim ON lim.key_id = req.key_id LEFT JOIN nonce ON nonce.key_id = req.key_id
+  LEFT JOIN bucket ON bucket.key = req.key_id
 ORDER BY req.i`;
 
 type Row = {
   fresh: boolean;
   tokens: number | null;
   allowed: boolean | null;
+  per_second: number;
   cred?: Record<string, unknown> | string | null;
 };
 
@@ -103,6 +118,7 @@ async function guardMany(
     burst,
     perSecond,
     gs.map((g) => g.nonceExpiresAt),
+    gs.map((g) => g.organizationId),
   ];
   if (lookup) params.push(gs.map((g) => g.credential!.secretSealed));
   const rows = await q.query<Row>(sql, params);
@@ -114,10 +130,13 @@ async function guardMany(
       freshNonce: r.fresh === true,
       allowed: r.allowed === true,
       tokens: r.tokens ?? 0,
+      perSecond: Number(r.per_second),
       credential: lookup && raw ? lookup.map(raw, gs[i]!.keyId) : null,
     };
   });
 }
+
+const sameBucket = (a: Bucket, b: Bucket) => a.burst === b.burst && a.perSecond === b.perSecond;
 
 // One batcher per database and credential kind (the lookup is part of the statement), one statement
 // in flight (see messages.ts). Requests with another bucket shape (none today) go alone. The map lives
@@ -133,7 +152,7 @@ export async function guardRequest(
   if (!guard) {
     const one = async (x: GuardInput) => (await guardMany(db, lookup, [x]))[0]!;
     guard = batched<GuardInput, GuardResult>(
-      async (xs) => (xs.every((x) => x.bucket === xs[0]!.bucket) ? guardMany(db, lookup, xs) : xs.map(() => ALONE)),
+      async (xs) => (xs.every((x) => sameBucket(x.bucket, xs[0]!.bucket)) ? guardMany(db, lookup, xs) : xs.map(() => ALONE)),
       one,
       { max: 128, inFlight: 1, keyOf: (x) => x.keyId },
     );

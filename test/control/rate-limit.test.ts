@@ -3,7 +3,10 @@
 // test advances it: the counts below are exact.
 import t, { type Test } from 'tap';
 import { signHeaders } from '@svc-mail/sdk';
+import { randomUUID } from 'node:crypto';
 import { startTestService, type TestService } from '../helpers/service.js';
+import { sender } from '../helpers/sender.js';
+import { errorOf } from '../helpers/errors.js';
 
 const WHOAMI = '/v1/services/whoami';
 
@@ -170,4 +173,53 @@ t.test('concurrent requests of many credentials share statements and still count
   );
   t.same(replays.filter((s) => s === 200).length, 1, 'one 200');
   t.same(replays.filter((s) => s === 401).length, 19, 'nineteen 401');
+});
+
+t.test('SVC_RATE_LIMIT_BURST and SVC_RATE_LIMIT_PER_SECOND set the default bucket', async (t) => {
+  const svc = await startTestService(t, { env: { SVC_RATE_LIMIT_BURST: '5', SVC_RATE_LIMIT_PER_SECOND: '0.5' } });
+  const me = await svc.signup();
+  const c = { keyId: me.tokenId, secret: me.secret };
+  svc.clock.freeze(svc.clock.now() + 60_000);
+  t.equal(count(await burst(svc, c, 7), 200), 5, 'a burst of 5');
+  // Half a token a second: the next token is two seconds away.
+  t.equal(expect429(t, await whoami(svc, c), 'the 8th'), 2, 'Retry-After from the configured rate');
+  svc.clock.advance(2000);
+  t.equal((await whoami(svc, c)).status, 200, 'one more after two seconds');
+});
+
+t.test("an operator gives an organization's credentials a bucket of their own (bulk senders)", async (t) => {
+  const svc = await startTestService(t);
+  const bulk = await sender(svc);
+  const other = await sender(svc);
+  const B: Cred = { keyId: bulk.keyId, secret: bulk.keySecret };
+  const O: Cred = { keyId: other.keyId, secret: other.keySecret };
+  const admin = svc.admin();
+
+  t.same(
+    await admin.admin.organizations.rateLimit.get({ id: bulk.orgId }),
+    { rateLimit: { burst: 100, perSecond: 20, custom: false } },
+    'the default before',
+  );
+  const set = await admin.admin.organizations.rateLimit.set({ id: bulk.orgId, burst: 300, perSecond: 150 });
+  t.same(set, { rateLimit: { burst: 300, perSecond: 150, custom: true } }, 'set');
+
+  svc.clock.freeze(svc.clock.now() + 60_000);
+  t.equal(count(await burst(svc, B, 320, 40), 200), 300, "the organization's key: a burst of 300");
+  t.equal(count(await burst(svc, O, 120, 40), 200), 100, "another organization's key: still 100");
+  svc.clock.advance(1000);
+  t.equal(count(await burst(svc, B, 160, 40), 200), 150, '150 a second refilled');
+
+  // Back to the defaults: the bucket is capped at 100 again at its next refill.
+  await admin.admin.organizations.rateLimit.set({ id: bulk.orgId, burst: null, perSecond: null });
+  svc.clock.advance(3600_000);
+  t.equal(count(await burst(svc, B, 120, 40), 200), 100, 'cleared: 100 again');
+
+  // Refusals: an unknown organization is 404, nonsense is 400 naming the field, a customer gets nothing.
+  t.equal((await errorOf(admin.admin.organizations.rateLimit.get({ id: randomUUID() }))).status, 404, 'unknown: 404');
+  const bad = await errorOf(admin.admin.organizations.rateLimit.set({ id: bulk.orgId, burst: 0, perSecond: 1 }));
+  t.same([bad.status, (bad.details as { field: string }[]).map((d) => d.field)], [400, ['body.burst']], 'burst 0');
+  const customer = await errorOf(
+    bulk.owner.client.admin.organizations.rateLimit.set({ id: bulk.orgId, burst: 1000, perSecond: 1000 }),
+  );
+  t.equal(customer.status, 403, "a customer's token may not (admin routes answer 403 to customers)");
 });

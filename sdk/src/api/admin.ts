@@ -17,6 +17,16 @@ const AccountToken = Type.Object({
   createdAt: Timestamp,
 });
 
+const RateLimit = Type.Object({
+  /** The bucket in force: the organization's own where set, else the platform's (SVC_RATE_LIMIT_*). */
+  burst: Type.Integer(),
+  perSecond: Type.Number(),
+  /** true when the organization has its own (set with the POST below), false when these are the defaults. */
+  custom: Type.Boolean(),
+});
+
+const OrganizationId = Type.Object({ id: Type.String({ maxLength: 64 }) });
+
 export const adminRoutes = routes({
   'admin.users.list': {
     method: 'GET',
@@ -70,5 +80,29 @@ export const adminRoutes = routes({
     summary: "Revoke any user's account token, by tokenId or id; 404 when there is no such live token.",
     params: Type.Object({ id: Type.String({ maxLength: 200 }) }),
     response: Ok,
+  },
+  'admin.organizations.rateLimit.get': {
+    method: 'GET',
+    path: '/admin/v1/organizations/{id}/rate-limit',
+    auth: ADMIN_AUTH,
+    summary:
+      "The request rate limit of every credential of the organization: its own, or the platform's default. " +
+      '404 for an unknown organization.',
+    params: OrganizationId,
+    response: Type.Object({ rateLimit: RateLimit }),
+  },
+  'admin.organizations.rateLimit.set': {
+    method: 'POST',
+    path: '/admin/v1/organizations/{id}/rate-limit',
+    auth: ADMIN_AUTH,
+    summary:
+      "Give the organization's credentials a bucket of their own (a bulk sender), or with nulls go back to the " +
+      "platform's default. Applies from each credential's next request. 404 for an unknown organization.",
+    params: OrganizationId,
+    body: Obj({
+      burst: Nullable(Type.Integer({ minimum: 1, maximum: 1_000_000 })),
+      perSecond: Nullable(Type.Number({ exclusiveMinimum: 0, maximum: 100_000 })),
+    }),
+    response: Type.Object({ rateLimit: RateLimit }),
   },
 });
