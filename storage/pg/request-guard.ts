@@ -152,7 +152,8 @@ export async function guardRequest(
   if (!guard) {
     const one = async (x: GuardInput) => (await guardMany(db, lookup, [x]))[0]!;
     guard = batched<GuardInput, GuardResult>(
-      async (xs) => (xs.every((x) => sameBucket(x.bucket, xs[0]!.bucket)) ? guardMany(db, lookup, xs) : xs.map(() => ALONE)),
+      async (xs) =>
+        xs.every((x) => sameBucket(x.bucket, xs[0]!.bucket)) ? guardMany(db, lookup, xs) : xs.map(() => ALONE),
       one,
       { max: 128, inFlight: 1, keyOf: (x) => x.keyId },
     );
