@@ -51,9 +51,9 @@ const REFILL = `least(${LIMIT('burst')},
 // credential that was revoked (or whose secret changed) since it was cached.
 //
 // Parameters: arrays $1 key ids, $2 instants, $3 nonces, $6 nonce expiries, $7 organization ids, $8 sealed
-// secrets (with a lookup); scalars $4 burst, $5 refill per second (the defaults). One row per request, in order. A key id appears
-// at most once per statement (an upsert may not touch the bucket's row twice). Rows are written in
-// key order, so concurrent statements take their row locks in one order and never deadlock.
+// secrets (with a lookup); scalars $4 burst, $5 refill per second (the defaults). One row per request, in
+// order. A key id appears at most once per statement (an upsert may not touch the bucket's row twice). Rows
+// are written in key order, so concurrent statements take their row locks in one order and never deadlock.
 const guardSql = (lookup: CredentialLookup | null) => `
 WITH req AS (
   SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $6::timestamptz[], $7::uuid[]${
