@@ -443,7 +443,8 @@ export const fields = [
     key: 'rateLimitBurst',
     doc:
       'Requests each credential (API key, token) may make in a burst; its bucket then refills at ' +
-      'SVC_RATE_LIMIT_PER_SECOND. An operator may set an organization its own (POST /admin/v1/organizations/{id}/rate-limit).',
+      'SVC_RATE_LIMIT_PER_SECOND. An operator may set an organization its own ' +
+      '(POST /admin/v1/organizations/{id}/rate-limit).',
     schema: { type: 'integer', minimum: 1, maximum: 1_000_000 },
     expect: 'must be a whole number from 1 to 1000000',
     parse: Number,
