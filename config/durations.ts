@@ -19,3 +19,15 @@ export function parseDurationList(raw: string): number[] | null {
   }
   return out;
 }
+
+/** A duration in the largest unit that writes it exactly (300000 → `5m`), as an operator would write it. */
+export function formatDuration(ms: number): string {
+  for (const [unit, size] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ] as const)
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
+}

@@ -3,6 +3,7 @@
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import { crossChecks, fields, formats, type Config, type SourceAddresses } from './schema.js';
+import { formatDuration } from './durations.js';
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -68,9 +69,15 @@ export function describeConfig(config: Readonly<Config>, env: NodeJS.ProcessEnv 
     .map((fl) => {
       const v = config[fl.key];
       const written = env[fl.env]?.trim();
-      // Durations are held in ms; a bare number in a duration variable means seconds, so the unit is written.
+      // Durations are held in ms and shown as an operator writes them (5m, 1h), always with their unit: a bare
+      // number in a duration variable means seconds.
       const ms = fl.key.endsWith('Ms');
-      const shown = ms && typeof v === 'number' ? `${v}ms` : ms && Array.isArray(v) ? v.map((x) => `${x}ms`) : v;
+      const shown =
+        ms && typeof v === 'number'
+          ? formatDuration(v)
+          : ms && Array.isArray(v)
+            ? (v as number[]).map((x) => formatDuration(x))
+            : v;
       let value = fl.secret && v !== null ? '(set, redacted)' : written ? written : show(shown);
       if (fl.key === 'publicUrl' && v === null) value = `(unset: http://${config.bindHost}:<bound HTTP port>)`;
       return `${fl.env}=${value}\n    # ${fl.doc}`;

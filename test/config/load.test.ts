@@ -309,8 +309,10 @@ t.test('describeConfig prints durations with their unit, so that they read back'
   const text = describeConfig(c);
   const session = /^SVC_MX_SESSION_TIMEOUT=(.*)$/m.exec(text)?.[1] ?? '';
   const retries = /^SVC_RETRY_DELAYS=(.*)$/m.exec(text)?.[1] ?? '';
-  t.equal(session, '90000ms');
+  t.equal(session, '90s', 'in the largest unit that writes it exactly');
   t.equal(loadConfig({ SVC_MX_SESSION_TIMEOUT: session }).mxSessionTimeoutMs, 90_000);
+  t.equal(retries, '1m,250ms');
+  t.match(describeConfig(loadConfig({})), /^SVC_MX_IDLE_TIMEOUT=5m$/m, 'a default as an operator writes it');
   t.same(loadConfig({ SVC_RETRY_DELAYS: retries }).retryDelaysMs, [60_000, 250]);
 });
 
