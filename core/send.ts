@@ -18,6 +18,7 @@ import { encodeReturnPath, returnPathMac } from '../mail/verp.js';
 import { extrasOf, hasExtras, type ExtraFields, type Extras } from './send-fields.js';
 import { recipientsOf, type RecipientFields, type Recipients } from './send-recipients.js';
 import { parseScheduledAt } from './schedule.js';
+import { simulatorDomain } from '../mail/simulator.js';
 import type { SpoolEntry } from '../storage/lmdb/spool.js';
 import {
   acceptMessage,
@@ -286,6 +287,7 @@ async function compose(deps: CoreDeps, now: Date, p: Prepared, cap: SendingCapab
       metadata: extras?.metadata ?? null,
       now: now,
       scheduledAt: p.scheduledAt,
+      simulatorDomain: simulatorDomain(deps.ctx.config.hostname),
     },
   };
 }

@@ -18,6 +18,9 @@ import { createKeyCache } from './signing-keys.js';
 import { createOutcomeWriter, decide, type Decision } from './outcomes.js';
 import { createPools, type PoolOptions, type SendResult } from './pool.js';
 import { createTlsPolicy } from './tls-policy.js';
+import { simulate } from './simulate.js';
+import { simulatorDomain } from '../../mail/simulator.js';
+import { recordReport } from '../../storage/pg/reports.js';
 import { sourceAddressFor } from './source-address.js';
 import { pollLoop } from '../poll-loop.js';
 
@@ -73,6 +76,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   });
   const keys = createKeyCache(db, storage.sealer, () => clock.now());
   const writer = createOutcomeWriter(db, log);
+  const simulator = simulatorDomain(config.hostname);
   const inFlight = new Set<string>();
   // Leased again while their attempt was finishing (rescheduled to a time already past): the lease
   // moved them away, so they are put back once that attempt is done.
@@ -171,9 +175,24 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     const source = sourceAddressFor(config.sourceAddresses, e.mailFrom);
     if (envelopes) return sendEnvelopes(e, envelopes, source, signed);
     const attempts = e.attempts + 1;
-    const result = await pools.send({ domain: e.domain, source }, e.mailFrom, e.rcptTo, signed);
+    const sim = simulate(e.rcptTo, simulator);
+    const result = sim?.result ?? (await pools.send({ domain: e.domain, source }, e.mailFrom, e.rcptTo, signed));
     const decision = decide(result, e.rcptTo, attempts, clock.now(), config.retryDelaysMs);
+    if (sim) delete decision.suppress; // the simulator's bounces suppress no one (docs/api.md §4.11)
     await finish(e, decision, attempts);
+    if (sim?.outcome === 'complained') await complain(e, e.rcptTo, false);
+  }
+
+  /** The simulator's complained@: delivered, then a complaint as a feedback loop would send it. */
+  async function complain(e: SpoolEntry, rcpt: string, multi: boolean) {
+    await recordReport(db, {
+      messageId: e.id,
+      ...(multi ? { recipient: rcpt } : {}),
+      projectId: e.projectId,
+      type: 'complained',
+      detail: { recipient: rcpt, source: 'simulator', feedbackType: 'abuse' },
+      at: new Date(clock.now()),
+    });
   }
 
   /** The outcome of an attempt for one recipient; every event names its recipient (docs/api.md §6). */
@@ -217,16 +236,25 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       envelopes.map(async (v): Promise<SpoolEnvelope | null> => {
         if (!due.has(v)) return v;
         const attempts = v.attempts + 1;
-        const result = await pools.send({ domain: v.domain, source }, e.mailFrom, v.rcpts, signed);
+        // The simulator's domain is answered here, recipient by recipient; nothing is dialled.
+        const result =
+          v.domain === simulator ? null : await pools.send({ domain: v.domain, source }, e.mailFrom, v.rcpts, signed);
         const at = clock.now();
         const decisions = v.rcpts.map((r) => {
-          const own = result.kind === 'connection' ? undefined : result.rejected?.find((x) => x.to === r);
+          const sim = result ? null : simulate(r, simulator);
+          if (sim) {
+            const d = decide(sim.result, r, attempts, at, config.retryDelaysMs);
+            delete d.suppress;
+            return { r, d, complained: sim.outcome === 'complained' };
+          }
+          const own = result!.kind === 'connection' ? undefined : result!.rejected?.find((x) => x.to === r);
           const res: SendResult = own
-            ? { kind: 'reply', host: result.host, reply: own.reply, transport: result.transport }
-            : result;
-          return { r, d: decide(res, r, attempts, at, config.retryDelaysMs) };
+            ? { kind: 'reply', host: result!.host, reply: own.reply, transport: result!.transport }
+            : result!;
+          return { r, d: decide(res, r, attempts, at, config.retryDelaysMs), complained: false };
         });
         await Promise.all(decisions.map(({ r, d }) => writer.write(outcomeOf(e, r, d, attempts, true))));
+        for (const { r } of decisions.filter((x) => x.complained)) await complain(e, r, true);
         const deferred = decisions.filter(({ d }) => d.status === 'deferred');
         if (!deferred.length) return null;
         const retryAt = Math.max(...deferred.map(({ d }) => d.retryAtMs!));

@@ -64,6 +64,11 @@ export interface NewMessage {
   now: Date;
   /** docs/api.md §4.11: when a scheduled message may leave (its spool entry is due then); null: at once. */
   scheduledAt?: Date | null;
+  /**
+   * The simulator's domain (mail/simulator.ts): its recipients count nothing against the daily allowance, and
+   * `suppressed@` there is treated as on the suppression list. Absent: no simulator.
+   */
+  simulatorDomain?: string | null;
 }
 
 class Refused extends Error {
@@ -90,19 +95,30 @@ export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 // and a row each; it is `suppressed` only when every one of them is, and each suppressed recipient has an
 // event of its own.
 //
-// Parameters: per message arrays $1–$19, $22, $23, $28 (the number of recipients) and $29 (scheduledAt; see
-// acceptRows), $20 the
-// daily limit of the free plan, $21 the idempotency key, per recipient arrays $24–$27.
+// Parameters: per message arrays $1–$19, $22, $23, $28 (the number of recipients), $29 (scheduledAt) and $30
+// (the simulator's domain; see acceptRows), $20 the daily limit of the free plan, $21 the idempotency key, per
+// recipient arrays $24–$27.
 const ACCEPT_SQL = `
 WITH req AS (
   SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[],
     $9::text[], $10::text[], $11::int[], $12::timestamptz[], $13::uuid[], $14::int[], $15::date[], $16::uuid[],
-    $17::text[], $18::text[], $19::text[], $22::text[], $23::text[], $28::int[], $29::timestamptz[])
+    $17::text[], $18::text[], $19::text[], $22::text[], $23::text[], $28::int[], $29::timestamptz[], $30::text[])
     WITH ORDINALITY AS q(id, project_id, organization_id, outbound_id, from_header, from_address, to_address, subject,
       message_id_header, return_path, size_bytes, at, template_id, template_version, day, event_id, domain,
-      return_path_subdomain, display_name, tags, metadata, n, scheduled_at, i)
+      return_path_subdomain, display_name, tags, metadata, n, scheduled_at, simulator, i)
 ), rcpt AS (
   SELECT * FROM unnest($24::int[], $25::text[], $26::text[], $27::int[]) AS r(i, address, kind, position)
+), every AS (
+  -- Each recipient of each message: the one of a message to one, or its rcpt rows.
+  SELECT req.i, req.to_address AS address FROM req WHERE req.n = 1
+  UNION ALL
+  SELECT rcpt.i, rcpt.address FROM rcpt
+), sim AS (
+  -- Recipients at the simulator's domain (mail/simulator.ts): they count nothing against the allowance.
+  SELECT every.i, every.address, split_part(split_part(every.address, '@', 1), '+', 1) AS outcome FROM every
+  JOIN req ON req.i = every.i WHERE req.simulator IS NOT NULL AND split_part(every.address, '@', 2) = req.simulator
+), charged AS (
+  SELECT req.i, req.n - (SELECT count(*) FROM sim WHERE sim.i = req.i)::int AS n FROM req
 ), cap AS (
   SELECT req.i, o.plan FROM req
   JOIN outbound_capabilities c ON c.id = req.outbound_id AND c.project_id = req.project_id AND c.domain = req.domain
@@ -112,19 +128,20 @@ WITH req AS (
   JOIN organizations o ON o.id = p.organization_id
 ), counted AS (
   INSERT INTO quota_days AS d (organization_id, day, accepted)
-  SELECT req.organization_id, req.day, sum(req.n) FROM req JOIN cap ON cap.i = req.i
-  GROUP BY req.organization_id, req.day, cap.plan HAVING cap.plan = 'payg' OR sum(req.n) <= $20::int
+  SELECT req.organization_id, req.day, sum(charged.n) FROM req JOIN cap ON cap.i = req.i JOIN charged ON charged.i = req.i
+  GROUP BY req.organization_id, req.day, cap.plan HAVING cap.plan = 'payg' OR sum(charged.n) <= $20::int
   ORDER BY req.organization_id, req.day -- one lock order for every statement: no deadlock between batches
   ON CONFLICT (organization_id, day) DO UPDATE SET accepted = d.accepted + excluded.accepted
   WHERE (SELECT plan FROM organizations WHERE id = d.organization_id) = 'payg'
     OR d.accepted + excluded.accepted <= $20::int
   RETURNING organization_id, day
 ), sup AS (
-  SELECT req.i, req.to_address AS address, s.reason FROM req
-  JOIN suppressions s ON s.project_id = req.project_id AND s.address = req.to_address WHERE req.n = 1
+  SELECT every.i, every.address, s.reason FROM every JOIN req ON req.i = every.i
+  JOIN suppressions s ON s.project_id = req.project_id AND s.address = every.address
   UNION ALL
-  SELECT req.i, rcpt.address, s.reason FROM rcpt JOIN req ON req.i = rcpt.i
-  JOIN suppressions s ON s.project_id = req.project_id AND s.address = rcpt.address
+  -- The simulator's suppressed@ is on every suppression list (and on no table).
+  SELECT sim.i, sim.address, 'simulator' FROM sim JOIN req ON req.i = sim.i WHERE sim.outcome = 'suppressed'
+    AND NOT EXISTS (SELECT 1 FROM suppressions s WHERE s.project_id = req.project_id AND s.address = sim.address)
 ), supn AS (
   SELECT i, count(*) AS n FROM sup GROUP BY i
 ), msg AS (
@@ -209,6 +226,7 @@ async function acceptRows(
     ...recipientColumns(ms),
     col((m) => m.recipients?.length ?? 1),
     col((m) => m.scheduledAt ?? null),
+    col((m) => m.simulatorDomain ?? null),
   ]);
   if (rows.length !== ms.length) throw new Error(`accept returned ${rows.length} rows for ${ms.length} messages`);
   return rows.map((r, i): AcceptOutcome => {
