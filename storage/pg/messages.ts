@@ -128,7 +128,8 @@ WITH req AS (
   JOIN organizations o ON o.id = p.organization_id
 ), counted AS (
   INSERT INTO quota_days AS d (organization_id, day, accepted)
-  SELECT req.organization_id, req.day, sum(charged.n) FROM req JOIN cap ON cap.i = req.i JOIN charged ON charged.i = req.i
+  SELECT req.organization_id, req.day, sum(charged.n)
+  FROM req JOIN cap ON cap.i = req.i JOIN charged ON charged.i = req.i
   GROUP BY req.organization_id, req.day, cap.plan HAVING cap.plan = 'payg' OR sum(charged.n) <= $20::int
   ORDER BY req.organization_id, req.day -- one lock order for every statement: no deadlock between batches
   ON CONFLICT (organization_id, day) DO UPDATE SET accepted = d.accepted + excluded.accepted
