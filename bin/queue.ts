@@ -18,6 +18,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Config } from '../config/schema.js';
 import { normalizeDomain } from '../mail/domain-names.js';
+import { sourceAddressFor } from '../mta/outbound/source-address.js';
 import { openLmdb } from '../storage/lmdb/env.js';
 import {
   domainKey,
@@ -546,8 +547,31 @@ const summaryRowJson = (r: SpoolSummaryRow, now: number) => ({
   oldestAgeMs: Math.max(0, now - r.oldestCreatedMs),
 });
 
-function summary(spool: Spool, plan: Extract<Plan, { sub: 'summary' }>, io: QueueIo): number {
+/**
+ * The sender-domain rows regrouped by the local address their deliveries leave from (SVC_SOURCE_ADDRESSES, by
+ * sending domain), or null when none is configured (every delivery leaves from the system's choice).
+ */
+function bySource(config: Readonly<Config>, rows: SpoolSummaryRow[]): SpoolSummaryRow[] | null {
+  const sa = config.sourceAddresses;
+  if (sa.default === null && !Object.keys(sa.byDomain).length) return null;
+  const out = new Map<string, SpoolSummaryRow>();
+  for (const r of rows) {
+    const key = sourceAddressFor(sa, `x@${r.key}`) ?? '(system)';
+    const o = out.get(key);
+    if (!o) out.set(key, { ...r, key });
+    else {
+      o.messages += r.messages;
+      o.deferred += r.deferred;
+      o.held += r.held;
+      o.oldestCreatedMs = Math.min(o.oldestCreatedMs, r.oldestCreatedMs);
+    }
+  }
+  return [...out.values()].sort((a, b) => b.messages - a.messages);
+}
+
+function summary(spool: Spool, config: Readonly<Config>, plan: Extract<Plan, { sub: 'summary' }>, io: QueueIo): number {
   const s: SpoolSummary = spool.summary();
+  const sources = bySource(config, s.bySender);
   const heldDomains = spool.heldDomains();
   const now = Date.now();
   const { limit } = plan;
@@ -564,6 +588,9 @@ function summary(spool: Spool, plan: Extract<Plan, { sub: 'summary' }>, io: Queu
         senders: s.bySender.length,
         byDomain: s.byDomain.slice(0, limit).map((r) => ({ domain: r.key, ...summaryRowJson(r, now) })),
         bySender: s.bySender.slice(0, limit).map((r) => ({ senderDomain: r.key, ...summaryRowJson(r, now) })),
+        ...(sources
+          ? { bySource: sources.slice(0, limit).map((r) => ({ sourceAddress: r.key, ...summaryRowJson(r, now) })) }
+          : {}),
         heldDomains: heldDomains.map((h) => ({ domain: h.domain, since: iso(h.sinceMs) })),
       }),
     );
@@ -587,6 +614,10 @@ function summary(spool: Spool, plan: Extract<Plan, { sub: 'summary' }>, io: Queu
     io.out('');
     block('SENDER DOMAIN', s.bySender);
     io.out('');
+    if (sources) {
+      block('SOURCE ADDRESS', sources);
+      io.out('');
+    }
   }
   io.out(
     `${s.total} queued, ${s.deferred} deferred, ${s.held} held, ${s.cancelled} cancelled` +
@@ -653,7 +684,7 @@ export async function queue(args: string[], config: Readonly<Config>, io: QueueI
       case 'bounceDomain':
         return await bounceDomain(spool, plan, io);
       case 'summary':
-        return summary(spool, plan, io);
+        return summary(spool, config, plan, io);
       case 'hold':
         return await hold(spool, plan, io);
       case 'release':

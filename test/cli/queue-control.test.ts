@@ -22,11 +22,15 @@ interface Run {
 }
 
 function svcQueue(dataDir: string, ...args: string[]): Promise<Run> {
+  return svcQueueWith({}, dataDir, ...args);
+}
+
+function svcQueueWith(extra: Record<string, string>, dataDir: string, ...args: string[]): Promise<Run> {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SVC_')) env[k] = v;
   const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', 'queue', ...args], {
     cwd: ROOT,
-    env: { ...env, SVC_DATA_DIR: dataDir },
+    env: { ...env, ...extra, SVC_DATA_DIR: dataDir },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -131,7 +135,12 @@ t.test('summary, hold (through a restart), release, bounce by id and by domain',
   t.equal(sentTo(w, '@ok.test'), 0, 'nothing reached the held domain');
 
   await t.test('summary: per destination and sender domain, deferred, held, oldest', async (t) => {
-    const [json, text, list] = await Promise.all([q('summary', '--json'), q('summary'), q('list')]);
+    const [json, text, list, sourced] = await Promise.all([
+      q('summary', '--json'),
+      q('summary'),
+      q('list'),
+      svcQueueWith({ SVC_SOURCE_ADDRESSES: `${w.s.domain}=192.0.2.11` }, svc.dataDir, 'summary', '--json'),
+    ]);
     t.equal(json.code, 0, json.stderr);
     const s = JSON.parse(json.out) as Record<string, unknown> & {
       byDomain: Record<string, unknown>[];
@@ -151,6 +160,14 @@ t.test('summary, hold (through a restart), release, bounce by id and by domain',
     for (const r of s.byDomain) t.ok(typeof r.oldestAgeMs === 'number' && r.oldestAgeMs < 120_000, 'oldestAgeMs');
     t.match(s.bySender, [{ messages: 5, deferred: 4, held: 2 }]);
     t.match(String(s.bySender[0]?.senderDomain), new RegExp(`${w.s.domain.replace(/\./g, '\\.')}$`));
+
+    t.notOk('bySource' in s, 'no source address table without SVC_SOURCE_ADDRESSES');
+    t.equal(sourced.code, 0, sourced.stderr);
+    t.match(
+      (JSON.parse(sourced.out) as { bySource: unknown }).bySource,
+      [{ sourceAddress: '192.0.2.11', messages: 5, deferred: 4, held: 2 }],
+      'by the local address deliveries leave from (the sending domain of the return path)',
+    );
 
     t.equal(text.code, 0, text.stderr);
     const rows = lines(text.out);
