@@ -1,12 +1,15 @@
 // `svc queue`: the operator's view of the outbound spool. Lists, inspects, makes due now ("retry") and
-// cancels ("delete") queued messages; `lost` lists, from Postgres, the messages the reconciler ended as lost.
+// cancels ("delete") queued messages; `summary` counts them per domain (Postfix's qshape); `hold` and
+// `release` stop and resume a destination domain; `bounce` ends messages failed (Postfix's `postsuper -d`);
+// `lost` lists, from Postgres, the messages the reconciler ended as lost.
 //
 // It opens ONLY the LMDB environment under SVC_DATA_DIR, never Postgres: the running service may hold
 // the embedded database (PGlite), which one process at a time can open, while LMDB is made to be shared
 // by processes. So it works the same whether the service is running on that data directory or not.
-// That is also why `delete` does not remove anything: it marks the entry cancelled and makes it due, and
-// the delivery worker, which owns the message's Postgres row, records it `failed` ("cancelled by
-// operator") and removes it.
+// That is also why `delete` and `bounce` do not remove anything: they mark the entry cancelled (with their
+// reason) and make it due, and the delivery worker, which owns the message's Postgres row, records it
+// `failed` ("cancelled by operator", "bounced by operator"), which notifies the webhooks, and removes it.
+// Likewise a hold is a record in the spool's environment that the worker's lease reads (storage/lmdb/spool.ts).
 //
 // Exit codes, as for every `svc` command (bin/svc.ts): 0 done; 1 failed (an id that is not spooled, or
 // no spool under SVC_DATA_DIR); 2 bad usage or a bad configuration.
@@ -15,8 +18,16 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Config } from '../config/schema.js';
 import { normalizeDomain } from '../mail/domain-names.js';
+import { sourceAddressFor } from '../mta/outbound/source-address.js';
 import { openLmdb } from '../storage/lmdb/env.js';
-import { openSpool, type Spool, type SpoolEntry } from '../storage/lmdb/spool.js';
+import {
+  domainKey,
+  openSpool,
+  type Spool,
+  type SpoolEntry,
+  type SpoolSummary,
+  type SpoolSummaryRow,
+} from '../storage/lmdb/spool.js';
 import { openPostgres } from '../storage/pg/client.js';
 import { lostMessages } from '../storage/pg/deliveries.js';
 
@@ -25,10 +36,17 @@ export const QUEUE_USAGE = `usage: svc queue <subcommand>
   inspect <id> [--json | --body]           one message's fields and headers; --body: its raw bytes only
   retry <id> | --all [--domain D]          make messages due now
   delete <id>                              cancel a message (the MTA records it failed and drops it)
+  summary [--limit N] [--json]             messages, deferred, held and oldest per destination domain and
+                                           per sender domain (like Postfix's qshape)
+  hold [--domain D]                        hold a destination domain: its mail stays queued, not attempted;
+                                           without --domain: list the held domains
+  release --domain D                       end a hold: the domain's messages are due now
+  bounce <id> | --domain D                 end messages failed ("bounced by operator"), webhooks notified
   lost [--days N] [--json]                 messages the reconciler ended failed as lost (last 30 days;
                                            reads Postgres: needs SVC_DATABASE_URL)`;
 
-const SUBCOMMANDS = ['list', 'inspect', 'retry', 'delete', 'lost'];
+const SUBCOMMANDS = ['list', 'inspect', 'retry', 'delete', 'lost', 'summary', 'hold', 'release', 'bounce'];
+const BOUNCE_REASON = 'bounced by operator';
 const DEFAULT_LIMIT = 100;
 /** `retry --all` reschedules in slices of this many, each one group commit, never one promise per entry at once. */
 const RETRY_SLICE = 1_000;
@@ -82,7 +100,8 @@ function span(ms: number): string {
 /** When the next attempt is: due, or in how long. */
 const when = (e: SpoolEntry, now: number) => (e.nextAttemptMs <= now ? 'due' : `in ${span(e.nextAttemptMs - now)}`);
 
-const state = (e: SpoolEntry, now: number) => (e.cancelledMs !== undefined ? 'cancelled' : when(e, now));
+const state = (e: SpoolEntry, now: number, held: (d: string) => boolean) =>
+  e.cancelledMs !== undefined ? 'cancelled' : held(e.domain) ? 'held' : when(e, now);
 
 /** The JSON form of an entry: its stored fields, plus the times written out. */
 function entryJson(e: SpoolEntry, now: number): Record<string, unknown> {
@@ -140,6 +159,11 @@ type Plan =
   | { sub: 'retry'; id: string }
   | { sub: 'retryAll'; domain: string | undefined; matches: ((d: string) => boolean) | null }
   | { sub: 'delete'; id: string }
+  | { sub: 'summary'; limit: number; json: boolean }
+  | { sub: 'hold'; domain: string | undefined }
+  | { sub: 'release'; domain: string }
+  | { sub: 'bounce'; id: string }
+  | { sub: 'bounceDomain'; domain: string; matches: (d: string) => boolean }
   | { sub: 'lost'; days: number; json: boolean };
 
 function oneId(positionals: string[], sub: string): string {
@@ -191,6 +215,40 @@ function parse(sub: string, args: string[]): Plan {
       const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
       return { sub, id: oneId(positionals, sub) };
     }
+    case 'summary': {
+      const { values, positionals } = parseArgs({
+        args,
+        allowPositionals: true,
+        options: { limit: { type: 'string' }, json: { type: 'boolean', default: false } },
+      });
+      if (positionals.length) throw new UsageError('summary takes no argument');
+      return { sub, limit: parseLimit(values.limit), json: values.json };
+    }
+    case 'hold':
+    case 'release': {
+      const { values, positionals } = parseArgs({
+        args,
+        allowPositionals: true,
+        options: { domain: { type: 'string' } },
+      });
+      if (positionals.length) throw new UsageError(`${sub} takes --domain D, not an argument`);
+      if (values.domain !== undefined) domainMatcher(values.domain); // refuses an empty name
+      if (sub === 'hold') return { sub, domain: values.domain };
+      if (values.domain === undefined) throw new UsageError('release needs --domain D');
+      return { sub, domain: values.domain };
+    }
+    case 'bounce': {
+      const { values, positionals } = parseArgs({
+        args,
+        allowPositionals: true,
+        options: { domain: { type: 'string' } },
+      });
+      if (values.domain !== undefined) {
+        if (positionals.length) throw new UsageError('bounce takes a message id or --domain, not both');
+        return { sub: 'bounceDomain', domain: values.domain, matches: domainMatcher(values.domain)! };
+      }
+      return { sub, id: oneId(positionals, 'bounce (or --domain)') };
+    }
     case 'lost': {
       const { values, positionals } = parseArgs({
         args,
@@ -206,7 +264,7 @@ function parse(sub: string, args: string[]): Plan {
       return { sub, days, json: values.json };
     }
     default:
-      throw new UsageError(`unknown subcommand ${JSON.stringify(clean(sub))} (list, inspect, retry, delete or lost)`);
+      throw new UsageError(`unknown subcommand ${JSON.stringify(clean(sub))} (${SUBCOMMANDS.join(', ')})`);
   }
 }
 
@@ -239,9 +297,16 @@ async function lost(config: Config, plan: Extract<Plan, { sub: 'lost' }>, io: Qu
   }
 }
 
+/** Whether a spooled domain is held now (one read of the held set). */
+function heldTest(spool: Spool): (domain: string) => boolean {
+  const held = new Set(spool.heldDomains().map((h) => h.domain));
+  return held.size ? (d) => held.has(domainKey(d)) : () => false;
+}
+
 function list(spool: Spool, plan: Extract<Plan, { sub: 'list' }>, io: QueueIo): number {
   const { limit, matches } = plan;
   const now = Date.now();
+  const held = heldTest(spool);
   let shown: SpoolEntry[];
   let matching: number;
   const total = spool.count();
@@ -274,7 +339,7 @@ function list(spool: Spool, plan: Extract<Plan, { sub: 'list' }>, io: QueueIo): 
         String(e.attempts),
         iso(e.nextAttemptMs),
         span(now - e.createdMs),
-        state(e, now),
+        state(e, now, held),
       ]);
     }
     for (const line of table(rows)) io.out(line);
@@ -388,18 +453,176 @@ async function retry(spool: Spool, { id }: Extract<Plan, { sub: 'retry' }>, io: 
   return 0;
 }
 
-async function cancel(spool: Spool, { id }: Extract<Plan, { sub: 'delete' }>, io: QueueIo): Promise<number> {
+/** `delete` (no reason: the worker says "cancelled by operator") and `bounce <id>` ("bounced by operator"). */
+async function cancel(spool: Spool, id: string, reason: string | undefined, io: QueueIo): Promise<number> {
   const before = spool.get(id);
-  if (!(await spool.cancel(id, Date.now()))) {
+  if (!(await spool.cancel(id, Date.now(), reason))) {
     io.err(notSpooled(id));
     return 1;
   }
   const at = spool.get(id)?.cancelledMs;
+  const verb = reason === undefined ? 'cancelled' : 'bounced';
   io.out(
     before?.cancelledMs !== undefined
       ? `${clean(id)}: already cancelled at ${iso(before.cancelledMs)}`
-      : `${clean(id)}: cancelled${at !== undefined ? ` at ${iso(at)}` : ''}; ` +
-          'the MTA records it failed ("cancelled by operator") and removes it when it next leases it',
+      : `${clean(id)}: ${verb}${at !== undefined ? ` at ${iso(at)}` : ''}; ` +
+          `the MTA records it failed ("${reason ?? 'cancelled by operator'}") and removes it when it next leases it`,
+  );
+  return 0;
+}
+
+/**
+ * `bounce --domain D`: every message whose recipients still to deliver are all in D. A message also to other
+ * domains is left queued and named, to be bounced by id: bouncing it would fail recipients the operator did
+ * not name (the spool cancels whole messages).
+ */
+async function bounceDomain(spool: Spool, plan: Extract<Plan, { sub: 'bounceDomain' }>, io: QueueIo): Promise<number> {
+  const { matches } = plan;
+  // Ids first, writes after: no read snapshot is held across the writes.
+  const ids: string[] = [];
+  const mixed: { id: string; others: string[] }[] = [];
+  for (const e of spool.entries()) {
+    const domains = e.envelopes ? e.envelopes.map((v) => v.domain) : [e.domain];
+    if (!domains.some(matches)) continue;
+    const others = domains.filter((d) => !matches(d));
+    if (others.length) mixed.push({ id: e.id, others });
+    else ids.push(e.id);
+  }
+  const now = Date.now();
+  let n = 0;
+  for (let i = 0; i < ids.length; i += RETRY_SLICE) {
+    const done = await Promise.all(ids.slice(i, i + RETRY_SLICE).map((id) => spool.cancel(id, now, BOUNCE_REASON)));
+    n += done.filter(Boolean).length;
+  }
+  for (const m of mixed)
+    io.out(`${clean(m.id)}: left queued, also to ${clean(m.others.join(', '))} (bounce it by id to end it all)`);
+  io.out(
+    `${n} message${n === 1 ? '' : 's'} for ${clean(plan.domain)} bounced; the MTA records each failed ` +
+      `("${BOUNCE_REASON}") and removes it when it next leases it` +
+      (mixed.length ? `; ${mixed.length} also to other domains left queued` : ''),
+  );
+  return 0;
+}
+
+async function hold(spool: Spool, plan: Extract<Plan, { sub: 'hold' }>, io: QueueIo): Promise<number> {
+  if (plan.domain === undefined) {
+    const held = spool.heldDomains();
+    if (!held.length) io.out('no domain held');
+    else
+      for (const line of table([['DOMAIN', 'HELD SINCE'], ...held.map((h) => [clean(h.domain), iso(h.sinceMs)])]))
+        io.out(line);
+    return 0;
+  }
+  const key = domainKey(plan.domain);
+  const now = Date.now();
+  if (!(await spool.hold(plan.domain, now))) {
+    const since = spool.heldDomains().find((h) => h.domain === key)?.sinceMs;
+    io.out(`${clean(key)}: already held${since !== undefined ? ` since ${iso(since)}` : ''}`);
+    return 0;
+  }
+  io.out(
+    `${clean(key)}: held at ${iso(now)}; its messages stay queued and are not attempted until ` +
+      `svc queue release --domain ${clean(key)} (a delivery already under way finishes)`,
+  );
+  return 0;
+}
+
+async function release(spool: Spool, plan: Extract<Plan, { sub: 'release' }>, io: QueueIo): Promise<number> {
+  const key = domainKey(plan.domain);
+  const now = Date.now();
+  const { wasHeld, released } = await spool.release(plan.domain, now);
+  if (!wasHeld) {
+    io.err(`svc queue: ${JSON.stringify(clean(key))} is not held (svc queue hold lists the held domains)`);
+    return 1;
+  }
+  io.out(`${clean(key)}: released; ${released} message${released === 1 ? '' : 's'} due now (${iso(now)})`);
+  return 0;
+}
+
+const summaryRowJson = (r: SpoolSummaryRow, now: number) => ({
+  messages: r.messages,
+  deferred: r.deferred,
+  held: r.held,
+  oldest: iso(r.oldestCreatedMs),
+  oldestAgeMs: Math.max(0, now - r.oldestCreatedMs),
+});
+
+/**
+ * The sender-domain rows regrouped by the local address their deliveries leave from (SVC_SOURCE_ADDRESSES, by
+ * sending domain), or null when none is configured (every delivery leaves from the system's choice).
+ */
+function bySource(config: Readonly<Config>, rows: SpoolSummaryRow[]): SpoolSummaryRow[] | null {
+  const sa = config.sourceAddresses;
+  if (sa.default === null && !Object.keys(sa.byDomain).length) return null;
+  const out = new Map<string, SpoolSummaryRow>();
+  for (const r of rows) {
+    const key = sourceAddressFor(sa, `x@${r.key}`) ?? '(system)';
+    const o = out.get(key);
+    if (!o) out.set(key, { ...r, key });
+    else {
+      o.messages += r.messages;
+      o.deferred += r.deferred;
+      o.held += r.held;
+      o.oldestCreatedMs = Math.min(o.oldestCreatedMs, r.oldestCreatedMs);
+    }
+  }
+  return [...out.values()].sort((a, b) => b.messages - a.messages);
+}
+
+function summary(spool: Spool, config: Readonly<Config>, plan: Extract<Plan, { sub: 'summary' }>, io: QueueIo): number {
+  const s: SpoolSummary = spool.summary();
+  const sources = bySource(config, s.bySender);
+  const heldDomains = spool.heldDomains();
+  const now = Date.now();
+  const { limit } = plan;
+  if (plan.json) {
+    io.out(
+      JSON.stringify({
+        total: s.total,
+        deferred: s.deferred,
+        held: s.held,
+        cancelled: s.cancelled,
+        oldest: s.oldestCreatedMs === null ? null : iso(s.oldestCreatedMs),
+        oldestAgeMs: s.oldestCreatedMs === null ? null : Math.max(0, now - s.oldestCreatedMs),
+        domains: s.byDomain.length,
+        senders: s.bySender.length,
+        byDomain: s.byDomain.slice(0, limit).map((r) => ({ domain: r.key, ...summaryRowJson(r, now) })),
+        bySender: s.bySender.slice(0, limit).map((r) => ({ senderDomain: r.key, ...summaryRowJson(r, now) })),
+        ...(sources
+          ? { bySource: sources.slice(0, limit).map((r) => ({ sourceAddress: r.key, ...summaryRowJson(r, now) })) }
+          : {}),
+        heldDomains: heldDomains.map((h) => ({ domain: h.domain, since: iso(h.sinceMs) })),
+      }),
+    );
+    return 0;
+  }
+  const block = (title: string, rows: SpoolSummaryRow[]) => {
+    const cells = [[title, 'MESSAGES', 'DEFERRED', 'HELD', 'OLDEST']];
+    for (const r of rows.slice(0, limit))
+      cells.push([
+        clip(clean(r.key), 60),
+        String(r.messages),
+        String(r.deferred),
+        String(r.held),
+        span(now - r.oldestCreatedMs),
+      ]);
+    for (const line of table(cells)) io.out(line);
+    if (rows.length > limit) io.out(`… ${rows.length - limit} more (--limit N)`);
+  };
+  if (s.total) {
+    block('DOMAIN', s.byDomain);
+    io.out('');
+    block('SENDER DOMAIN', s.bySender);
+    io.out('');
+    if (sources) {
+      block('SOURCE ADDRESS', sources);
+      io.out('');
+    }
+  }
+  io.out(
+    `${s.total} queued, ${s.deferred} deferred, ${s.held} held, ${s.cancelled} cancelled` +
+      (s.oldestCreatedMs === null ? '' : `; oldest ${span(now - s.oldestCreatedMs)}`) +
+      (heldDomains.length ? `; held domains: ${heldDomains.map((h) => clean(h.domain)).join(', ')}` : ''),
   );
   return 0;
 }
@@ -412,7 +635,7 @@ export async function queue(args: string[], config: Readonly<Config>, io: QueueI
     return 0;
   }
   if (sub === undefined) {
-    io.err('svc queue: which subcommand? list, inspect, retry or delete (svc queue help)');
+    io.err(`svc queue: which subcommand? ${SUBCOMMANDS.join(', ')} (svc queue help)`);
     return 2;
   }
   let plan: Plan;
@@ -455,7 +678,17 @@ export async function queue(args: string[], config: Readonly<Config>, io: QueueI
       case 'retryAll':
         return await retryAll(spool, plan, io);
       case 'delete':
-        return await cancel(spool, plan, io);
+        return await cancel(spool, plan.id, undefined, io);
+      case 'bounce':
+        return await cancel(spool, plan.id, BOUNCE_REASON, io);
+      case 'bounceDomain':
+        return await bounceDomain(spool, plan, io);
+      case 'summary':
+        return summary(spool, config, plan, io);
+      case 'hold':
+        return await hold(spool, plan, io);
+      case 'release':
+        return await release(spool, plan, io);
     }
   } finally {
     await env.close();

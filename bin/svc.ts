@@ -17,7 +17,8 @@ const usage = `usage: svc <command>
   openapi                               print the OpenAPI document of the HTTP API
   gen                                   write docs/openapi.json and docs/reference.md from the route table
   doctor <domain>                       check which DNS records of a claimed domain are published
-  queue list|inspect|retry|delete|lost  the outbound queue: list, inspect, retry, cancel; lost ones (svc queue help)`;
+  queue <subcommand>                    the outbound queue: list, inspect, retry, delete, summary, hold,
+                                        release, bounce, lost (svc queue help)`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;

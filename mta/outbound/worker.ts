@@ -229,9 +229,12 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
    */
   async function sendEnvelopes(e: SpoolEntry, envelopes: SpoolEnvelope[], source: string | null, signed: Buffer) {
     const now = clock.now();
+    // Envelopes to a held domain (`svc queue hold`) are never sent: the lease flagged them (heldMs) and leased
+    // the entry for the others (a held entry as a whole never reaches here; docs/operations.md, Queue).
+    const free = envelopes.filter((v) => v.heldMs === undefined);
     // Due envelopes; none when an operator made the entry due early (`svc queue retry`): then all of them.
-    const dueOnes = envelopes.filter((v) => v.nextAttemptMs <= now);
-    const due = new Set(dueOnes.length ? dueOnes : envelopes);
+    const dueOnes = free.filter((v) => v.nextAttemptMs <= now);
+    const due = new Set(dueOnes.length ? dueOnes : free);
     const next = await Promise.all(
       envelopes.map(async (v): Promise<SpoolEnvelope | null> => {
         if (!due.has(v)) return v;

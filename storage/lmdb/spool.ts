@@ -7,6 +7,7 @@
 //   index   id → its current queue key                  get/reschedule/remove by id without a scan
 //   bodies  id → Buffer (raw bytes, no msgpack)         written at enqueue, deleted at remove, never changed
 //   leases  id → lease end                              entries leased and not yet rescheduled or removed
+//   held    domain (domainKey) → since                  destination domains an operator holds (`svc queue hold`)
 //
 // Durability (docs/decisions.md #15): every write resolves only after its transaction has committed AND
 // the environment's `flushed` promise has resolved. lmdb-js opens environments with overlappingSync on
@@ -20,7 +21,23 @@
 // not N (issue 5, Speed: ~2k durable puts/s one at a time, 50k–150k/s sharing commits).
 import { Buffer } from 'node:buffer';
 import type { Database } from 'lmdb';
+import { normalizeDomain } from '../../mail/domain-names.js';
 import type { LmdbEnv } from './env.js';
+
+/**
+ * How long the lease parks a due entry (or envelope) of a held domain before looking at it again: a write per
+ * held entry an hour, and a hold that went missing (a `release` stopped half-way) undoes itself within the hour.
+ */
+export const HELD_RECHECK_MS = 60 * 60_000;
+
+/**
+ * The held set's key for a destination domain: spooled domains are as the recipient address had them, so
+ * case, a trailing dot and the IDN spelling (Unicode or punycode) are folded away, as `svc queue --domain` does.
+ */
+export function domainKey(domain: string): string {
+  const lower = domain.trim().toLowerCase().replace(/\.$/, '');
+  return normalizeDomain(lower) ?? lower;
+}
 
 export interface SpoolEntry {
   id: string;
@@ -43,8 +60,16 @@ export interface SpoolEntry {
    * Kept by `reschedule()` and `lease()`; absent on every entry that was not cancelled.
    */
   cancelledMs?: number;
-  /** Why it was cancelled, when not by an operator: the API's cancel (`holdUnsent`) sets 'cancelled'. */
+  /**
+   * Why it was cancelled, when not by `svc queue delete` ('cancelled by operator'): the API's cancel
+   * (`holdUnsent`) sets 'cancelled', `svc queue bounce` 'bounced by operator'.
+   */
   cancelReason?: string;
+  /**
+   * Set by the lease while the entry's domain is held (`svc queue hold`): when it was first parked. Absent
+   * otherwise. A message to several carries it on its held envelopes instead (SpoolEnvelope.heldMs).
+   */
+  heldMs?: number;
   /**
    * A message to several recipients (docs/api.md §4.11): one envelope (SMTP transaction) per recipient
    * domain, each with its own schedule and attempt count; the entry is due at the earliest of them, and
@@ -60,6 +85,34 @@ export interface SpoolEnvelope {
   rcpts: string[];
   nextAttemptMs: number;
   attempts: number;
+  /**
+   * Set by the lease while this envelope's domain is held: the worker sends no held envelope, and the lease
+   * parks a due one HELD_RECHECK_MS ahead. Cleared by the first lease after the domain is released.
+   */
+  heldMs?: number;
+}
+
+/** One group of `summary()`: messages (a message to several counts once in each of its domains). */
+export interface SpoolSummaryRow {
+  key: string;
+  messages: number;
+  /** Tried at least once (attempts > 0): deferred, in Postfix's words. */
+  deferred: number;
+  /** Parked because their domain is held. */
+  held: number;
+  oldestCreatedMs: number;
+}
+
+export interface SpoolSummary {
+  total: number;
+  deferred: number;
+  held: number;
+  cancelled: number;
+  oldestCreatedMs: number | null;
+  /** By destination domain (as spooled), most messages first. */
+  byDomain: SpoolSummaryRow[];
+  /** By sender domain (the domain of MAIL FROM, the return path), most messages first. */
+  bySender: SpoolSummaryRow[];
 }
 
 export interface Spool {
@@ -97,7 +150,23 @@ export interface Spool {
    * the delivery worker picks it up, records it failed and removes it. Resolves false when the id is not
    * spooled. The entry is never removed here: its Postgres row would otherwise stay `queued` forever.
    */
-  cancel(id: string, nowMs: number): Promise<boolean>;
+  cancel(id: string, nowMs: number, reason?: string): Promise<boolean>;
+  /**
+   * For `svc queue summary` (Postfix's qshape): one pass over the queue database on one read snapshot,
+   * counting per destination domain and per sender domain; no body is read.
+   */
+  summary(): SpoolSummary;
+  /** The held domains (domainKey form) and since when, by name. */
+  heldDomains(): { domain: string; sinceMs: number }[];
+  /** Holds a destination domain (`svc queue hold`); durable. Resolves false when it was already held. */
+  hold(domain: string, nowMs: number): Promise<boolean>;
+  /**
+   * Ends a hold (`svc queue release`): drops the domain from the held set (durable), then makes every entry
+   * with a recipient in that domain due at `nowMs` (those envelopes too, their flags cleared), in slices of
+   * write transactions; a leased entry (being tried) is left to its attempt. Resolves with whether it was held
+   * (when not, nothing is changed) and how many entries were made due.
+   */
+  release(domain: string, nowMs: number): Promise<{ wasHeld: boolean; released: number }>;
   /**
    * Makes every leased entry due at `nowMs`, for an MTA starting on this spool: the leases were taken
    * by a process that is gone (one MTA owns a spool), so its deliveries in progress are retried now
@@ -112,6 +181,13 @@ export interface Spool {
    * overlapping calls (or two processes sharing the directory) never lease the same entry, which
    * `due()` followed by `reschedule()` cannot promise. A crash mid-delivery leaves the entry due again
    * at `leaseUntilMs`: a retry, not a hot loop and not a loss.
+   *
+   * Held domains (`hold()`): the same transaction reads the held set once (a few keys) and, only when it is
+   * not empty, parks each due entry of a held domain HELD_RECHECK_MS ahead with `heldMs` set instead of
+   * leasing it, so the worker never sees it and no held entry stays due (the poll loop stays idle). A message
+   * to several is held per envelope: its held envelopes are flagged (and parked when due) and the entry is
+   * leased for the others; it is parked whole when every envelope is held, or when only held ones were due.
+   * A cancelled entry is never parked: the worker ends it. Any other entry gets its flags cleared.
    */
   lease(nowMs: number, limit: number, leaseUntilMs: number): Promise<SpoolEntry[]>;
   /**
@@ -132,6 +208,8 @@ type QueueKey = [nextAttemptMs: number, domain: string, id: string];
 // element and 9 bytes for the number. Refuse oversize keys before any write so that a transaction
 // callback never throws half-way (lmdb-js would still commit the writes made before the throw).
 const MAX_KEY_TEXT_BYTES = 1900;
+/** `release` makes a held domain's entries due in write transactions of this many. */
+const RELEASE_SLICE = 1_000;
 
 function checkKeyParts(id: string, domain: string): void {
   if (typeof id !== 'string' || id === '') throw new TypeError('spool: id must be a non-empty string');
@@ -162,13 +240,34 @@ function copyEntry(e: SpoolEntry): SpoolEntry {
     // Only when set: an entry that was never cancelled has no such property at all.
     ...(e.cancelledMs !== undefined ? { cancelledMs: e.cancelledMs } : {}),
     ...(e.cancelReason !== undefined ? { cancelReason: e.cancelReason } : {}),
+    ...(e.heldMs !== undefined ? { heldMs: e.heldMs } : {}),
     ...(e.envelopes !== undefined ? { envelopes: e.envelopes.map(copyEnvelope) } : {}),
   };
 }
 
+/** A copy without `heldMs` (the object itself when it has none). */
+function unheld<T extends { heldMs?: number }>(x: T): T {
+  if (x.heldMs === undefined) return x;
+  const y = { ...x };
+  delete y.heldMs;
+  return y;
+}
+
+/** An entry with no held flag left, on it or on its envelopes. */
+function unheldAll(e: SpoolEntry): SpoolEntry {
+  if (e.heldMs === undefined && !e.envelopes?.some((v) => v.heldMs !== undefined)) return e;
+  return e.envelopes ? { ...unheld(e), envelopes: e.envelopes.map(unheld) } : unheld(e);
+}
+
 function copyEnvelope(v: SpoolEnvelope): SpoolEnvelope {
   checkTime(v.nextAttemptMs, 'envelope nextAttemptMs');
-  return { domain: v.domain, rcpts: [...v.rcpts], nextAttemptMs: v.nextAttemptMs, attempts: v.attempts };
+  return {
+    domain: v.domain,
+    rcpts: [...v.rcpts],
+    nextAttemptMs: v.nextAttemptMs,
+    attempts: v.attempts,
+    ...(v.heldMs !== undefined ? { heldMs: v.heldMs } : {}),
+  };
 }
 
 export function openSpool(env: LmdbEnv): Spool {
@@ -178,6 +277,7 @@ export function openSpool(env: LmdbEnv): Spool {
   // 'binary': the body is stored as the caller's bytes and read back as a Buffer, with no encoding.
   const bodies: Database<Buffer, string> = root.openDB<Buffer, string>({ name: 'bodies', encoding: 'binary' });
   const leases: Database<number, string> = root.openDB<number, string>({ name: 'leases' });
+  const held: Database<number, string> = root.openDB<number, string>({ name: 'held' });
 
   // Resolves after the transaction committed and then the environment's latest commit was fsynced.
   // `flushed` is read after the commit, so it tracks our commit or a later one; LMDB syncs the whole
@@ -224,6 +324,53 @@ export function openSpool(env: LmdbEnv): Spool {
       queue.put(key, stored);
       index.put(stored.id, key);
     };
+  }
+
+  // The held set as a test on a spooled domain, or null when no domain is held (read in the caller's
+  // transaction or snapshot; a few keys). Each domain is folded (domainKey) once per call.
+  function heldMatcher(): ((domain: string) => boolean) | null {
+    const keys = new Set<string>();
+    for (const k of held.getKeys({})) keys.add(k);
+    if (!keys.size) return null;
+    const seen = new Map<string, boolean>();
+    return (domain) => {
+      let hit = seen.get(domain);
+      if (hit === undefined) seen.set(domain, (hit = keys.has(domainKey(domain))));
+      return hit;
+    };
+  }
+
+  // Inside the lease's transaction, with a domain held (see Spool.lease): the entry to lease, its held flags
+  // brought up to date, or null when it was parked here instead.
+  function parkHeld(key: QueueKey, e: SpoolEntry, nowMs: number, isHeld: (d: string) => boolean): SpoolEntry | null {
+    if (e.cancelledMs !== undefined) return unheldAll(e);
+    const park = nowMs + HELD_RECHECK_MS;
+    if (!e.envelopes) {
+      if (!isHeld(e.domain)) return unheld(e);
+      move(key, { ...e, heldMs: e.heldMs ?? nowMs }, park, e.attempts);
+      return null;
+    }
+    let free = false;
+    let freeDue = false;
+    let anyDue = false;
+    const envelopes = e.envelopes.map((v) => {
+      const due = v.nextAttemptMs <= nowMs;
+      anyDue ||= due;
+      if (!isHeld(v.domain)) {
+        free = true;
+        freeDue ||= due;
+        return unheld(v);
+      }
+      return { ...v, heldMs: v.heldMs ?? nowMs, nextAttemptMs: due ? park : v.nextAttemptMs };
+    });
+    const next: SpoolEntry = { ...unheld(e), envelopes };
+    // Every envelope held, or only held ones were due: parked until its earliest envelope (always later than
+    // now). With none due at all (`svc queue retry` made the entry due early), the free ones are sent.
+    if (!free || (anyDue && !freeDue)) {
+      move(key, next, Math.min(...envelopes.map((v) => v.nextAttemptMs)), e.attempts);
+      return null;
+    }
+    return next;
   }
 
   // Inside a write transaction: an entry and its body gone.
@@ -322,11 +469,17 @@ export function openSpool(env: LmdbEnv): Spool {
           if (key[0] > nowMs) break;
           picked.push({ key, value });
         }
-        return picked.map(({ key, value }) => {
-          const moved = move(key, value, leaseUntilMs, value.attempts);
-          leases.put(value.id, leaseUntilMs);
-          return moved;
-        });
+        // The held set, read once in this same transaction (no extra one per entry); null when empty,
+        // the usual case, which costs nothing more per entry.
+        const isHeld = heldMatcher();
+        const out: SpoolEntry[] = [];
+        for (const { key, value } of picked) {
+          const e = isHeld ? parkHeld(key, value, nowMs, isHeld) : unheldAll(value);
+          if (!e) continue;
+          out.push(move(key, e, leaseUntilMs, e.attempts));
+          leases.put(e.id, leaseUntilMs);
+        }
+        return out;
       });
     },
 
@@ -370,7 +523,7 @@ export function openSpool(env: LmdbEnv): Spool {
       });
     },
 
-    async cancel(id, nowMs) {
+    async cancel(id, nowMs, reason) {
       checkTime(nowMs, 'nowMs');
       return durable(() => {
         // Read inside the write transaction, as reschedule does: a message delivered (removed) just
@@ -379,9 +532,111 @@ export function openSpool(env: LmdbEnv): Spool {
         if (!oldKey) return false;
         const entry = queue.get(oldKey);
         if (!entry) return false;
-        move(oldKey, { ...entry, cancelledMs: entry.cancelledMs ?? nowMs }, nowMs, entry.attempts);
+        // A second cancellation keeps the first one's time and reason.
+        const cancelled: SpoolEntry =
+          entry.cancelledMs !== undefined
+            ? entry
+            : { ...entry, cancelledMs: nowMs, ...(reason !== undefined ? { cancelReason: reason } : {}) };
+        move(oldKey, cancelled, nowMs, entry.attempts);
         return true;
       });
+    },
+
+    summary() {
+      const isHeld = heldMatcher() ?? (() => false);
+      const byDomain = new Map<string, SpoolSummaryRow>();
+      const bySender = new Map<string, SpoolSummaryRow>();
+      const keys = new Map<string, string>();
+      const keyOf = (d: string) => {
+        let k = keys.get(d);
+        if (k === undefined) keys.set(d, (k = domainKey(d)));
+        return k;
+      };
+      const add = (rows: Map<string, SpoolSummaryRow>, key: string, tried: boolean, hold: boolean, created: number) => {
+        let r = rows.get(key);
+        if (!r) rows.set(key, (r = { key, messages: 0, deferred: 0, held: 0, oldestCreatedMs: created }));
+        r.messages++;
+        if (tried) r.deferred++;
+        if (hold) r.held++;
+        if (created < r.oldestCreatedMs) r.oldestCreatedMs = created;
+      };
+      const sum = { total: 0, deferred: 0, held: 0, cancelled: 0, oldestCreatedMs: null as number | null };
+      // Queue values only (the entry carries every field counted here): no index, body or lease is read.
+      for (const { value: e } of queue.getRange({})) {
+        const envs = e.envelopes ?? [{ domain: e.domain, attempts: e.attempts }];
+        let tried = e.attempts > 0;
+        let hold = false;
+        for (const v of envs) {
+          const h = isHeld(v.domain);
+          add(byDomain, keyOf(v.domain), v.attempts > 0, h, e.createdMs);
+          tried ||= v.attempts > 0;
+          hold ||= h;
+        }
+        const at = e.mailFrom.lastIndexOf('@');
+        add(bySender, at < 0 ? '<>' : keyOf(e.mailFrom.slice(at + 1)), tried, hold, e.createdMs);
+        sum.total++;
+        if (tried) sum.deferred++;
+        if (hold) sum.held++;
+        if (e.cancelledMs !== undefined) sum.cancelled++;
+        if (sum.oldestCreatedMs === null || e.createdMs < sum.oldestCreatedMs) sum.oldestCreatedMs = e.createdMs;
+      }
+      const order = (rows: Map<string, SpoolSummaryRow>) =>
+        [...rows.values()].sort((a, b) => b.messages - a.messages || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      return { ...sum, byDomain: order(byDomain), bySender: order(bySender) };
+    },
+
+    heldDomains() {
+      return [...held.getRange({})].map(({ key, value }) => ({ domain: key, sinceMs: value }));
+    },
+
+    async hold(domain, nowMs) {
+      checkTime(nowMs, 'nowMs');
+      const key = domainKey(domain);
+      checkKeyParts('-', key);
+      return durable(() => {
+        if (held.get(key) !== undefined) return false;
+        held.put(key, nowMs);
+        return true;
+      });
+    },
+
+    async release(domain, nowMs) {
+      checkTime(nowMs, 'nowMs');
+      const key = domainKey(domain);
+      checkKeyParts('-', key);
+      const wasHeld = await durable(() => {
+        const was = held.get(key) !== undefined;
+        if (was) held.remove(key);
+        return was;
+      });
+      if (!wasHeld) return { wasHeld, released: 0 };
+      // Once that commit is visible no lease parks another entry of the domain, so this pass, on a snapshot
+      // taken after it, sees every entry parked before. Ids first, writes after (no snapshot held across them).
+      root.resetReadTxn();
+      const ids: string[] = [];
+      for (const { value: e } of queue.getRange({}))
+        if ((e.envelopes ?? [e]).some((v) => domainKey(v.domain) === key)) ids.push(e.id);
+      let released = 0;
+      for (let i = 0; i < ids.length; i += RELEASE_SLICE) {
+        const slice = ids.slice(i, i + RELEASE_SLICE);
+        released += await durable(() => {
+          // Held again meanwhile: left parked. A leased entry is being tried: left to its attempt.
+          if (held.get(key) !== undefined) return 0;
+          let n = 0;
+          for (const id of slice) {
+            const k = index.get(id);
+            const e = k && queue.get(k);
+            if (!k || !e || leases.get(id) !== undefined) continue;
+            const envelopes = e.envelopes?.map((v) =>
+              domainKey(v.domain) === key ? unheld({ ...v, nextAttemptMs: nowMs }) : v,
+            );
+            move(k, envelopes ? { ...unheld(e), envelopes } : unheld(e), nowMs, e.attempts);
+            n++;
+          }
+          return n;
+        });
+      }
+      return { wasHeld, released };
     },
   };
 }

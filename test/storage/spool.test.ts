@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openLmdb, type LmdbEnv } from '../../storage/lmdb/env.js';
-import { openSpool, type Spool, type SpoolEntry } from '../../storage/lmdb/spool.js';
+import { HELD_RECHECK_MS, openSpool, type Spool, type SpoolEntry } from '../../storage/lmdb/spool.js';
 import { crashBody, crashSeq } from './spool-crash-child.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -477,4 +477,81 @@ t.test('kill -9 during a burst of enqueues loses no acknowledged message (3 cras
       await env.close();
     }
   }
+});
+
+t.test('hold: the lease parks a held domain instead of leasing it; release makes it due again', async (t) => {
+  const dir = await tempDir(t);
+  const { spool } = await open(t, dir);
+  const now = 1_000_000;
+  await spool.enqueue(entry('h1', 'Held.Test', now - 10), bodyOf('h1'));
+  await spool.enqueue(entry('f1', 'free.test', now - 5), bodyOf('f1'));
+  await spool.enqueue(entry('c1', 'held.test', now - 1, { cancelledMs: now - 1 }), bodyOf('c1'));
+  const multi = entry('m1', 'held.test', now - 2, {
+    envelopes: [
+      { domain: 'held.test', rcpts: ['a@held.test'], nextAttemptMs: now - 2, attempts: 1 },
+      { domain: 'free.test', rcpts: ['b@free.test'], nextAttemptMs: now - 2, attempts: 0 },
+    ],
+  });
+  await spool.enqueue(multi, bodyOf('m1'));
+  t.ok(await spool.hold('held.test.', now), 'held (the name folded)');
+  t.notOk(await spool.hold('HELD.test', now + 1), 'a second hold is no change');
+  t.same(spool.heldDomains(), [{ domain: 'held.test', sinceMs: now }]);
+
+  const leased = await spool.lease(now, 10, now + 600_000);
+  t.same(ids(leased).sort(), ['c1', 'f1', 'm1'], 'the held entry is not leased; a cancelled one is, to end it');
+  const h1 = spool.get('h1')!;
+  t.equal(h1.nextAttemptMs, now + HELD_RECHECK_MS, 'parked for the recheck period');
+  t.equal(h1.heldMs, now, 'and flagged');
+  const m1 = leased.find((e) => e.id === 'm1')!;
+  t.equal(m1.envelopes?.[0]?.heldMs, now, 'the held envelope is flagged (the worker skips it)');
+  t.equal(m1.envelopes?.[0]?.nextAttemptMs, now + HELD_RECHECK_MS, 'and parked');
+  t.equal(m1.envelopes?.[1]?.heldMs, undefined, 'the other is not');
+  t.same(spool.due(now + 600_000 - 1, 10), [], 'nothing held stays due (no busy polling)');
+
+  const sum = spool.summary();
+  t.match(sum, { total: 4, deferred: 1, held: 3, cancelled: 1 });
+  t.match(
+    sum.byDomain.map((r) => [r.key, r.messages, r.deferred, r.held]),
+    [
+      ['held.test', 3, 1, 3],
+      ['free.test', 2, 0, 0],
+    ],
+    'per destination domain: a message to several counts in each of its domains',
+  );
+  t.match(sum.bySender, [{ key: 'rp.sender.test', messages: 4, deferred: 1, held: 3 }], 'per sender domain');
+
+  // The rest of m1 finished: rescheduled as the worker does, keeping the held envelope only.
+  await spool.reschedule('m1', now + HELD_RECHECK_MS, 1, [m1.envelopes![0]!]);
+  t.same(await spool.release('other.test', now + 10), { wasHeld: false, released: 0 }, 'not held: no change');
+  t.same(
+    await spool.release('held.test', now + 10),
+    { wasHeld: true, released: 2 },
+    'h1 and m1 due now; c1, leased, is left to its attempt',
+  );
+  t.same(spool.heldDomains(), []);
+  t.equal(spool.get('h1')?.nextAttemptMs, now + 10, 'due now');
+  t.equal(spool.get('h1')?.heldMs, undefined, 'flag cleared');
+  t.same(spool.get('m1')?.envelopes, [
+    { domain: 'held.test', rcpts: ['a@held.test'], nextAttemptMs: now + 10, attempts: 1 },
+  ]);
+  const again = await spool.lease(now + 10, 10, now + 600_000);
+  t.same(ids(again).sort(), ['h1', 'm1'], 'leased once released');
+});
+
+t.test('hold survives reopening the environment (another process, a restart)', async (t) => {
+  const dir = await tempDir(t);
+  const first = await open(t, dir);
+  await first.spool.hold('x.test', 5);
+  await first.env.close();
+  const second = await open(t, dir);
+  t.same(second.spool.heldDomains(), [{ domain: 'x.test', sinceMs: 5 }]);
+});
+
+t.test('cancel with a reason keeps it (svc queue bounce); a second cancel keeps the first', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  await spool.enqueue(entry('b1', 'a.test', 50), bodyOf('b1'));
+  t.ok(await spool.cancel('b1', 10, 'bounced by operator'));
+  t.match(spool.get('b1'), { cancelledMs: 10, cancelReason: 'bounced by operator', nextAttemptMs: 10 });
+  t.ok(await spool.cancel('b1', 20));
+  t.match(spool.get('b1'), { cancelledMs: 10, cancelReason: 'bounced by operator' });
 });
