@@ -7,7 +7,7 @@ import { ApiError, fail } from './errors.js';
 import type { CoreDeps } from './deps.js';
 import { normalizeDomain } from '../mail/domain-names.js';
 import { DnsError } from '../mail/resolver.js';
-import { generateDkimKey, publishedKey } from '../mail/dkim-keys.js';
+import { generateDkimKey, publishedKey, type DkimAlgorithm } from '../mail/dkim-keys.js';
 import { ownershipRecord } from '../mail/dns-records.js';
 import { isPgError, PG_CHECK_VIOLATION, type Queryable } from '../storage/pg/client.js';
 import { retireInboxes } from './inboxes.js';
@@ -31,7 +31,9 @@ import {
   markClaimVerified,
   markInboundVerified,
   markOutboundVerified,
+  promotePendingDkim,
   setDisplayName,
+  setPendingDkim,
   touchClaimCheck,
   type Claim,
   type Inbound,
@@ -41,6 +43,11 @@ import {
 /** docs/api.md §8: a claim's verification may be checked once per 10 s. */
 export const VERIFY_THROTTLE_MS = 10_000;
 export const DEFAULT_RETURN_PATH = 'bounces';
+/**
+ * How long a selector replaced by a rotation stays listed as retired: its record should stay published while
+ * mail signed with it may still be verified (queued, retried for days, read late).
+ */
+export const RETIRED_LISTED_MS = 7 * 24 * 60 * 60_000;
 
 /** A claim with its capabilities. */
 export interface ClaimView {
@@ -280,7 +287,12 @@ export async function addCapabilities(
   return claimView(db, claim);
 }
 
-/** Checks the DKIM record(s) of a sending capability and marks it verified; the claim must be verified first. */
+/**
+ * Checks the DKIM record(s) of a sending capability and marks it verified; the claim must be verified first.
+ * With a pending key (rotateDkim), its record is checked too and, when it matches, the key is promoted: it
+ * signs from now on in place of the key of its algorithm, whose selector is listed as retired. The records
+ * checked are those of the keys that sign afterwards: a replaced key's record may already be gone.
+ */
 export async function verifyOutbound(
   deps: CoreDeps,
   projectId: string,
@@ -292,17 +304,73 @@ export async function verifyOutbound(
   const cap = await capabilityOf(getOutbound, deps, projectId, capId, claimId, 'outbound');
   const claim = await loadClaim(db, projectId, cap.claimId);
   if (claim.status !== 'verified') throw fail('invalid_request', `Verify the claim of ${claim.domain} first.`);
-  const wanted: [string, string][] = [[`${cap.dkimSelector}._domainkey.${cap.domain}`, cap.dkimPublic]];
-  if (cap.ed25519Selector && cap.ed25519Public)
-    wanted.push([`${cap.ed25519Selector}._domainkey.${cap.domain}`, cap.ed25519Public]);
-  for (const [host, key] of wanted) {
-    const found = await lookupTxt(deps, host);
+  const host = (selector: string) => `${selector}._domainkey.${cap.domain}`;
+  const pending =
+    cap.pendingDkimSelector && cap.pendingDkimAlgorithm && cap.pendingDkimPublic
+      ? { selector: cap.pendingDkimSelector, algorithm: cap.pendingDkimAlgorithm, key: cap.pendingDkimPublic }
+      : null;
+  const wanted: [string, string][] = [];
+  if (pending) wanted.push([host(pending.selector), pending.key]);
+  if (pending?.algorithm !== 'rsa') wanted.push([host(cap.dkimSelector), cap.dkimPublic]);
+  if (cap.ed25519Selector && cap.ed25519Public && pending?.algorithm !== 'ed25519')
+    wanted.push([host(cap.ed25519Selector), cap.ed25519Public]);
+  for (const [name, key] of wanted) {
+    const found = await lookupTxt(deps, name);
     if (!found.some((v) => publishedKey(v) === key)) {
-      throw fail('invalid_request', `The DKIM record at ${host} is missing or does not match.`, { host, found });
+      throw fail('invalid_request', `The DKIM record at ${name} is missing or does not match.`, {
+        host: name,
+        found,
+      });
     }
   }
-  await markOutboundVerified(db, cap.id, now);
-  return { ...cap, status: 'verified', verifiedAt: cap.verifiedAt ?? now };
+  if (!pending) {
+    await markOutboundVerified(db, cap.id, now);
+    return { ...cap, status: 'verified', verifiedAt: cap.verifiedAt ?? now };
+  }
+  await db.tx(async (q) => {
+    const keepSince = new Date(now.getTime() - RETIRED_LISTED_MS);
+    if (!(await promotePendingDkim(q, cap.id, pending.selector, now, keepSince)))
+      throw fail(
+        'conflict',
+        'Another rotation replaced the pending DKIM key meanwhile: publish its record, then verify.',
+      );
+    await markOutboundVerified(q, cap.id, now);
+  });
+  const after = await getOutbound(db, projectId, cap.id);
+  if (!after) throw fail('not_found', 'No such outbound capability.');
+  return after;
+}
+
+/**
+ * Mints a DKIM key for the capability under a new selector, pending until verifyOutbound finds its record
+ * (the current key signs until then). `algorithm` names the key it replaces: RSA (the default, the key every
+ * capability has) or the Ed25519 second signature (added when the capability had none). A pending key
+ * already there is replaced: one rotation at a time.
+ */
+export async function rotateDkim(
+  deps: CoreDeps,
+  projectId: string,
+  capId: string,
+  claimId: string | undefined,
+  algorithm: DkimAlgorithm | undefined,
+  now: Date,
+): Promise<Outbound> {
+  const cap = await capabilityOf(getOutbound, deps, projectId, capId, claimId, 'outbound');
+  const key = await generateDkimKey(algorithm ?? 'rsa');
+  await setPendingDkim(deps.storage.db, cap.id, {
+    selector: key.selector,
+    algorithm: key.algorithm,
+    privateSealed: deps.storage.sealer.seal(key.privatePem, `dkim:${cap.id}:${key.selector}`),
+    public: key.publicKey,
+    now,
+  });
+  return {
+    ...cap,
+    pendingDkimSelector: key.selector,
+    pendingDkimAlgorithm: key.algorithm,
+    pendingDkimPublic: key.publicKey,
+    pendingDkimCreatedAt: now,
+  };
 }
 
 export async function setOutboundDisplayName(

@@ -4,6 +4,7 @@ import type { domainRoutes } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx, Deps } from '../deps.js';
 import type { Access } from '../authorize.js';
 import { inboundRecords, outboundRecords, ownershipRecord } from '../../mail/dns-records.js';
+import { dkimTxtValue, type DkimAlgorithm } from '../../mail/dkim-keys.js';
 import type { Claim, Inbound, Outbound } from '../../storage/pg/domains.js';
 import {
   addCapabilities,
@@ -14,6 +15,8 @@ import {
   releaseClaim,
   removeInbound,
   removeOutbound,
+  RETIRED_LISTED_MS,
+  rotateDkim,
   setOutboundDisplayName,
   verifyClaim,
   verifyInbound,
@@ -23,7 +26,50 @@ import {
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
-function outboundJson(o: Outbound, deps: Deps) {
+/** RFC 6376 §3.5 and RFC 8463 §3: the a= name of a key type (k=). */
+const ALGORITHM = { rsa: 'rsa-sha256', ed25519: 'ed25519-sha256' } as const;
+const KEY_TYPE = { 'rsa-sha256': 'rsa', 'ed25519-sha256': 'ed25519' } as const;
+
+function pendingJson(o: Outbound) {
+  const { pendingDkimSelector: selector, pendingDkimAlgorithm: alg, pendingDkimPublic: key } = o;
+  if (!selector || !alg || !key) return null;
+  return {
+    selector,
+    algorithm: ALGORITHM[alg],
+    record: {
+      host: `${selector}._domainkey.${o.domain}`,
+      type: 'TXT' as const,
+      value: dkimTxtValue(alg, key),
+      note:
+        'Publish beside the current DKIM record, then call verify: the current key signs until then. Keep the ' +
+        'record it replaces for a week after (see dkim.retired).',
+    },
+    createdAt: (o.pendingDkimCreatedAt ?? o.createdAt).toISOString(),
+  };
+}
+
+/** The DKIM keys as the capability read shows them; retired selectors are listed for RETIRED_LISTED_MS. */
+function dkimJson(o: Outbound, now: Date) {
+  const pending = pendingJson(o);
+  const retired = o.dkimRetired
+    .map((r) => ({ r, at: new Date(r.retiredAt) }))
+    .filter(({ at }) => at.getTime() + RETIRED_LISTED_MS > now.getTime())
+    .map(({ r, at }) => ({
+      selector: r.selector,
+      algorithm: ALGORITHM[r.algorithm],
+      retiredAt: at.toISOString(),
+      until: new Date(at.getTime() + RETIRED_LISTED_MS).toISOString(),
+    }));
+  return {
+    selector: o.dkimSelector,
+    algorithm: ALGORITHM.rsa,
+    ...(o.ed25519Selector ? { ed25519Selector: o.ed25519Selector } : {}),
+    ...(pending ? { pending } : {}),
+    retired,
+  };
+}
+
+function outboundJson(o: Outbound, deps: Deps, now: Date) {
   const { returnPathDomain, dnsRecords } = outboundRecords(o, deps.ctx.config);
   return {
     id: o.id,
@@ -31,6 +77,7 @@ function outboundJson(o: Outbound, deps: Deps) {
     status: o.status,
     verifiedAt: iso(o.verifiedAt),
     selector: o.dkimSelector,
+    dkim: dkimJson(o, now),
     dnsRecords,
     returnPathSubdomain: o.returnPathSubdomain,
     returnPathDomain,
@@ -63,7 +110,7 @@ function nextStep(c: Claim, outbound: Outbound[], inbound: Inbound[]): string {
     : 'Ready: send and receive on this domain.';
 }
 
-function claimJson(deps: Deps, { claim: c, outbound, inbound }: ClaimView) {
+function claimJson(deps: Deps, now: Date, { claim: c, outbound, inbound }: ClaimView) {
   return {
     id: c.id,
     projectId: c.projectId,
@@ -72,7 +119,7 @@ function claimJson(deps: Deps, { claim: c, outbound, inbound }: ClaimView) {
     verifiedAt: iso(c.verifiedAt),
     createdAt: c.createdAt.toISOString(),
     dnsRecords: { ownership: ownershipRecord(c) },
-    outbound: outbound.map((o) => outboundJson(o, deps)),
+    outbound: outbound.map((o) => outboundJson(o, deps, now)),
     inbound: inbound.map((i) => inboundJson(i, deps)),
     nextStep: nextStep(c, outbound, inbound),
   };
@@ -87,11 +134,21 @@ function project(rc: RequestCtx): string {
 async function verifyOutboundJson(rc: RequestCtx, capId: string, claimId?: string) {
   const cap = await verifyOutbound(rc.deps, project(rc), capId, claimId, rc.now);
   rc.audit.targetId = cap.id;
-  return { status: 'verified' as const, outbound: outboundJson(cap, rc.deps) };
+  return { status: 'verified' as const, outbound: outboundJson(cap, rc.deps, rc.now) };
+}
+
+async function rotate(rc: RequestCtx, capId: string, algorithm: keyof typeof KEY_TYPE | undefined, claimId?: string) {
+  const type: DkimAlgorithm | undefined = algorithm && KEY_TYPE[algorithm];
+  const cap = await rotateDkim(rc.deps, project(rc), capId, claimId, type, rc.now);
+  rc.audit.targetId = cap.id;
+  const outbound = outboundJson(cap, rc.deps, rc.now);
+  if (!outbound.dkim.pending) throw new Error('rotateDkim left no pending key');
+  return { pending: outbound.dkim.pending, outbound };
 }
 
 async function displayName(rc: RequestCtx, capId: string, name: string | null, claimId?: string) {
-  return { outbound: outboundJson(await setOutboundDisplayName(rc.deps, project(rc), capId, claimId, name), rc.deps) };
+  const cap = await setOutboundDisplayName(rc.deps, project(rc), capId, claimId, name);
+  return { outbound: outboundJson(cap, rc.deps, rc.now) };
 }
 
 async function verifyInboundJson(rc: RequestCtx, capId: string, claimId?: string) {
@@ -105,15 +162,15 @@ export const domainHandlers: Handlers<typeof domainRoutes> = {
   async 'console.projects.domains.create'({ body }, rc) {
     const view = await claimDomain(rc.deps, project(rc), body.domain, rc.now);
     rc.audit.targetId = view.claim.id;
-    return claimJson(rc.deps, view);
+    return claimJson(rc.deps, rc.now, view);
   },
 
   async 'console.projects.domains.list'(_in, rc) {
-    return { domains: (await listClaimViews(rc.deps, project(rc))).map((v) => claimJson(rc.deps, v)) };
+    return { domains: (await listClaimViews(rc.deps, project(rc))).map((v) => claimJson(rc.deps, rc.now, v)) };
   },
 
   async 'console.projects.domains.get'({ params }, rc) {
-    return claimJson(rc.deps, await getClaimView(rc.deps, project(rc), params.domainId));
+    return claimJson(rc.deps, rc.now, await getClaimView(rc.deps, project(rc), params.domainId));
   },
 
   async 'console.projects.domains.verify'({ params }, rc) {
@@ -128,21 +185,24 @@ export const domainHandlers: Handlers<typeof domainRoutes> = {
 
   async 'console.projects.domains.outbound.create'({ params, body }, rc) {
     const c = { ...body, outbound: true, inbound: false };
-    return claimJson(rc.deps, await addCapabilities(rc.deps, project(rc), params.domainId, c, rc.now));
+    return claimJson(rc.deps, rc.now, await addCapabilities(rc.deps, project(rc), params.domainId, c, rc.now));
   },
 
   async 'console.projects.domains.inbound.create'({ params, body }, rc) {
     const c = { subdomain: body.subdomain, outbound: false, inbound: true };
-    return claimJson(rc.deps, await addCapabilities(rc.deps, project(rc), params.domainId, c, rc.now));
+    return claimJson(rc.deps, rc.now, await addCapabilities(rc.deps, project(rc), params.domainId, c, rc.now));
   },
 
   async 'console.projects.domains.capabilities'({ params, body }, rc) {
     const c = { ...body, outbound: body.outbound ?? true, inbound: body.inbound ?? true };
-    return claimJson(rc.deps, await addCapabilities(rc.deps, project(rc), params.domainId, c, rc.now));
+    return claimJson(rc.deps, rc.now, await addCapabilities(rc.deps, project(rc), params.domainId, c, rc.now));
   },
 
   'console.projects.outbound.verify': ({ params }, rc) => verifyOutboundJson(rc, params.capId),
   'console.projects.domains.outbound.verify': ({ params }, rc) => verifyOutboundJson(rc, params.capId, params.domainId),
+  'console.projects.outbound.dkim.rotate': ({ params, body }, rc) => rotate(rc, params.capId, body.algorithm),
+  'console.projects.domains.outbound.dkim.rotate': ({ params, body }, rc) =>
+    rotate(rc, params.capId, body.algorithm, params.domainId),
   'console.projects.outbound.displayName': ({ params, body }, rc) => displayName(rc, params.capId, body.displayName),
   'console.projects.domains.outbound.displayName': ({ params, body }, rc) =>
     displayName(rc, params.capId, body.displayName, params.domainId),

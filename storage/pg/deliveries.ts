@@ -45,24 +45,43 @@ export async function messageStatuses(
 }
 
 export interface CapabilityKeys {
+  /** dkim_version: changes whenever the keys do (a rotation promoted), so a cache can tell it is stale. */
+  version: number;
   domain: string;
   rsa: { selector: string; sealed: string };
   ed25519: { selector: string; sealed: string } | null;
 }
 
 export async function capabilityKeys(q: Queryable, outboundId: string): Promise<CapabilityKeys | null> {
-  const rows = await q.query<{ domain: string; s: string; p: string; es: string | null; ep: string | null }>(
-    `SELECT domain, dkim_selector AS s, dkim_private_sealed AS p, ed25519_selector AS es, ed25519_private_sealed AS ep
+  const rows = await q.query<{
+    v: number;
+    domain: string;
+    s: string;
+    p: string;
+    es: string | null;
+    ep: string | null;
+  }>(
+    `SELECT dkim_version AS v, domain, dkim_selector AS s, dkim_private_sealed AS p, ed25519_selector AS es,
+       ed25519_private_sealed AS ep
      FROM outbound_capabilities WHERE id = $1`,
     [outboundId],
   );
   const r = rows[0];
   if (!r) return null;
   return {
+    version: r.v,
     domain: r.domain,
     rsa: { selector: r.s, sealed: r.p },
     ed25519: r.es && r.ep ? { selector: r.es, sealed: r.ep } : null,
   };
+}
+
+/** The capability's dkim_version alone (null when it no longer exists): the key cache's cheap staleness check. */
+export async function capabilityKeyVersion(q: Queryable, outboundId: string): Promise<number | null> {
+  const rows = await q.query<{ v: number }>('SELECT dkim_version AS v FROM outbound_capabilities WHERE id = $1', [
+    outboundId,
+  ]);
+  return rows[0]?.v ?? null;
 }
 
 /** The verified capability of a sending domain, for platform mail (SVC_NOTIFY_FROM's domain). */

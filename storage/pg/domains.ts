@@ -2,6 +2,7 @@
 import type { Queryable } from './client.js';
 import { isPgError, PG_UNIQUE_VIOLATION } from './client.js';
 import { isUuid } from '../../mail/uuid.js';
+import type { DkimAlgorithm } from '../../mail/dkim-keys.js';
 
 export type DomainStatus = 'pending' | 'verified';
 
@@ -32,6 +33,21 @@ export interface Outbound {
   defaultDisplayName: string | null;
   sentCount: number;
   createdAt: Date;
+  /** A key minted by rotate and not yet promoted by verify (docs/api.md §4.5, DKIM key rotation). */
+  pendingDkimSelector: string | null;
+  pendingDkimAlgorithm: DkimAlgorithm | null;
+  pendingDkimPublic: string | null;
+  pendingDkimCreatedAt: Date | null;
+  /** Selectors replaced by a promotion, kept listed for RETIRED_LISTED_MS (pruned on the next promotion). */
+  dkimRetired: RetiredSelector[];
+}
+
+/** A selector that signed before a rotation; its record should stay published while mail signed with it travels. */
+export interface RetiredSelector {
+  selector: string;
+  algorithm: DkimAlgorithm;
+  /** ISO 8601. */
+  retiredAt: string;
 }
 
 export interface Inbound {
@@ -50,7 +66,10 @@ const OUTBOUND = `id, claim_id AS "claimId", project_id AS "projectId", domain, 
   dkim_selector AS "dkimSelector", dkim_public AS "dkimPublic",
   ed25519_selector AS "ed25519Selector", ed25519_public AS "ed25519Public",
   return_path_subdomain AS "returnPathSubdomain", default_display_name AS "defaultDisplayName",
-  sent_count AS "sentCount", created_at AS "createdAt"`;
+  sent_count AS "sentCount", created_at AS "createdAt",
+  pending_dkim_selector AS "pendingDkimSelector", pending_dkim_algorithm AS "pendingDkimAlgorithm",
+  pending_dkim_public AS "pendingDkimPublic", pending_dkim_created_at AS "pendingDkimCreatedAt",
+  dkim_retired AS "dkimRetired"`;
 const INBOUND = `id, claim_id AS "claimId", project_id AS "projectId", domain, status, verified_at AS "verifiedAt",
   created_at AS "createdAt"`;
 
@@ -252,6 +271,66 @@ export async function markInboundVerified(q: Queryable, id: string, now: Date): 
     `UPDATE inbound_capabilities SET status = 'verified', verified_at = coalesce(verified_at, $2) WHERE id = $1`,
     [id, now],
   );
+}
+
+/** Mints (or replaces: one pending key at most) the capability's pending DKIM key. */
+export async function setPendingDkim(
+  q: Queryable,
+  id: string,
+  k: { selector: string; algorithm: DkimAlgorithm; privateSealed: string; public: string; now: Date },
+): Promise<void> {
+  await q.query(
+    `UPDATE outbound_capabilities SET pending_dkim_selector = $2, pending_dkim_algorithm = $3,
+       pending_dkim_private_sealed = $4, pending_dkim_public = $5, pending_dkim_created_at = $6
+     WHERE id = $1`,
+    [id, k.selector, k.algorithm, k.privateSealed, k.public, k.now],
+  );
+}
+
+/**
+ * Promotes the pending key `selector` into the slot of its algorithm (RSA, or the Ed25519 second signature)
+ * and lists the selector it replaces as retired at `now`; retired entries from before `keepSince` are dropped.
+ * Bumps dkim_version, which the MTA's key cache watches. False when that key is no longer the pending one
+ * (a rotate replaced it meanwhile). One statement: its right-hand sides all read the row as it was.
+ */
+export async function promotePendingDkim(
+  q: Queryable,
+  id: string,
+  selector: string,
+  now: Date,
+  keepSince: Date,
+): Promise<boolean> {
+  const rows = await q.query(
+    `UPDATE outbound_capabilities SET
+       dkim_retired = (SELECT coalesce(jsonb_agg(e), '[]'::jsonb) FROM jsonb_array_elements(dkim_retired) e
+                       WHERE (e->>'retiredAt')::timestamptz > $3)
+         || CASE
+              WHEN pending_dkim_algorithm = 'rsa'
+                THEN jsonb_build_array(jsonb_build_object('selector', dkim_selector, 'algorithm', 'rsa',
+                       'retiredAt', $4::text))
+              WHEN ed25519_selector IS NOT NULL
+                THEN jsonb_build_array(jsonb_build_object('selector', ed25519_selector, 'algorithm', 'ed25519',
+                       'retiredAt', $4::text))
+              ELSE '[]'::jsonb
+            END,
+       dkim_selector = CASE WHEN pending_dkim_algorithm = 'rsa' THEN pending_dkim_selector ELSE dkim_selector END,
+       dkim_private_sealed = CASE WHEN pending_dkim_algorithm = 'rsa' THEN pending_dkim_private_sealed
+                             ELSE dkim_private_sealed END,
+       dkim_public = CASE WHEN pending_dkim_algorithm = 'rsa' THEN pending_dkim_public ELSE dkim_public END,
+       ed25519_selector = CASE WHEN pending_dkim_algorithm = 'ed25519' THEN pending_dkim_selector
+                          ELSE ed25519_selector END,
+       ed25519_private_sealed = CASE WHEN pending_dkim_algorithm = 'ed25519' THEN pending_dkim_private_sealed
+                                ELSE ed25519_private_sealed END,
+       ed25519_public = CASE WHEN pending_dkim_algorithm = 'ed25519' THEN pending_dkim_public
+                        ELSE ed25519_public END,
+       pending_dkim_selector = NULL, pending_dkim_algorithm = NULL, pending_dkim_private_sealed = NULL,
+       pending_dkim_public = NULL, pending_dkim_created_at = NULL,
+       dkim_version = dkim_version + 1
+     WHERE id = $1 AND pending_dkim_selector = $2
+     RETURNING id`,
+    [id, selector, keepSince, now.toISOString()],
+  );
+  return rows.length > 0;
 }
 
 export async function setDisplayName(q: Queryable, id: string, name: string | null): Promise<void> {

@@ -25,12 +25,39 @@ export const DnsRecord = Type.Object({
 
 const Status = Type.Union([Type.Literal('pending'), Type.Literal('verified')]);
 
+/** DKIM signing algorithms by their a= names (RFC 6376 §3.5, RFC 8463 §3). */
+const DkimAlgorithm = Type.Union([Type.Literal('rsa-sha256'), Type.Literal('ed25519-sha256')]);
+
+/** A key minted by rotate, signing once verify finds its record. */
+export const PendingDkim = Type.Object({
+  selector: Type.String(),
+  algorithm: DkimAlgorithm,
+  /** The TXT record to publish beside the current one(s). */
+  record: DnsRecord,
+  createdAt: Timestamp,
+});
+
+/** The capability's DKIM keys: the one(s) signing, a pending rotation, and selectors retired within a week. */
+export const OutboundDkim = Type.Object({
+  /** The RSA key's selector (the capability's `selector`). */
+  selector: Type.String(),
+  algorithm: DkimAlgorithm,
+  /** The selector of the Ed25519 second signature, when the capability has one. */
+  ed25519Selector: Type.Optional(Type.String()),
+  pending: Type.Optional(PendingDkim),
+  /** Selectors replaced by a rotation: keep their records published until `until` (a week), for mail in flight. */
+  retired: Type.Array(
+    Type.Object({ selector: Type.String(), algorithm: DkimAlgorithm, retiredAt: Timestamp, until: Timestamp }),
+  ),
+});
+
 export const OutboundCapability = Type.Object({
   id: Type.String(),
   domain: Type.String(),
   status: Status,
   verifiedAt: Nullable(Timestamp),
   selector: Type.String(),
+  dkim: OutboundDkim,
   dnsRecords: Type.Object({
     dkim: DnsRecord,
     dkimEd25519: Type.Optional(DnsRecord),
@@ -94,9 +121,22 @@ const capabilityRoutes = routes({
     ...write,
     method: 'POST',
     path: '/console/v1/projects/{id}/outbound/{capId}/verify',
-    summary: 'Re-check the DKIM TXT record(s) and mark the capability verified.',
+    summary:
+      'Re-check the DKIM TXT record(s) and mark the capability verified; a pending rotated key whose record is ' +
+      'published is promoted (it signs from then on).',
     params: capParams,
     response: VerifiedOutbound,
+  },
+  'console.projects.outbound.dkim.rotate': {
+    ...write,
+    method: 'POST',
+    path: '/console/v1/projects/{id}/outbound/{capId}/dkim/rotate',
+    summary:
+      'Mint a DKIM key under a new selector (RSA-2048 by default, or the Ed25519 second signature); the current ' +
+      'key signs until verify finds the new record. A pending key is replaced.',
+    params: capParams,
+    body: Obj({ algorithm: Type.Optional(DkimAlgorithm) }),
+    response: Type.Object({ pending: PendingDkim, outbound: OutboundCapability }),
   },
   'console.projects.outbound.displayName': {
     ...write,
@@ -229,6 +269,7 @@ export const domainRoutes = routes({
   },
   ...capabilityRoutes,
   'console.projects.domains.outbound.verify': nested(capabilityRoutes['console.projects.outbound.verify']),
+  'console.projects.domains.outbound.dkim.rotate': nested(capabilityRoutes['console.projects.outbound.dkim.rotate']),
   'console.projects.domains.outbound.displayName': nested(capabilityRoutes['console.projects.outbound.displayName']),
   'console.projects.domains.outbound.delete': nested(capabilityRoutes['console.projects.outbound.delete']),
   'console.projects.domains.inbound.verify': nested(capabilityRoutes['console.projects.inbound.verify']),
