@@ -92,11 +92,23 @@ export function opsEndpoints(deps: Deps, registry: Registry | undefined) {
 
 class NotReady extends Error {}
 
+/**
+ * How long /ready waits for the database: a load balancer's check times out after a few seconds, and a database
+ * that takes longer than this to answer `SELECT 1` is not one to send traffic to.
+ */
+export const READY_DB_TIMEOUT_MS = 2000;
+
 /** Resolves null when the database answers a query and the spool can be read; rejects with a NotReady. */
 async function ready({ storage }: Deps): Promise<null> {
-  await pingDatabase(storage.db).catch((err: unknown) => {
-    throw Object.assign(new NotReady('the database does not answer'), { cause: err });
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer in ${READY_DB_TIMEOUT_MS} ms`)), READY_DB_TIMEOUT_MS);
   });
+  await Promise.race([pingDatabase(storage.db), late])
+    .catch((err: unknown) => {
+      throw Object.assign(new NotReady('the database does not answer'), { cause: err });
+    })
+    .finally(() => clearTimeout(timer));
   try {
     storage.spool.count();
   } catch (err) {

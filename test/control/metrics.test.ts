@@ -11,6 +11,7 @@ import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { loadConfig } from '../../config/load.js';
+import { READY_DB_TIMEOUT_MS } from '../../control/middleware/ops.js';
 
 /** One sample of the text exposition format: name, labels, value. */
 interface Sample {
@@ -201,6 +202,26 @@ t.test('GET /ready answers 200 when the database and the spool answer', async (t
   t.same(JSON.parse(res.body), { ok: true });
   const o = await scrape();
   t.ok(value(o, 'svc_http_requests_total', { route: 'ready', status: '200' }) >= 1, 'counted under its name');
+});
+
+t.test('GET /ready answers 503 when the database does not answer in time', async (t) => {
+  // The embedded database is one connection: a transaction held open (its lock) keeps /ready's SELECT 1 waiting,
+  // as a database that stopped answering would. Run on the embedded database only.
+  const other = await startTestService(t, { env: { SVC_DATABASE_URL: '' } });
+  let release!: () => void;
+  const busy = other.running.storage.db.tx(async (q) => {
+    await q.query('SELECT 1');
+    await new Promise<void>((r) => (release = r));
+  });
+  await waitFor(() => release, { what: 'the transaction holding the database' });
+  const started = Date.now();
+  const res = await fetch(`${other.url}/ready`);
+  t.equal(res.status, 503);
+  t.same(await res.json(), { ok: false, error: 'the database does not answer' }, 'the reason, not the error');
+  t.ok(Date.now() - started < READY_DB_TIMEOUT_MS + 900, 'answered at the timeout, not when the database was');
+  release();
+  await busy;
+  t.equal((await fetch(`${other.url}/ready`)).status, 200, 'ready again once it answers');
 });
 
 t.test('two services in one process count apart', async (t) => {
