@@ -1,6 +1,7 @@
 // Assembles the service: context, storage, and the listeners of the roles asked for. Tests call
 // startService() directly (port 0, their own clock); `svc start` calls it from the command line.
 import type { Logger } from 'pino';
+import { Gauge, Registry } from 'prom-client';
 import type { Config } from '../config/schema.js';
 import { createLogger, systemClock, type Clock, type Context } from '../config/context.js';
 import { loadTls, type Certificate, type TlsCertificates } from '../config/tls.js';
@@ -23,6 +24,8 @@ import {
   type WebhookDispatcher,
   type WebhookDispatcherOptions,
 } from '../mta/webhooks/dispatcher.js';
+import { createMtaMetrics } from '../mta/metrics.js';
+import { listenMetrics } from './metrics.js';
 
 export type Role = 'all' | 'control' | 'mta' | 'imap';
 
@@ -48,7 +51,12 @@ export interface RunningService {
   ctx: Context;
   storage: Storage;
   /** Bound ports of the listeners this process runs. */
-  ports: { http?: number; smtp?: number; imap?: number; imaps?: number };
+  ports: { http?: number; smtp?: number; imap?: number; imaps?: number; metrics?: number };
+  /**
+   * This service's Prometheus metrics, every role of the process on one Registry of its own (so that two
+   * services in one process never share a counter): GET /metrics on the HTTP and the metrics listener.
+   */
+  metrics: Registry;
   /** The MTA's pollers, when this process runs the MTA (tests wait on their polledAt()). */
   mta?: { worker: DeliveryWorker; webhooks: WebhookDispatcher };
   /** The certificate of SVC_TLS_CERT/SVC_TLS_KEY, when configured and this process runs a TLS listener. */
@@ -91,13 +99,18 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
   const ports: RunningService['ports'] = {};
   let pollers: RunningService['mta'];
   let publicUrl = config.publicUrl ?? '';
+  const metrics = new Registry();
 
   try {
     const mta = opts.mta ?? (role === 'all' || role === 'mta');
     if (mta) {
-      const worker = startDeliveryWorker(ctx, storage, typeof mta === 'object' ? mta : {});
+      const mtaMetrics = createMtaMetrics(metrics, storage, clock);
+      const worker = startDeliveryWorker(ctx, storage, {
+        ...(typeof mta === 'object' ? mta : {}),
+        metrics: mtaMetrics,
+      });
       const notifications = startNotificationSender(ctx, storage, worker.pools);
-      const webhooks = startWebhookDispatcher(ctx, storage, opts.webhooks);
+      const webhooks = startWebhookDispatcher(ctx, storage, { ...opts.webhooks, metrics: mtaMetrics });
       pollers = { worker, webhooks };
       // Pushed first so that it stops last (stops run in reverse): no new sends, then the drain.
       stops.push(async () => {
@@ -109,8 +122,20 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
       // stops first: no report is taken while the drain runs.
       const mx = await listenMx(ctx, storage, { tls });
       ports.smtp = mx.port;
+      mtaMetrics.mxConnections(mx.connections);
       stops.push(mx.close);
       ctx.log.info({ role, smtp: mx.port, host: config.bindHost }, 'MX listener accepting');
+      if (config.metricsPort !== null) {
+        const listener = await listenMetrics(metrics, {
+          host: config.bindHost,
+          port: config.metricsPort,
+          cidrs: config.metricsCidrs,
+          log: ctx.log,
+        });
+        ports.metrics = listener.port;
+        stops.push(listener.close);
+        ctx.log.info({ role, metrics: listener.port, host: config.bindHost }, 'metrics listener accepting');
+      }
     }
 
     if (role === 'all' || role === 'imap') {
@@ -123,6 +148,14 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
         implicitTlsPort: config.imapsPort,
       });
       ports.imap = imap.port;
+      new Gauge({
+        name: 'svc_imap_connections',
+        help: 'Open connections of the IMAP listeners',
+        registers: [metrics],
+        collect() {
+          this.set(imap.connections());
+        },
+      });
       if (imap.tlsPort !== null) ports.imaps = imap.tlsPort;
       // Pushed before the control plane, so it stops after it; SIGTERM says BYE to every session.
       stops.push(imap.close);
@@ -135,7 +168,7 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
     if (role === 'all' || role === 'control') {
       const deps: Deps = { ctx, storage, publicUrl: () => publicUrl, passwordLogN: opts.passwordLogN ?? LOG_N };
       const http = await listenHttp(
-        createApp(deps, { checkResponses: opts.checkResponses }),
+        createApp(deps, { checkResponses: opts.checkResponses, metrics }),
         config.bindHost,
         config.httpPort,
         { maxConnections: config.httpMaxConnections },
@@ -197,6 +230,7 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
     ctx,
     storage,
     ports,
+    metrics,
     mta: pollers,
     tls,
     reloadTls,

@@ -71,6 +71,10 @@ export interface Config {
   extraCaCerts: string | null;
   /** Port of the https MTA-STS policy fetch (RFC 8461 §3.3 says 443; other values are for tests only). */
   mtaStsPort: number;
+  /** The MTA role's Prometheus listener (GET /metrics); null: none (the HTTP listener serves /metrics too). */
+  metricsPort: number | null;
+  /** Networks GET /metrics answers (on both listeners); from anywhere else it is 404. */
+  metricsCidrs: string[];
 }
 
 export interface SourceAddresses {
@@ -500,6 +504,28 @@ export const fields = [
     expect: 'must be a TCP port, an integer from 1 to 65535',
     parse: Number,
     fallback: () => 443,
+  }),
+  f({
+    env: 'SVC_METRICS_PORT',
+    key: 'metricsPort',
+    doc:
+      "Port of the MTA role's Prometheus listener (GET /metrics, on SVC_BIND_HOST); unset: none. The HTTP " +
+      'listener of the control role serves GET /metrics as well.',
+    schema: port,
+    expect: portExpect,
+    parse: Number,
+    fallback: () => null,
+  }),
+  f({
+    env: 'SVC_METRICS_CIDRS',
+    key: 'metricsCidrs',
+    doc:
+      'Comma list of addresses or CIDR blocks GET /metrics answers (on the HTTP and the metrics listener); ' +
+      'from anywhere else, or through a proxy not named in SVC_TRUSTED_PROXIES, it is 404.',
+    schema: { type: 'string', format: 'cidr-list' },
+    expect: 'must be a comma list of IP addresses or CIDR blocks (10.0.0.0/8, ::1)',
+    parse: list,
+    fallback: () => ['127.0.0.1/8', '::1'],
   }),
 ] as const satisfies readonly Field<keyof Config>[];
 

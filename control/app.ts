@@ -17,10 +17,14 @@ import { insertAudit } from '../storage/pg/audit.js';
 import { gateWebmail } from './webmail/gate.js';
 import { webmailPages } from './webmail/pages.js';
 import { clientAddress, networks } from '../mail/client-address.js';
+import type { Registry } from 'prom-client';
+import { accessLog, opsEndpoints } from './middleware/ops.js';
 
 export interface AppOptions {
   /** Check every response against its schema (tests); a mismatch is a 500 and a log line. */
   checkResponses?: boolean;
+  /** The service's metrics Registry: HTTP metrics are counted on it and GET /metrics serves it. */
+  metrics?: Registry;
 }
 
 /**
@@ -71,6 +75,8 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
     const limit = spec.bodyLimit ?? DEFAULT_BODY_LIMIT;
 
     router.register(koaPath(spec.path), [spec.method], async (ctx) => {
+      // The route's name labels its metrics and access log line (control/middleware/ops.ts).
+      ctx.state.route = name;
       // Refused before its body is read: the answer closes the connection rather than reading the rest.
       const unread = (err: unknown): never => {
         bodies.refuseUnread(ctx.req, ctx.res);
@@ -136,7 +142,9 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
     ctx.state.forwardedProto = trusted(peer) ? ctx.get('x-forwarded-proto').trim().toLowerCase() : '';
     await next();
   });
+  app.use(accessLog(deps.ctx.log, opts.metrics));
   app.use(errorEnvelope(deps.ctx.log, randomUUID));
+  app.use(opsEndpoints(deps, opts.metrics));
   app.use(webmailPages(deps));
   app.use(router.routes());
   return app;

@@ -21,7 +21,7 @@ export async function listenMx(
   ctx: Context,
   storage: Storage,
   opts: MxOptions = {},
-): Promise<{ port: number; close(): Promise<void> }> {
+): Promise<{ port: number; connections(): number; close(): Promise<void> }> {
   const { config, log } = ctx;
   const tls = opts.tls ?? null;
   const guard = connectionGuard(config, () => server);
@@ -65,6 +65,8 @@ export async function listenMx(
   const port = (server.server.address() as { port: number }).port;
   return {
     port,
+    /** Open connections now (svc_mx_connections). */
+    connections: () => server.connections.size,
     close: () =>
       new Promise<void>((resolve) => {
         unsubscribe?.();

@@ -23,6 +23,7 @@ import { simulatorDomain } from '../../mail/simulator.js';
 import { recordReport } from '../../storage/pg/reports.js';
 import { sourceAddressFor } from './source-address.js';
 import { pollLoop } from '../poll-loop.js';
+import type { MtaMetrics } from '../metrics.js';
 
 export interface WorkerOptions {
   /** Deliveries in progress at once, across destinations. */
@@ -36,6 +37,8 @@ export interface WorkerOptions {
   pool?: Partial<
     Pick<PoolOptions, 'perDestination' | 'idleMs' | 'maxMessages' | 'connectTimeoutMs' | 'socketTimeoutMs'>
   >;
+  /** The service's MTA metrics (bin/start.ts); none: nothing is counted. */
+  metrics?: MtaMetrics;
 }
 
 /**
@@ -58,6 +61,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   const maxInFlight = opts.maxInFlight ?? 256;
   const leaseMs = opts.leaseMs ?? 10 * 60_000;
   const pollMs = opts.pollMs ?? 100;
+  const metrics = opts.metrics;
   const pools = createPools({
     resolver: ctx.resolver,
     log,
@@ -169,6 +173,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       // Fail closed (issue 5): never an unsigned send. A key that does not open (a changed master
       // key) is the operator's to fix, so the message waits instead of bouncing.
       log.error({ err, messageId: e.id }, 'DKIM signing failed; message deferred');
+      metrics?.dkimFailure();
       return spool.reschedule(e.id, now + 60_000);
     }
 
@@ -179,6 +184,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     const result = sim?.result ?? (await pools.send({ domain: e.domain, source }, e.mailFrom, e.rcptTo, signed));
     const decision = decide(result, e.rcptTo, attempts, clock.now(), config.retryDelaysMs);
     if (sim) delete decision.suppress; // the simulator's bounces suppress no one (docs/api.md §4.11)
+    attempted(e, e.domain, e.rcptTo, result, decision, attempts, source);
     await finish(e, decision, attempts);
     if (sim?.outcome === 'complained') await complain(e, e.rcptTo, false);
   }
@@ -193,6 +199,41 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       detail: { recipient: rcpt, source: 'simulator', feedbackType: 'abuse' },
       at: new Date(clock.now()),
     });
+  }
+
+  /**
+   * One info line per recipient of each attempt, as Postfix's `status=sent` lines (docs/operations.md, "Logs and
+   * health"), and its count in svc_delivery_attempts_total.
+   */
+  function attempted(
+    e: SpoolEntry,
+    domain: string,
+    recipient: string,
+    result: SendResult,
+    d: Decision,
+    attempt: number,
+    source: string | null,
+  ) {
+    metrics?.attempt(d.status, source);
+    const t = result.transport;
+    log.info(
+      {
+        messageId: e.id,
+        domain,
+        recipient,
+        mx: result.host ?? t.host,
+        ip: t.ip,
+        tls: t.tls ? (t.tlsVersion ?? true) : false,
+        reply: replyCode(result),
+        ...(result.kind === 'reply' && result.reply.enhanced ? { dsn: result.reply.enhanced } : {}),
+        ...(result.kind === 'connection' ? { error: result.error } : {}),
+        outcome: d.status,
+        delayMs: clock.now() - e.createdMs,
+        attempt,
+        source,
+      },
+      'delivery attempt',
+    );
   }
 
   /** The outcome of an attempt for one recipient; every event names its recipient (docs/api.md §6). */
@@ -248,13 +289,16 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
           if (sim) {
             const d = decide(sim.result, r, attempts, at, config.retryDelaysMs);
             delete d.suppress;
+            attempted(e, v.domain, r, sim.result, d, attempts, source);
             return { r, d, complained: sim.outcome === 'complained' };
           }
           const own = result!.kind === 'connection' ? undefined : result!.rejected?.find((x) => x.to === r);
           const res: SendResult = own
             ? { kind: 'reply', host: result!.host, reply: own.reply, transport: result!.transport }
             : result!;
-          return { r, d: decide(res, r, attempts, at, config.retryDelaysMs), complained: false };
+          const d = decide(res, r, attempts, at, config.retryDelaysMs);
+          attempted(e, v.domain, r, res, d, attempts, source);
+          return { r, d, complained: false };
         });
         await Promise.all(decisions.map(({ r, d }) => writer.write(outcomeOf(e, r, d, attempts, true))));
         for (const { r } of decisions.filter((x) => x.complained)) await complain(e, r, true);
@@ -337,6 +381,16 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
 }
 
 export type DeliveryWorker = ReturnType<typeof startDeliveryWorker>;
+
+/** The SMTP reply code of an attempt (RFC 5321 §4.2), null when no reply came (DNS, TCP, TLS failures). */
+function replyCode(r: SendResult): number | null {
+  if (r.kind === 'reply') return r.reply.code;
+  if (r.kind === 'accepted') {
+    const m = /^\d{3}/.exec(r.reply);
+    return m ? Number(m[0]) : null;
+  }
+  return null;
+}
 
 /** The envelopes of a message to several with the recipients still deliverable (queued or deferred). */
 function pendingEnvelopes(envelopes: SpoolEnvelope[], st: SpooledStatus): SpoolEnvelope[] {

@@ -26,6 +26,7 @@ import { postWebhook, type PostResult } from './post.js';
 import { nextWebhookAttempt } from './retry.js';
 import { webhookHeaders } from '../../mail/webhook-sign.js';
 import { pollLoop } from '../poll-loop.js';
+import type { MtaMetrics } from '../metrics.js';
 
 export interface WebhookDispatcherOptions {
   /** How often due attempts are looked for when the last look found none. */
@@ -42,6 +43,8 @@ export interface WebhookDispatcherOptions {
   drainMs?: number;
   /** In [0, 1): the jitter of the retry schedule (tests may fix it). */
   random?: () => number;
+  /** The service's MTA metrics (bin/start.ts); none: nothing is counted. */
+  metrics?: MtaMetrics;
 }
 
 /** The body of docs/decisions.md #5. */
@@ -148,7 +151,9 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
       await releaseWebhookDeliveries(db, [d.id], new Date(clock.now()));
       return;
     }
-    await recordWebhookAttempt(db, outcome(d, result, at));
+    const recorded = outcome(d, result, at);
+    await recordWebhookAttempt(db, recorded);
+    opts.metrics?.webhookAttempt(recorded.status);
     log.debug({ delivery: d.id, endpoint: d.endpointId, attempt: d.attempt, result }, 'webhook attempt');
   }
 
