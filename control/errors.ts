@@ -4,7 +4,7 @@ import type { Context as KoaContext, Next } from 'koa';
 import type { Logger } from 'pino';
 import { ApiError, errorStatus, fail, type ErrorCode } from '../core/errors.js';
 
-export { ApiError, errorStatus, fail, type ErrorCode } from '../core/errors.js';
+export { ApiError, badCursor, errorStatus, fail, type ErrorCode } from '../core/errors.js';
 
 // Errors raised below our code (Koa, the router, the body reader) carry only an HTTP status.
 const codeForStatus = (status: number): ErrorCode =>

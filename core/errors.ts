@@ -44,3 +44,9 @@ export class ApiError extends Error {
 }
 
 export const fail = (code: ErrorCode, message: string, details?: unknown) => new ApiError(code, message, details);
+
+/** A `cursor` that is not the `nextCursor` of this list (docs/api.md §1, "Lists"). */
+export const badCursor = () =>
+  fail('invalid_request', 'Invalid query: query.cursor is not a cursor of this list.', [
+    { field: 'query.cursor', message: 'is not a cursor of this list' },
+  ]);

@@ -14,7 +14,7 @@ import {
 } from '@svc-mail/sdk';
 import type { Handler, Handlers, RequestCtx } from '../deps.js';
 import type { Principal, PrincipalOf } from '../principal.js';
-import { fail } from '../errors.js';
+import { badCursor, fail } from '../errors.js';
 import { authorizeProject } from '../authorize.js';
 import { mintAccountToken } from '../../core/tokens.js';
 import { projectJson } from './projects.js';
@@ -326,22 +326,24 @@ function readHandlers(): Record<string, ReadHandler> {
   for (const table of Object.keys(dataTables) as DataTable[]) {
     const spec: TableSpec = dataTables[table];
     out[`v1.${table}.list`] = async ({ query }, rc) => {
-      const { limit, ...rest } = query;
+      const { limit, cursor, ...rest } = query;
       // The route's schema admits the table's filters and nothing else (unknown ones are refused by the validator).
       const filters = Object.fromEntries(
         Object.keys(spec.filters ?? {})
           .filter((f) => rest[f] !== undefined)
           .map((f) => [f, rest[f]]),
       );
-      const rows = await listRows(
+      const page = await listRows(
         rc.deps.storage.db,
         tableRead(table),
         viewerOf(rc.principal),
         clampLimit(limit),
         filters,
+        typeof cursor === 'string' ? cursor : null,
       );
-      if (!rows) throw fail('not_found', 'No such project.');
-      return { rows: rows.map(json) };
+      if (!page) throw fail('not_found', 'No such project.');
+      if (page === 'bad_cursor') throw badCursor();
+      return { rows: page.rows.map(json), nextCursor: page.nextCursor };
     };
     if (spec.get !== false) {
       out[`v1.${table}.get`] = async ({ query }, rc) => ({

@@ -5,3 +5,4 @@
 export * from './api/index.js';
 export * from './signing.js';
 export * from './client.js';
+export * from './paginate.js';

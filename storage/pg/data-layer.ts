@@ -7,6 +7,7 @@
 // never a request) and are still checked to be plain identifiers before they reach SQL.
 import { RECIPIENTS_JSON } from './recipients.js';
 import type { Owner, OwnerColumn } from '@svc-mail/sdk';
+import { afterCursor, decodeCursor, keyColumns, keyOrder, pageOf } from './cursor.js';
 import type { Queryable } from './client.js';
 import { isPgError, PG_UNIQUE_VIOLATION } from './client.js';
 import { isUuid } from '../../mail/uuid.js';
@@ -178,6 +179,9 @@ async function projectVisible(q: Queryable, v: Viewer, projectId: string): Promi
   return rows.length > 0;
 }
 
+// invalid_text_representation, invalid_datetime_format, datetime_field_overflow, numeric_value_out_of_range.
+const BAD_VALUE = ['22P02', '22007', '22008', '22003'];
+
 /**
  * The rows of a table the viewer may see, in the table's order, at most `limit`, optionally only
  * those whose fields equal `filters` (fields of the row, values checked by the route's schema).
@@ -190,7 +194,8 @@ export async function listRows(
   v: Viewer,
   limit: number,
   filters: Row = {},
-): Promise<Row[] | null> {
+  cursor: string | null = null,
+): Promise<{ rows: Row[]; nextCursor: string | null } | 'bad_cursor' | null> {
   const p = new Params();
   const where = [`(${visible(t.owner, v, p)})`];
   const projectExprs = ownerColumns(t.owner).flatMap((o) => ('project' in o ? [`t.${ident(o.project)}`] : []));
@@ -205,11 +210,25 @@ export async function listRows(
     where.push(match ? match(param) : `${expr} = ${param}`);
   }
   const order = TABLE_SQL[t.table]?.order ?? 't.created_at, t.id';
-  return q.query<Row>(
-    `SELECT ${selectList(t)} FROM ${ident(t.table)} t WHERE ${where.join(' AND ')}
-     ORDER BY ${order} LIMIT ${p.add(limit)}`,
-    p.values,
-  );
+  const key = keyOrder(order);
+  if (cursor !== null) {
+    const after = decodeCursor(cursor, key);
+    if (!after) return 'bad_cursor';
+    where.push(afterCursor(key, after, (x) => p.add(x)));
+  }
+  let rows: Row[];
+  try {
+    rows = await q.query<Row>(
+      `SELECT ${selectList(t)}, ${keyColumns(key)} FROM ${ident(t.table)} t WHERE ${where.join(' AND ')}
+       ORDER BY ${order} LIMIT ${p.add(limit + 1)}`,
+      p.values,
+    );
+  } catch (err) {
+    // A cursor of the right shape whose values are not of the key's types (made up, or of another list).
+    if (cursor !== null && BAD_VALUE.some((code) => isPgError(err, code))) return 'bad_cursor';
+    throw err;
+  }
+  return pageOf(rows, key, limit);
 }
 
 /** One row by its id, or null when there is none the viewer may see. */

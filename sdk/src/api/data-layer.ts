@@ -16,10 +16,13 @@ import {
   Type,
   type TArray,
   type TInteger,
+  type TNull,
   type TObject,
   type TOptional,
   type TProperties,
   type TSchema,
+  type TString,
+  type TUnion,
 } from '@sinclair/typebox';
 import {
   Email,
@@ -43,7 +46,7 @@ import {
   WebhookEventSchema,
 } from './mail-records.js';
 import { WebhookEvents, WebhookUrl } from './webhooks.js';
-import { Limit } from './types.js';
+import { Cursor, Limit } from './types.js';
 
 /**
  * Whose rows a table holds: the column that ties a row to its owner, and what kind of owner
@@ -504,12 +507,12 @@ export type DataTables = typeof dataTables;
 export type DataTable = keyof DataTables;
 
 /** docs/decisions.md #6: `limit` has no maximum in the schema; the handler clamps it to 200. */
-export const ListQuery = Obj({ limit: Type.Optional(Limit) });
+export const ListQuery = Obj({ limit: Type.Optional(Limit), cursor: Type.Optional(Cursor) });
 export const GetQuery = Obj({ id: Id });
 
 type FiltersOf<T extends TableSpec> = T extends { filters: infer F extends TProperties } ? F : Record<never, never>;
 type ListQueryOf<T extends TableSpec> = TObject<
-  { limit: TOptional<TInteger> } & {
+  { limit: TOptional<TInteger>; cursor: TOptional<TString> } & {
     [K in keyof FiltersOf<T>]: FiltersOf<T>[K] extends TSchema ? TOptional<FiltersOf<T>[K]> : never;
   }
 >;
@@ -530,7 +533,7 @@ export interface ReadRoute {
 }
 type ListRoute<T extends TableSpec> = ReadRoute & {
   query: ListQueryOf<T>;
-  response: TObject<{ rows: TArray<T['row']> }>;
+  response: TObject<{ rows: TArray<T['row']>; nextCursor: TUnion<[TString, TNull]> }>;
 };
 type GetRoute<T extends TableSpec> = ReadRoute & { query: typeof GetQuery; response: TObject<{ row: T['row'] }> };
 type WriteRoute<W extends WriteSpec> = W & { method: 'POST'; path: string; auth: readonly CredentialKind[] };
@@ -565,9 +568,10 @@ export function tableRoutes<R extends Record<string, TableSpec>>(tables: R): Dat
       ...read,
       query: listQueryOf(t),
       summary:
-        `Rows of ${name} the caller may see (limit: default 50, at most 200)` +
+        `Rows of ${name} the caller may see, a page at a time (limit: default 50, at most 200; cursor: the ` +
+        `nextCursor of the page before)` +
         (filters.length ? `; optionally only those whose ${filters.join(', ')} equal the values given.` : '.'),
-      response: Type.Object({ rows: Type.Array(t.row) }),
+      response: Type.Object({ rows: Type.Array(t.row), nextCursor: Nullable(Type.String()) }),
     };
     if (t.get !== false) {
       out[`v1.${name}.get`] = {

@@ -95,4 +95,6 @@ export const NewPassword = Type.String({ minLength: 10, maxLength: 1024 });
 export const LIMIT_DEFAULT = 50;
 export const LIMIT_MAX = 200;
 export const Limit = Type.Integer({ minimum: 1 });
+/** The `nextCursor` of the page before (docs/api.md §1, "Lists"): opaque, for the same list and filters. */
+export const Cursor = Type.String({ minLength: 1, maxLength: 2000 });
 export const clampLimit = (limit: number | undefined) => Math.min(limit ?? LIMIT_DEFAULT, LIMIT_MAX);
