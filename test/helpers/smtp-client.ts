@@ -53,7 +53,12 @@ export async function sendOnce(
 ): Promise<SMTPConnection.SentMessageInfo> {
   const conn = new SMTPConnection({ host: '127.0.0.1', port, ignoreTLS: true, name, socketTimeout: 30_000 });
   const closed = new Promise<void>((resolve) => conn.once('end', resolve).on('error', () => resolve()));
-  await new Promise<void>((resolve, reject) => conn.connect((err) => (err ? reject(err) : resolve())));
+  // connect()'s callback comes only with the greeting: a server that dies before it (a kill -9 mid-test) ends
+  // the connection with an 'error' or an 'end' instead, which must end the wait too.
+  await new Promise<void>((resolve, reject) => {
+    conn.once('error', reject).once('end', () => reject(new Error('connection closed before the greeting')));
+    conn.connect((err) => (err ? reject(err) : resolve()));
+  });
   try {
     return await new Promise((resolve, reject) =>
       conn.send({ from, to }, message, (err, info) => (err ? reject(err) : resolve(info))),
