@@ -9,6 +9,7 @@ import { renderedOrFail, usableTemplate } from './templates.js';
 import {
   composeMessage,
   hasLoneSurrogate,
+  MAX_LINE_LENGTH,
   normalizeMailbox,
   parseFrom,
   type ComposeInput,
@@ -80,6 +81,9 @@ export interface Sent {
   replayed: boolean;
 }
 
+/** The longest unsubscribe URL in ASCII form: `List-Unsubscribe: <` and `>` beside it fill a 998-octet line. */
+const MAX_UNSUBSCRIBE_HREF = MAX_LINE_LENGTH - 'List-Unsubscribe: <>'.length;
+
 /**
  * RFC 8058 one-click unsubscribe: List-Unsubscribe with the https URL (§3.1 requires https for the
  * POST), and List-Unsubscribe-Post saying the receiver may POST to it without a human.
@@ -101,6 +105,16 @@ function unsubscribeHeaders(url: string | undefined): Record<string, string> | u
   // The URL's ASCII form (punycode host, percent-encoded path and query, as WHATWG URL serializes it): a
   // non-ASCII character would make the composer write the whole field as an encoded word (RFC 2047), which
   // no receiver reads as a URL, and one-click unsubscribe would silently break.
+  // That form is longer than the URL as given (up to 9 characters for one), and the field is written on one line
+  // (mail/compose.ts, never folded): `List-Unsubscribe: <…>` within RFC 5322 §2.1.1's 998 octets.
+  if (u.href.length > MAX_UNSUBSCRIBE_HREF) {
+    throw fail('invalid_request', 'unsubscribeUrl is too long.', [
+      {
+        field: 'body.unsubscribeUrl',
+        message: `must be at most ${MAX_UNSUBSCRIBE_HREF} characters as ASCII (punycode host, percent-encoded path)`,
+      },
+    ]);
+  }
   return { 'List-Unsubscribe': `<${u.href}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' };
 }
 
