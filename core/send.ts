@@ -242,6 +242,15 @@ export async function sendMessage(deps: CoreDeps, body: Body, projectId: string 
   }
 }
 
+/**
+ * Feedback-ID (Google's feedback loop, no RFC: `a:b:c:SenderId`, the last field the sender's constant id, the
+ * others its own identifiers): spam complaints are counted per sending capability and per project, so a
+ * complaint rate names the customer. DKIM-signed with the message (mail/dkim-sign.ts); customers cannot set it
+ * (core/send-fields.ts). The ids are UUIDs, which hold no colon.
+ */
+export const feedbackId = (cap: Pick<SendingCapability, 'outboundId' | 'projectId'>): string =>
+  `${cap.outboundId}:${cap.projectId}:svc`;
+
 /** A message rendered and composed, with its spool entry and the row to accept. */
 interface Composed {
   id: string;
@@ -275,7 +284,7 @@ async function compose(deps: CoreDeps, now: Date, p: Prepared, cap: SendingCapab
     html: content.html,
     messageId: messageIdHeader,
     date: now,
-    headers: p.headers,
+    headers: p.headers ? { ...p.headers, 'Feedback-ID': feedbackId(cap) } : { 'Feedback-ID': feedbackId(cap) },
     ...extras?.compose,
     ...body.compose,
   });

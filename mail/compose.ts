@@ -140,7 +140,8 @@ const OWN_HEADERS = new Set([
 // "List-Unsubscribe=One-Click" as they stand. Written verbatim (nodemailer's `prepared`): never an RFC 2047
 // encoded word, which no receiver reads as a URL, and never folded, which some receivers do not unfold before
 // matching the URL. So the value must be printable ASCII and the field fit one line (RFC 5322 §2.1.1).
-const VERBATIM_HEADERS = new Set(['list-unsubscribe', 'list-unsubscribe-post']);
+// Feedback-ID (core/send.ts) too: receivers' feedback loops read its colon-separated ids as written.
+const VERBATIM_HEADERS = new Set(['list-unsubscribe', 'list-unsubscribe-post', 'feedback-id']);
 const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
 
 /** A header written verbatim on one line, as nodemailer's MimeNode takes it. */
@@ -369,7 +370,7 @@ export function compileMessage(m: ComposeInput): MimeNode {
     if (OWN_HEADERS.has(key.toLowerCase())) throw new Error(`compose: header ${key} is set by compose itself`);
     assertHeaderSafe(`header ${key}`, value);
     if (VERBATIM_HEADERS.has(key.toLowerCase())) {
-      if (!PRINTABLE_ASCII.test(value)) throw new Error(`compose: ${key} must be printable ASCII (RFC 8058 §3.1)`);
+      if (!PRINTABLE_ASCII.test(value)) throw new Error(`compose: ${key} must be printable ASCII`);
       if (key.length + 2 + value.length > MAX_LINE_LENGTH) throw new Error(`compose: ${key} does not fit one line`);
       headers[key] = { prepared: true, value };
     } else {
