@@ -8,7 +8,7 @@ import type { CoreDeps } from './deps.js';
 import { normalizeDomain } from '../mail/domain-names.js';
 import { DnsError } from '../mail/resolver.js';
 import { generateDkimKey, publishedKey, type DkimAlgorithm } from '../mail/dkim-keys.js';
-import { ownershipRecord } from '../mail/dns-records.js';
+import { isSpfRecord, ownershipRecord } from '../mail/dns-records.js';
 import { isPgError, PG_CHECK_VIOLATION, type Queryable } from '../storage/pg/client.js';
 import { retireInboxes } from './inboxes.js';
 import {
@@ -299,7 +299,7 @@ export async function verifyOutbound(
   capId: string,
   claimId: string | undefined,
   now: Date,
-): Promise<Outbound> {
+): Promise<Outbound & { publishedSpf: string | null }> {
   const { db } = deps.storage;
   const cap = await capabilityOf(getOutbound, deps, projectId, capId, claimId, 'outbound');
   const claim = await loadClaim(db, projectId, cap.claimId);
@@ -323,9 +323,12 @@ export async function verifyOutbound(
       });
     }
   }
+  // The SPF record already at the domain, if any: the suggested one is then that record with our include merged
+  // in (mail/dns-records.ts), never a second one. Advice only: a lookup that fails leaves the plain suggestion.
+  const publishedSpf = (await lookupTxt(deps, cap.domain).catch(() => [])).find(isSpfRecord) ?? null;
   if (!pending) {
     await markOutboundVerified(db, cap.id, now);
-    return { ...cap, status: 'verified', verifiedAt: cap.verifiedAt ?? now };
+    return { ...cap, status: 'verified', verifiedAt: cap.verifiedAt ?? now, publishedSpf };
   }
   await db.tx(async (q) => {
     const keepSince = new Date(now.getTime() - RETIRED_LISTED_MS);
@@ -338,7 +341,7 @@ export async function verifyOutbound(
   });
   const after = await getOutbound(db, projectId, cap.id);
   if (!after) throw fail('not_found', 'No such outbound capability.');
-  return after;
+  return { ...after, publishedSpf };
 }
 
 /**

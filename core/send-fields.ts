@@ -43,7 +43,8 @@ export const hasExtras = (b: ExtraFields): boolean =>
  * Fields the service writes itself (docs/api.md §4.11), lower case: an extra one would duplicate a field
  * RFC 5322 §3.6 allows once, contradict the MIME structure (Content-*, RFC 2045 §9: any Content- field is
  * MIME's), claim a trace or signature the service did not make (Received, Return-Path, DKIM-Signature), or
- * bypass a field the API offers with its own checks (Reply-To: replyTo; List-Unsubscribe: unsubscribeUrl).
+ * bypass a field the API offers with its own checks (Reply-To: replyTo; List-Unsubscribe: unsubscribeUrl), or
+ * speak for the service to receivers' feedback loops (Feedback-ID, core/send.ts).
  * Sender is mail/compose.ts's too.
  */
 const RESERVED_HEADERS = new Set([
@@ -62,6 +63,7 @@ const RESERVED_HEADERS = new Set([
   'list-unsubscribe',
   'list-unsubscribe-post',
   'reply-to',
+  'feedback-id',
 ]);
 export const isReservedHeader = (name: string): boolean => {
   const n = name.toLowerCase();

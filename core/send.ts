@@ -9,6 +9,7 @@ import { renderedOrFail, usableTemplate } from './templates.js';
 import {
   composeMessage,
   hasLoneSurrogate,
+  MAX_LINE_LENGTH,
   normalizeMailbox,
   parseFrom,
   type ComposeInput,
@@ -81,6 +82,9 @@ export interface Sent {
   replayed: boolean;
 }
 
+/** The longest unsubscribe URL in ASCII form: `List-Unsubscribe: <` and `>` beside it fill a 998-octet line. */
+const MAX_UNSUBSCRIBE_HREF = MAX_LINE_LENGTH - 'List-Unsubscribe: <>'.length;
+
 /**
  * RFC 8058 one-click unsubscribe: List-Unsubscribe with the https URL (§3.1 requires https for the
  * POST), and List-Unsubscribe-Post saying the receiver may POST to it without a human.
@@ -102,6 +106,16 @@ function unsubscribeHeaders(url: string | undefined): Record<string, string> | u
   // The URL's ASCII form (punycode host, percent-encoded path and query, as WHATWG URL serializes it): a
   // non-ASCII character would make the composer write the whole field as an encoded word (RFC 2047), which
   // no receiver reads as a URL, and one-click unsubscribe would silently break.
+  // That form is longer than the URL as given (up to 9 characters for one), and the field is written on one line
+  // (mail/compose.ts, never folded): `List-Unsubscribe: <…>` within RFC 5322 §2.1.1's 998 octets.
+  if (u.href.length > MAX_UNSUBSCRIBE_HREF) {
+    throw fail('invalid_request', 'unsubscribeUrl is too long.', [
+      {
+        field: 'body.unsubscribeUrl',
+        message: `must be at most ${MAX_UNSUBSCRIBE_HREF} characters as ASCII (punycode host, percent-encoded path)`,
+      },
+    ]);
+  }
   return { 'List-Unsubscribe': `<${u.href}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' };
 }
 
@@ -229,6 +243,15 @@ export async function sendMessage(deps: CoreDeps, body: Body, projectId: string 
   }
 }
 
+/**
+ * Feedback-ID (Google's feedback loop, no RFC: `a:b:c:SenderId`, the last field the sender's constant id, the
+ * others its own identifiers): spam complaints are counted per sending capability and per project, so a
+ * complaint rate names the customer. DKIM-signed with the message (mail/dkim-sign.ts); customers cannot set it
+ * (core/send-fields.ts). The ids are UUIDs, which hold no colon.
+ */
+export const feedbackId = (cap: Pick<SendingCapability, 'outboundId' | 'projectId'>): string =>
+  `${cap.outboundId}:${cap.projectId}:svc`;
+
 /** A message rendered and composed, with its spool entry and the row to accept. */
 interface Composed {
   id: string;
@@ -262,7 +285,7 @@ async function compose(deps: CoreDeps, now: Date, p: Prepared, cap: SendingCapab
     html: content.html,
     messageId: messageIdHeader,
     date: now,
-    headers: p.headers,
+    headers: p.headers ? { ...p.headers, 'Feedback-ID': feedbackId(cap) } : { 'Feedback-ID': feedbackId(cap) },
     ...extras?.compose,
     ...body.compose,
   });

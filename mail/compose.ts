@@ -136,6 +136,17 @@ const OWN_HEADERS = new Set([
   'return-path',
 ]);
 
+// RFC 8058 §3.1 and RFC 2369 §2: the receiver reads List-Unsubscribe's <https URL> and List-Unsubscribe-Post's
+// "List-Unsubscribe=One-Click" as they stand. Written verbatim (nodemailer's `prepared`): never an RFC 2047
+// encoded word, which no receiver reads as a URL, and never folded, which some receivers do not unfold before
+// matching the URL. So the value must be printable ASCII and the field fit one line (RFC 5322 §2.1.1).
+// Feedback-ID (core/send.ts) too: receivers' feedback loops read its colon-separated ids as written.
+const VERBATIM_HEADERS = new Set(['list-unsubscribe', 'list-unsubscribe-post', 'feedback-id']);
+const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
+
+/** A header written verbatim on one line, as nodemailer's MimeNode takes it. */
+type PreparedHeader = { prepared: true; value: string };
+
 /**
  * The address as we store and send it: the local part exactly as given (RFC 5321 §2.4: it is
  * case-sensitive), the domain lower-cased; null when it is not a mailbox we can send to or from.
@@ -352,13 +363,19 @@ export function compileMessage(m: ComposeInput): MimeNode {
   ] as const) {
     if (v !== undefined && typeof v !== 'string') throw new TypeError(`compose: ${field} must be a string`);
   }
-  const headers: Record<string, string> = {};
+  const headers: Record<string, string | PreparedHeader> = {};
   for (const [key, value] of Object.entries(m.headers ?? {})) {
     if (!FIELD_NAME.test(key))
       throw new Error(`compose: header name ${JSON.stringify(key)} is not an RFC 5322 field name`);
     if (OWN_HEADERS.has(key.toLowerCase())) throw new Error(`compose: header ${key} is set by compose itself`);
     assertHeaderSafe(`header ${key}`, value);
-    headers[key] = value;
+    if (VERBATIM_HEADERS.has(key.toLowerCase())) {
+      if (!PRINTABLE_ASCII.test(value)) throw new Error(`compose: ${key} must be printable ASCII`);
+      if (key.length + 2 + value.length > MAX_LINE_LENGTH) throw new Error(`compose: ${key} does not fit one line`);
+      headers[key] = { prepared: true, value };
+    } else {
+      headers[key] = value;
+    }
   }
 
   const listed = (field: string, list: (string | Mailbox)[] | undefined) =>
@@ -427,6 +444,7 @@ export function compileMessage(m: ComposeInput): MimeNode {
     disableUrlAccess: true,
   });
   const root = composer.compile();
+  bracketAddresses(root);
   // RFC 5322 §2.1.1 / §2.2.3: a header is folded only at whitespace, so an ASCII subject with a word
   // too long to fit a line would go out over 998 octets. As encoded words (RFC 2047 §2: at most 75
   // characters each, separated by folding whitespace) any text fits.
@@ -434,6 +452,34 @@ export function compileMessage(m: ComposeInput): MimeNode {
     root.setHeader('Subject', { prepared: true, foldLines: true, value: encodeWord(m.subject, 'Q', 52) });
   }
   return root;
+}
+
+interface AddressInternals {
+  encodeHeaderValue(key: string, value: unknown): string;
+  _parseAddresses(value: unknown): { name?: string; address?: string }[];
+  _convertAddresses(addresses: { name?: string; address?: string }[]): string;
+}
+
+/**
+ * A bare address in To or Cc is written in angle brackets (`To: <a@b.example>`, RFC 5322 §3.4's name-addr
+ * without a name): receivers' filters score a To without them as bulk-like (SpamAssassin's TO_NO_BRKTS_*).
+ * nodemailer writes such an address bare and takes no prepared value for an address field, so its encoder of
+ * those two fields is wrapped on this node: a named mailbox stays as its `_convertAddresses` writes it (the
+ * name quoted or encoded), and the whole field is folded as before. build() and serializeMime both use it.
+ */
+function bracketAddresses(root: MimeNode): void {
+  const node = root as unknown as AddressInternals;
+  const encode = node.encodeHeaderValue;
+  node.encodeHeaderValue = function (this: AddressInternals, key: string, value: unknown): string {
+    const k = key.toLowerCase();
+    if (k !== 'to' && k !== 'cc') return encode.call(this, key, value);
+    return this._parseAddresses(value)
+      .map((a) => {
+        const s = this._convertAddresses([a]);
+        return a.name || !a.address || s.startsWith('<') ? s : `<${s}>`;
+      })
+      .join(', ');
+  };
 }
 
 /**

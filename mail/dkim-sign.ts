@@ -56,12 +56,16 @@ export const OVERSIGNED_HEADERS = [
   'References',
   'Content-Type',
   'Content-Transfer-Encoding',
+  'MIME-Version',
   'List-Unsubscribe',
   'List-Unsubscribe-Post',
+  'Feedback-ID',
 ] as const;
 
-/** The fields signed where present: the oversigned ones and MIME-Version. */
-export const SIGNED_HEADERS = [...OVERSIGNED_HEADERS, 'MIME-Version'].join(':');
+/** The fields signed where present: the oversigned ones (Feedback-ID: Google's feedback loop wants it signed). */
+export const SIGNED_HEADERS = OVERSIGNED_HEADERS.join(':');
+
+const OVERSIGNED_NAMES = OVERSIGNED_HEADERS.join(': ');
 
 export interface SigningKey {
   domain: string;
@@ -97,16 +101,17 @@ export function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTim
   const hasher = dkimBody('relaxed', 'sha256', false);
   hasher.update(body);
   const bodyHash = hasher.digest('base64');
+  // The same h= for every key: the fields present (bottom-up, as getSigningHeaderLines lists them), then each
+  // oversigned name once more. The extra names match no field when a verifier walks h= bottom-up, so they add
+  // nothing to the hash (RFC 6376 §5.4.2) but make any added instance part of it.
+  const present = tools.getSigningHeaderLines(parsed, SIGNED_HEADERS);
+  if (!present.headers.some((h) => h.key === 'from')) throw new DkimSignError('message has no From header');
+  const signing = { keys: `${present.keys}: ${OVERSIGNED_NAMES}`, headers: present.headers };
   const lines: string[] = [];
   for (const k of keys) {
     const keyType = k.key.asymmetricKeyType;
     if (keyType !== 'rsa' && keyType !== 'ed25519') throw new DkimSignError(`unsupported DKIM key type ${keyType}`);
     const algorithm = `${keyType}-sha256`;
-    const present = tools.getSigningHeaderLines(parsed, SIGNED_HEADERS);
-    if (!present.headers.some((h) => h.key === 'from')) throw new DkimSignError('message has no From header');
-    // The extra names match no field when a verifier walks h= bottom-up, so they add nothing to the hash
-    // (RFC 6376 §5.4.2) but make any added instance part of it.
-    const signing = { keys: [present.keys, ...OVERSIGNED_HEADERS].join(': '), headers: present.headers };
     const { canonicalizedHeader, dkimHeaderOpts } = generateCanonicalizedHeader('DKIM', signing, {
       signingDomain: k.domain,
       selector: k.selector,

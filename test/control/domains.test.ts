@@ -366,8 +366,13 @@ t.test('outbound: DKIM key and records, verify with split TXT strings, display n
     returnPathDomain: `bounces.${apex}`,
     dnsRecords: {
       dkim: { host: `${o.selector}._domainkey.${apex}`, type: 'TXT', value: /^v=DKIM1; k=rsa; p=[A-Za-z0-9+/]+=*$/ },
-      spf: { host: apex, type: 'TXT', value: /^v=spf1 .*[~-]all$/ },
-      dmarc: { host: `_dmarc.${apex}`, type: 'TXT', value: /^v=DMARC1;/ },
+      spf: { host: apex, type: 'TXT', value: 'v=spf1 include:_spf.mta.test ~all' },
+      dmarc: {
+        host: `_dmarc.${apex}`,
+        type: 'TXT',
+        value: `v=DMARC1; p=none; rua=mailto:dmarc-reports@${apex}; adkim=r; aspf=r`,
+        note: new RegExp(`dmarc-reports@${apex.replace(/\./g, '\\.')}`),
+      },
       returnPath: {
         mx: { host: `bounces.${apex}`, type: 'MX', value: MX_HOST },
         spf: { host: `bounces.${apex}`, type: 'TXT', value: /^v=spf1 / },
@@ -439,11 +444,23 @@ t.test('outbound: DKIM key and records, verify with split TXT strings, display n
   const parts = chunks(o.dnsRecords.dkim.value);
   t.ok(parts.length >= 2, `the DKIM value takes ${parts.length} strings`);
   zone.txt(o.dnsRecords.dkim.host, ...parts);
+  t.equal(o.dnsRecords.spf.note, undefined, 'no SPF note before verify has looked');
+  // An SPF record already at the domain (beside another TXT record): verify's answer suggests merging into it.
+  zone.txt(apex, 'google-site-verification=abc').txt(apex, 'v=spf1 include:_spf.example.org -all');
   const v = await verifyOut(o.id);
   t.match(
     v,
     { status: 'verified', outbound: { id: o.id, status: 'verified', verifiedAt: String } },
     'split strings joined: 200 verified',
+  );
+  t.match(
+    v.outbound.dnsRecords.spf,
+    {
+      host: apex,
+      value: 'v=spf1 include:_spf.example.org include:_spf.mta.test -all',
+      note: /^Merge into your existing SPF record/,
+    },
+    'the existing SPF record with our include merged in, and a note',
   );
   t.equal(outboundOf(await get(e, c.id), apex).status, 'verified', 'the claim shows it verified');
   t.match(await verifyOut(o.id), { status: 'verified' }, 'verify is repeatable (no throttle on capabilities)');

@@ -151,6 +151,7 @@ t.test('every refusal is a 400 naming its field, and queues nothing', async (t) 
     'List-Unsubscribe',
     'list-unsubscribe-post',
     'Reply-To',
+    'Feedback-ID',
   ]) {
     cases.push([`reserved header ${name}`, { headers: { 'X-Fine': 'ok', [name]: 'x' } }, [`body.headers.${name}`]]);
   }

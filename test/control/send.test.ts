@@ -37,7 +37,7 @@ t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
   );
   const raw = spool.body(res.providerMessageId)!;
   t.equal(header(raw, 'From'), `Ada <ada@${s.domain}>`);
-  t.equal(header(raw, 'To'), 'Bob@example.com');
+  t.equal(header(raw, 'To'), '<Bob@example.com>', 'a bare address in angle brackets');
   t.equal(header(raw, 'Subject'), 'Hello');
   const messageId = header(raw, 'Message-ID') ?? '';
   t.match(

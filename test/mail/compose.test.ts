@@ -282,6 +282,18 @@ t.test("serializeMime writes exactly the bytes of nodemailer's own streaming bui
     ],
     ['a very long ASCII subject word', { subject: 'S'.repeat(2000) }],
     [
+      'To and Cc lists, named and bare, a long unsubscribe URL',
+      {
+        displayTo: [
+          { name: 'Zoë', address: 'rcpt@example.org' },
+          'b@example.org',
+          { name: 'A, B', address: 'c@x.test' },
+        ],
+        cc: ['d@example.org', { name: 'Dee', address: 'e@example.org' }],
+        headers: { 'List-Unsubscribe': `<https://example.com/u/${'t'.repeat(300)}?a=1&b=2>` },
+      },
+    ],
+    [
       'sendEmail extras: Reply-To, extra headers, attachments, an inline image',
       {
         html: '<p><img src="cid:logo"></p>',
@@ -321,7 +333,7 @@ t.test('text only: a single text/plain part with the standard headers', async (t
   assertWire(t, raw);
   const { headers, body } = split(raw);
   t.equal(one(headers, 'from'), 'sender@example.com');
-  t.equal(one(headers, 'to'), 'rcpt@example.org');
+  t.equal(one(headers, 'to'), '<rcpt@example.org>', 'a bare address in angle brackets');
   t.equal(one(headers, 'subject'), 'Hello');
   t.equal(one(headers, 'message-id'), '<3f1c2a9e-5b7d-4e8f-9a0b-1c2d3e4f5a6b@example.com>');
   t.equal(one(headers, 'date'), 'Wed, 02 Jan 2030 03:04:05 +0000', 'RFC 5322 §3.3 date-time from input.date');
@@ -505,6 +517,50 @@ t.test('extra headers are added as given; those compose owns are refused', async
       JSON.stringify(name),
     );
   }
+});
+
+t.test('To and Cc: a bare address in angle brackets, a named one as before', async (t) => {
+  const raw = await composeMessage({
+    ...BASE,
+    displayTo: ['rcpt@example.org', { name: 'Zoë Ö', address: 'z@example.org' }, { name: 'Ann', address: 'a@x.test' }],
+    cc: ['c@example.org'],
+  });
+  assertWire(t, raw);
+  const { headers } = split(raw);
+  const [bare, zoe, ann] = one(headers, 'to').split(/,\s*/);
+  t.equal(bare, '<rcpt@example.org>');
+  t.equal(decodeWords(zoe ?? ''), 'Zoë Ö <z@example.org>');
+  t.equal(ann, 'Ann <a@x.test>');
+  t.equal(one(headers, 'cc'), '<c@example.org>');
+  t.equal(one(headers, 'from'), 'sender@example.com', 'From unchanged');
+});
+
+t.test('List-Unsubscribe and List-Unsubscribe-Post are written verbatim: never folded or encoded', async (t) => {
+  const url = `<https://example.com/unsubscribe/${'t'.repeat(200)}?list=news&u=42>`;
+  const raw = await composeMessage({
+    ...BASE,
+    headers: { 'List-Unsubscribe': url, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' },
+  });
+  assertWire(t, raw);
+  const { head } = split(raw);
+  t.match(head, new RegExp(`^List-Unsubscribe: ${url.replace(/[?.]/g, '\\$&')}\r$`, 'm'), 'one line');
+  t.match(head, /^List-Unsubscribe-Post: List-Unsubscribe=One-Click\r$/m);
+  // Two URLs (RFC 2369 §2) stay on the one line too.
+  const two = '<https://example.com/u/1>, <mailto:u@example.com?subject=unsubscribe>';
+  t.match(
+    split(await composeMessage({ ...BASE, headers: { 'List-Unsubscribe': two } })).head,
+    `List-Unsubscribe: ${two}\r`,
+  );
+  await t.rejects(
+    composeMessage({ ...BASE, headers: { 'List-Unsubscribe': '<https://exämple.test/u>' } }),
+    { message: /printable ASCII/ },
+    'a non-ASCII value is refused, not encoded',
+  );
+  await t.rejects(
+    composeMessage({ ...BASE, headers: { 'List-Unsubscribe': `<https://example.com/${'u'.repeat(980)}>` } }),
+    { message: /one line/ },
+    'a value that cannot fit one line is refused, not folded',
+  );
 });
 
 t.test('sendEmail extras: Reply-To, content types guessed or given, inline parts (RFC 2387, RFC 2392)', async (t) => {

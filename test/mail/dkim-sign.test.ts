@@ -73,6 +73,9 @@ for (const algorithm of ['rsa', 'ed25519'] as const) {
         'Reply-To: thief@evil.test',
         'From: ceo@example.test',
         'Cc: x@evil.test',
+        'MIME-Version: 1.0',
+        'List-Unsubscribe: <https://evil.test/u>',
+        'Feedback-ID: a:b:c:evil',
       ]) {
         const forged = Buffer.concat([signed.subarray(0, sigEnd), Buffer.from(extra + '\r\n'), message]);
         t.same(await verdicts(forged, { ...k, algorithm }), { mailauth: 'fail', python: false }, extra);

@@ -154,21 +154,35 @@ t.test('one-click unsubscribe (RFC 8058): both headers, both signed', async (t) 
   }
   await allSigned(t, w);
   // A non-ASCII URL goes out in its ASCII form, never as an encoded word that no receiver reads as a URL.
+  // Long, it is still one line: never folded (RFC 8058 §3.1 receivers match the field as written).
+  const token = 'é'.repeat(60);
   const r2 = await w.s.key.v1.services.sendEmail({
     from: `ada@${w.s.domain}`,
     to: 'u2@dest.test',
     subject: 'Nouvelles',
     text: 'x',
-    unsubscribeUrl: 'https://exämple.test/désabonner?u=é',
+    unsubscribeUrl: `https://exämple.test/désabonner/${token}?u=é`,
   });
   await waitStatus(w, r2.providerMessageId, 'delivered');
   const m2 = (await w.sink.waitForMessages(2)).find((x) => x.raw.includes('u2@dest.test'));
-  const head2 = m2!.raw
-    .toString('latin1')
-    .split('\r\n\r\n')[0]!
-    .replace(/\r\n[ \t]+/g, ' ');
-  t.match(head2, /^List-Unsubscribe: <https:\/\/xn--exmple-cua\.test\/d%C3%A9sabonner\?u=%C3%A9>\r?$/m);
+  const head2 = m2!.raw.toString('latin1').split('\r\n\r\n')[0]!;
+  const ascii = `https://xn--exmple-cua.test/d%C3%A9sabonner/${'%C3%A9'.repeat(60)}?u=%C3%A9`;
+  t.ok(head2.split('\r\n').includes(`List-Unsubscribe: <${ascii}>`), 'the ASCII form, on one unfolded line');
+  t.ok(head2.split('\r\n').includes('List-Unsubscribe-Post: List-Unsubscribe=One-Click'));
   t.notMatch(head2, /=\?utf-8\?/i, 'no encoded word');
+  await allSigned(t, w);
+  // A URL whose ASCII form cannot fit one header line is refused, naming the field.
+  const long = await w.s.key.v1.services
+    .sendEmail({
+      from: `ada@${w.s.domain}`,
+      to: 'u@dest.test',
+      subject: 'News',
+      text: 'x',
+      unsubscribeUrl: `https://example.test/${'é'.repeat(200)}`,
+    })
+    .catch((err: { status: number; details?: unknown }) => err);
+  t.equal((long as { status: number }).status, 400, 'an ASCII form over 978 characters');
+  t.match((long as { details?: unknown }).details, [{ field: 'body.unsubscribeUrl' }]);
   for (const bad of [
     'http://example.test/u',
     'https://example.test/a b',
