@@ -15,6 +15,9 @@ import { LOG_N } from '../core/passwords.js';
 import { createResolver } from '../mail/dns.js';
 import { startDeliveryWorker, type DeliveryWorker, type WorkerOptions } from '../mta/outbound/worker.js';
 import { startNotificationSender } from '../mta/outbound/notifications.js';
+import { createTlsSessionRecorder } from '../mta/outbound/tls-report-record.js';
+import { startTlsReporter, type TlsReporter } from '../mta/outbound/tls-report-send.js';
+import { trustContext } from '../mta/outbound/tls-policy.js';
 import { listenMx } from '../mta/inbound/listener.js';
 import { listenImap, type ImapServerOptions } from '../imap/server.js';
 import { finishInterruptedPurges } from '../core/inboxes.js';
@@ -58,7 +61,7 @@ export interface RunningService {
    */
   metrics: Registry;
   /** The MTA's pollers, when this process runs the MTA (tests wait on their polledAt()). */
-  mta?: { worker: DeliveryWorker; webhooks: WebhookDispatcher };
+  mta?: { worker: DeliveryWorker; webhooks: WebhookDispatcher; tlsReports: TlsReporter };
   /** The certificate of SVC_TLS_CERT/SVC_TLS_KEY, when configured and this process runs a TLS listener. */
   tls: TlsCertificates | null;
   /**
@@ -105,17 +108,27 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
     const mta = opts.mta ?? (role === 'all' || role === 'mta');
     if (mta) {
       const mtaMetrics = createMtaMetrics(metrics, storage, clock);
+      // SMTP TLS reports (RFC 8460; docs/operations.md, "TLS reporting"): sessions counted in memory, flushed
+      // and reported by the reporter.
+      const tlsSessions = createTlsSessionRecorder(storage.db, clock, ctx.log);
       const worker = startDeliveryWorker(ctx, storage, {
         ...(typeof mta === 'object' ? mta : {}),
         metrics: mtaMetrics,
+        ...(config.tlsReports ? { onTlsSession: tlsSessions.record } : {}),
       });
       const notifications = startNotificationSender(ctx, storage, worker.pools);
       const webhooks = startWebhookDispatcher(ctx, storage, { ...opts.webhooks, metrics: mtaMetrics });
-      pollers = { worker, webhooks };
-      // Pushed first so that it stops last (stops run in reverse): no new sends, then the drain.
+      const tlsReports = startTlsReporter(ctx, storage, {
+        recorder: tlsSessions,
+        secureContext: trustContext(config.extraCaCerts),
+      });
+      pollers = { worker, webhooks, tlsReports };
+      // Pushed first so that it stops last (stops run in reverse): no new sends, then the drain, then the last
+      // TLS session counts.
       stops.push(async () => {
         await notifications.stop();
         await Promise.all([worker.stop(), webhooks.stop()]);
+        await tlsReports.stop();
       });
       ctx.log.info({ role, outboundPort: config.outboundPort, hostname: config.hostname }, 'MTA delivering');
       // The MX listener (DSN and ARF reports at the VERP return paths). Pushed after the worker, so it

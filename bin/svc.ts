@@ -18,7 +18,9 @@ const usage = `usage: svc <command>
   gen                                   write docs/openapi.json and docs/reference.md from the route table
   doctor <domain>                       check which DNS records of a claimed domain are published
   queue <subcommand>                    the outbound queue: list, inspect, retry, delete, summary, hold,
-                                        release, bounce, lost (svc queue help)`;
+                                        release, bounce, lost (svc queue help)
+  tls-report [--day YYYY-MM-DD] [--json]  outbound TLS sessions of a UTC day per domain and policy, and
+                                        the state of each daily TLS report (RFC 8460)`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -57,6 +59,8 @@ async function main(argv: string[]): Promise<number> {
       return (await import('./doctor.js')).doctor(rest, config);
     case 'queue':
       return (await import('./queue.js')).queue(rest, config);
+    case 'tls-report':
+      return (await import('./tls-report.js')).tlsReport(rest, config);
     case 'start': {
       const { values } = parseArgs({ args: rest, options: { role: { type: 'string', default: 'all' } } });
       const role = values.role as Role;

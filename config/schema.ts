@@ -75,6 +75,12 @@ export interface Config {
   metricsPort: number | null;
   /** Networks GET /metrics answers (on both listeners); from anywhere else it is 404. */
   metricsCidrs: string[];
+  /** Send daily SMTP TLS reports (RFC 8460) to the domains that ask for them. */
+  tlsReports: boolean;
+  /** organization-name of those reports (RFC 8460 §4.4). */
+  tlsReportOrg: string;
+  /** contact-info of those reports. */
+  tlsReportContact: string;
 }
 
 export interface SourceAddresses {
@@ -526,6 +532,35 @@ export const fields = [
     expect: 'must be a comma list of IP addresses or CIDR blocks (10.0.0.0/8, ::1)',
     parse: list,
     fallback: () => ['127.0.0.1/8', '::1'],
+  }),
+  f({
+    env: 'SVC_TLS_REPORTS',
+    key: 'tlsReports',
+    doc:
+      'Set to 0 to send no SMTP TLS reports (RFC 8460). Set (the default), the MTA counts its outbound TLS ' +
+      'sessions and once a day reports them to each recipient domain that publishes an _smtp._tls record.',
+    schema: { type: 'string', enum: ['0', '1', 'true', 'false'] },
+    expect: 'must be 0 or 1',
+    parse: (raw) => raw === '1' || raw === 'true',
+    fallback: () => true,
+  }),
+  f({
+    env: 'SVC_TLS_REPORT_ORG',
+    key: 'tlsReportOrg',
+    doc: 'organization-name of SMTP TLS reports (RFC 8460 §4.4); default SVC_HOSTNAME.',
+    schema: { type: 'string', minLength: 1, maxLength: 200, pattern: '^[\\x20-\\x7e]+$' },
+    expect: 'must be 1 to 200 printable ASCII characters',
+    parse: (raw) => raw,
+    fallback: (c) => c.hostname!,
+  }),
+  f({
+    env: 'SVC_TLS_REPORT_CONTACT',
+    key: 'tlsReportContact',
+    doc: 'contact-info of SMTP TLS reports (RFC 8460 §4.4): who a domain may write to about them.',
+    schema: { type: 'string', format: 'email' },
+    expect: 'must be an email address',
+    parse: (raw) => raw,
+    fallback: (c) => `postmaster@${c.hostname}`,
   }),
 ] as const satisfies readonly Field<keyof Config>[];
 

@@ -17,6 +17,8 @@ export interface StsPolicy {
   mx: string[];
   /** Seconds the policy may be cached (RFC 8461 §3.2: at most 31557600, one year). */
   maxAgeS: number;
+  /** The policy file's non-empty lines as served: the `policy-string` of a TLS report (RFC 8460 §4.4). */
+  lines?: string[];
 }
 
 /** RFC 8461 §3.2: max_age is at most 31557600 seconds. */
@@ -57,8 +59,10 @@ export function parsePolicy(text: string): PolicyParse {
   let mode: string | null = null;
   let maxAge: string | null = null;
   const mx: string[] = [];
+  const lines: string[] = [];
   for (const line of text.split(/\r?\n/)) {
     if (line.trim() === '') continue;
+    lines.push(line);
     const m = /^([A-Za-z0-9_-]+):[ \t]*(.*?)[ \t]*$/.exec(line);
     if (!m) return { ok: false, error: `policy line is not "key: value": ${JSON.stringify(line.slice(0, 80))}` };
     const [, key, value] = m as unknown as [string, string, string];
@@ -75,7 +79,7 @@ export function parsePolicy(text: string): PolicyParse {
   if (mode !== 'none' && mx.length === 0) return { ok: false, error: 'policy has no mx line' };
   const bad = mx.find((p) => !/^(\*\.)?[a-z0-9_-]+(\.[a-z0-9_-]+)+$/.test(p));
   if (bad !== undefined) return { ok: false, error: `policy mx pattern ${JSON.stringify(bad)} is not a host name` };
-  return { ok: true, policy: { mode, mx, maxAgeS: Number(maxAge) } };
+  return { ok: true, policy: { mode, mx, maxAgeS: Number(maxAge), lines } };
 }
 
 /**
@@ -94,7 +98,13 @@ export function mxMatches(pattern: string, host: string): boolean {
 export const policyAllows = (policy: StsPolicy, host: string) => policy.mx.some((p) => mxMatches(p, host));
 
 /** The outcome of one policy fetch, as the fetcher reports it. */
-export type FetchResult = { ok: true; body: string } | { ok: false; error: string };
+export type FetchResult =
+  | { ok: true; body: string }
+  /** webpki: the policy host's certificate did not verify (RFC 8460 §4.3.2.2 sts-webpki-invalid). */
+  | { ok: false; error: string; webpki?: boolean };
+
+/** Why a domain with an `_mta-sts` record has no policy in force, as RFC 8460 §4.3.2.2 names it. */
+export type StsFailure = 'sts-policy-fetch-error' | 'sts-policy-invalid' | 'sts-webpki-invalid';
 
 export interface StsCacheOptions {
   clock: Clock;
@@ -108,7 +118,8 @@ export interface StsCacheOptions {
 
 /** What applies to one delivery: no policy (with why, for the event), or a policy and where it came from. */
 export type StsLookup =
-  { policy: null; note?: string } | { policy: StsPolicy; id: string; source: 'cache' | 'fetched'; note?: string };
+  | { policy: null; note?: string; failure?: StsFailure }
+  | { policy: StsPolicy; id: string; source: 'cache' | 'fetched'; note?: string; failure?: StsFailure };
 
 interface Entry {
   id: string;
@@ -159,7 +170,14 @@ export function createStsCache(o: StsCacheOptions) {
     const parsed: PolicyParse = fetched.ok ? parsePolicy(fetched.body) : { ok: false, error: fetched.error };
     if (!parsed.ok) {
       const note = `MTA-STS policy of ${domain} (id ${id}) unavailable: ${parsed.error}`;
-      return have ? { policy: have.policy, id: have.id, source: 'cache', note } : { policy: null, note };
+      const failure: StsFailure = fetched.ok
+        ? 'sts-policy-invalid'
+        : fetched.webpki
+          ? 'sts-webpki-invalid'
+          : 'sts-policy-fetch-error';
+      return have
+        ? { policy: have.policy, id: have.id, source: 'cache', note, failure }
+        : { policy: null, note, failure };
     }
     entries.delete(domain);
     // max_age 0 is a policy for this delivery only.

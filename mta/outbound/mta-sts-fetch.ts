@@ -9,6 +9,7 @@ import type { SecureContext } from 'node:tls';
 import type { Resolver } from '../../mail/resolver.js';
 import { refusalOf } from '../../mail/webhook-target.js';
 import type { FetchResult } from '../../mail/mta-sts.js';
+import { certificateResult } from '../../mail/tls-report.js';
 
 export interface StsFetchOptions {
   resolver: Resolver;
@@ -26,7 +27,8 @@ export interface StsFetchOptions {
 
 const USER_AGENT = 'svc-mail-mta-sts/1';
 
-async function addressOf(resolver: Resolver, host: string, allowPrivate: boolean): Promise<string> {
+/** The address to connect to for `host`, through our resolver; a non-public one refused unless allowed. */
+export async function addressOf(resolver: Resolver, host: string, allowPrivate: boolean): Promise<string> {
   const found: string[] = [];
   for (const lookup of [resolver.a(host), resolver.aaaa(host)]) {
     try {
@@ -101,7 +103,13 @@ export function createStsFetcher(o: StsFetchOptions): (domain: string) => Promis
         () => done({ ok: false, error: `${host}: no policy within ${timeoutMs} ms` }),
         timeoutMs,
       );
-      req.on('error', (err) => done({ ok: false, error: `${host}: ${err.message}` }));
+      req.on('error', (err: Error & { code?: string }) =>
+        done({
+          ok: false,
+          error: `${host}: ${err.message}`,
+          ...(certificateResult(err.code) ? { webpki: true } : {}),
+        }),
+      );
       req.end();
     });
   };

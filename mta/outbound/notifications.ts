@@ -21,6 +21,8 @@ import type { Pools } from './pool.js';
 import { sourceAddressFor } from './source-address.js';
 
 const BATCH = 20;
+/** Kinds whose sealed body is the whole message, built by its producer (a TLS report, RFC 8460 §5.3). */
+export const RAW_KINDS: ReadonlySet<string> = new Set(['tls-report']);
 const LEASE_MS = 10 * 60_000;
 
 export function startNotificationSender(ctx: Context, storage: Storage, pools: Pools, pollMs = 500) {
@@ -48,14 +50,17 @@ export function startNotificationSender(ctx: Context, storage: Storage, pools: P
 
   async function deliver(n: ClaimedNotification) {
     const now = clock.now();
-    const raw = await composeMessage({
-      from: { name: null, address: n.sender },
-      to: n.recipient,
-      subject: n.subject,
-      text: sealer.open(n.bodySealed, `notification_outbox:${n.id}`),
-      messageId: `${randomUUID()}@${notifyDomain}`,
-      date: new Date(now),
-    });
+    const body = sealer.open(n.bodySealed, `notification_outbox:${n.id}`);
+    const raw = RAW_KINDS.has(n.kind)
+      ? Buffer.from(body, 'utf8')
+      : await composeMessage({
+          from: { name: null, address: n.sender },
+          to: n.recipient,
+          subject: n.subject,
+          text: body,
+          messageId: `${randomUUID()}@${notifyDomain}`,
+          date: new Date(now),
+        });
     const k = await signingKeys();
     const message = k ? dkimSign(raw, k, now) : raw;
     const domain = n.recipient.slice(n.recipient.lastIndexOf('@') + 1).toLowerCase();

@@ -12,7 +12,9 @@ import type { Resolver } from '../../mail/resolver.js';
 import { systemClock, type Clock } from '../../mail/clock.js';
 import { MESSAGE_TOO_BIG, parseReply, SmtpReply } from '../../mail/smtp-reply.js';
 import { resolveRoute, type MxHost } from './route.js';
-import type { PlannedHost, TlsPlan, TlsPolicy, TlsPolicyKind, TlsVerified } from './tls-policy.js';
+import { reportPolicyOf, type PlannedHost, type TlsPlan, type TlsPolicy, type TlsPolicyKind } from './tls-policy.js';
+import type { TlsVerified } from './tls-policy.js';
+import { certificateResult, type ResultType, type TlsSession } from '../../mail/tls-report.js';
 
 export interface PoolOptions {
   resolver: Resolver;
@@ -33,6 +35,11 @@ export interface PoolOptions {
   maxMessages?: number;
   connectTimeoutMs?: number;
   socketTimeoutMs?: number;
+  /**
+   * Told of every TLS session (each connection that got as far as TLS, and each MX host a policy left out),
+   * for TLS reports (RFC 8460); must be cheap: it runs on the delivery path.
+   */
+  onTlsSession?: (s: TlsSession) => void;
 }
 
 export interface Destination {
@@ -224,9 +231,21 @@ export function createPools(opts: PoolOptions) {
       };
       const conn: Conn = { smtp, host, transport, messages: 0, usable: true, idleTimer: null };
       let settled = false;
+      const session = (result: ResultType | null, detail: string | null) =>
+        reportSession(dest.domain, planned, plan, result, detail, address);
       const fail = (err: ConnectError) => {
         if (settled) return;
         settled = true;
+        // A required STARTTLS the server did not offer, or a handshake that failed (nodemailer's ETLS).
+        if (err.code === 'ETLS' && enforce)
+          session(
+            planned.require === 'dane'
+              ? 'dane-required'
+              : /STARTTLS/i.test(err.message)
+                ? 'starttls-not-supported'
+                : 'validation-failure',
+            err.message,
+          );
         err.transport = transport;
         reject(err);
       };
@@ -256,9 +275,19 @@ export function createPools(opts: PoolOptions) {
           if (m?.ok) transport.tlsVerified = 'dane';
           problem = m && !m.ok ? `certificate of ${host}: ${m.reason}` : null;
         } else problem = n.webpki ? null : `certificate of ${host} not verified (${n.authError})`;
+        const result: ResultType | null = !problem
+          ? null
+          : !n.tls
+            ? planned.require === 'dane'
+              ? 'dane-required'
+              : 'starttls-not-supported'
+            : planned.require === 'dane'
+              ? 'tlsa-invalid'
+              : (certificateResult(n.authError) ?? 'validation-failure');
         if (problem && enforce) {
           // RFC 8461 §5, RFC 7672 §2.2: the policy failed for this host: no message goes to it; the next
           // host may do, and when none does the message waits.
+          session(result, problem);
           conn.usable = false;
           smtp.close();
           transport.tlsFailures = [...(transport.tlsFailures ?? []), problem];
@@ -270,10 +299,37 @@ export function createPools(opts: PoolOptions) {
         // RFC 8461 §5 testing mode: delivered all the same, the failure recorded.
         if (problem && planned.policy === 'mta-sts' && plan.mode === 'testing')
           transport.tlsFailures = [...(transport.tlsFailures ?? []), problem];
+        // Without a policy only a session without TLS is a failure: no certificate is required (RFC 8460 §4.3.1).
+        if (planned.require === 'none' && planned.policy === 'none')
+          session(n.tls ? (plan.stsFailure ?? null) : 'starttls-not-supported', n.tls ? (plan.note ?? null) : problem);
+        else session(result, problem);
         settled = true;
         resolve(conn);
       });
     });
+  }
+
+  function reportSession(
+    domain: string,
+    planned: PlannedHost,
+    plan: TlsPlan,
+    result: ResultType | null,
+    detail: string | null,
+    ip: string | null,
+  ) {
+    if (!opts.onTlsSession) return;
+    try {
+      opts.onTlsSession({
+        domain,
+        policy: reportPolicyOf(planned, plan),
+        result,
+        receivingMx: planned.host.name,
+        receivingIp: ip,
+        detail,
+      });
+    } catch (err) {
+      opts.log.error({ err }, 'recording a TLS session failed');
+    }
   }
 
   async function open(dest: Destination): Promise<Opened> {
@@ -304,6 +360,15 @@ export function createPools(opts: PoolOptions) {
       ...(plan.failures.length ? { tlsFailures: plan.failures } : {}),
       ...(plan.note ? { tlsPolicyNote: plan.note } : {}),
     };
+    if (opts.onTlsSession)
+      for (const r of plan.refused ?? [])
+        opts.onTlsSession({
+          domain: dest.domain,
+          policy: r.policy,
+          result: r.result,
+          receivingMx: r.host,
+          detail: r.detail,
+        });
     if (!plan.hosts.length) {
       // RFC 8461 §5, RFC 7672 §2.2: with no MX host the policy allows, the message waits (the policy, the
       // MX records or the TLSA records may change); tlsFailures says why each host was left out.

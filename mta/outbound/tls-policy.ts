@@ -5,7 +5,8 @@ import { createSecureContext, rootCertificates, type SecureContext } from 'node:
 import type { Clock } from '../../mail/clock.js';
 import { DnsError, type Resolver, type TlsaRecord } from '../../mail/resolver.js';
 import { usable } from '../../mail/dane.js';
-import { createStsCache, policyAllows, type FetchResult, type StsCache } from '../../mail/mta-sts.js';
+import { createStsCache, policyAllows, type FetchResult, type StsCache, type StsFailure } from '../../mail/mta-sts.js';
+import { tlsaString, type ReportPolicy, type ResultType } from '../../mail/tls-report.js';
 import { createStsFetcher } from './mta-sts-fetch.js';
 import type { MxHost } from './route.js';
 
@@ -39,7 +40,15 @@ export interface TlsPlan {
   failures: string[];
   /** Why no policy applies although a domain has an `_mta-sts` record (fetch failed, ...). */
   note?: string;
+  /** For TLS reports (RFC 8460 §4.4): the MTA-STS policy in force, its lines and mx patterns. */
+  sts?: ReportPolicy;
+  /** For TLS reports: why the domain's `_mta-sts` record gave no policy (RFC 8460 §4.3.2.2). */
+  stsFailure?: StsFailure;
+  /** For TLS reports: the hosts left out before any connection, each a failed session. */
+  refused?: { host: string; policy: ReportPolicy; result: ResultType; detail: string }[];
 }
+
+const NO_POLICY: ReportPolicy = { type: 'no-policy-found', strings: [], mxHost: [] };
 
 export interface TlsPolicyOptions {
   resolver: Resolver;
@@ -75,12 +84,20 @@ export function createTlsPolicy(o: TlsPolicyOptions) {
         hosts: hosts.map((host) => ({ host, require: 'none', policy: 'none' })),
         failures: [],
         note: found.note,
+        ...(found.failure ? { stsFailure: found.failure } : {}),
       };
     }
+    const report: ReportPolicy = { type: 'sts', strings: policy.lines ?? [], mxHost: policy.mx };
     const outside = hosts.filter((h) => !policyAllows(policy, h.name));
     const failures = outside.map(
       (h) => `MX host ${h.name} does not match the MTA-STS policy of ${domain} (mx: ${policy.mx.join(', ')})`,
     );
+    const refused = outside.map((h, i) => ({
+      host: h.name,
+      policy: report,
+      result: 'validation-failure' as const,
+      detail: failures[i]!,
+    }));
     if (policy.mode === 'testing') {
       // RFC 8461 §5: testing mode delivers as without a policy, and reports what enforce would refuse.
       return {
@@ -89,6 +106,8 @@ export function createTlsPolicy(o: TlsPolicyOptions) {
         hosts: hosts.map((host) => ({ host, require: 'none', policy: 'mta-sts' })),
         failures,
         note: found.note,
+        sts: report,
+        refused,
       };
     }
     // RFC 8461 §4.2 / §5: enforce: only MX hosts matching the policy, each with a certificate valid
@@ -101,6 +120,8 @@ export function createTlsPolicy(o: TlsPolicyOptions) {
         .map((host) => ({ host, require: 'webpki', policy: 'mta-sts' })),
       failures,
       note: found.note,
+      sts: report,
+      refused,
     };
   }
 
@@ -139,12 +160,16 @@ export function createTlsPolicy(o: TlsPolicyOptions) {
     const [stsP, dane] = await Promise.all([stsPlan(domain, hosts), danePlan(domain, hosts)]);
     if (!dane || dane.size === 0) return stsP;
     const failures = [...stsP.failures];
+    const refused = (stsP.refused ?? []).filter((r) => !dane.has(r.host));
     const planned: PlannedHost[] = [];
     for (const host of hosts) {
       const d = dane.get(host.name);
       if (d && 'tlsa' in d) planned.push({ host, require: 'dane', policy: 'dane', tlsa: d.tlsa });
-      else if (d) failures.push(d.failure);
-      else {
+      else if (d) {
+        failures.push(d.failure);
+        const policy: ReportPolicy = { type: 'tlsa', strings: [], mxHost: [host.name] };
+        refused.push({ host: host.name, policy, result: 'tlsa-invalid', detail: d.failure });
+      } else {
         const s = stsP.hosts.find((p) => p.host === host);
         if (s) planned.push(s);
       }
@@ -157,6 +182,9 @@ export function createTlsPolicy(o: TlsPolicyOptions) {
       hosts: planned,
       failures,
       note: stsP.note,
+      ...(stsP.sts ? { sts: stsP.sts } : {}),
+      ...(stsP.stsFailure ? { stsFailure: stsP.stsFailure } : {}),
+      refused,
     };
   }
 
@@ -174,3 +202,11 @@ async function txtOrNone(resolver: Resolver, name: string): Promise<string[]> {
 }
 
 export type TlsPolicy = ReturnType<typeof createTlsPolicy>;
+
+/** The report policy (RFC 8460 §4.4) a planned host is under. */
+export function reportPolicyOf(planned: PlannedHost, plan: TlsPlan): ReportPolicy {
+  if (planned.policy === 'dane')
+    return { type: 'tlsa', strings: (planned.tlsa ?? []).map(tlsaString), mxHost: [planned.host.name] };
+  if (planned.policy === 'mta-sts' && plan.sts) return plan.sts;
+  return NO_POLICY;
+}

@@ -39,6 +39,8 @@ export interface WorkerOptions {
   >;
   /** The service's MTA metrics (bin/start.ts); none: nothing is counted. */
   metrics?: MtaMetrics;
+  /** Told of each outbound TLS session, for TLS reports (mta/outbound/tls-report-record.ts). */
+  onTlsSession?: PoolOptions['onTlsSession'];
 }
 
 /**
@@ -76,6 +78,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       mtaStsPort: config.mtaStsPort,
       allowPrivate: config.allowPrivateMx,
     }),
+    onTlsSession: opts.onTlsSession,
     ...opts.pool,
   });
   const keys = createKeyCache(db, storage.sealer, () => clock.now());

@@ -17,7 +17,16 @@ t.test('policy file', async (t) => {
   const ok = parsePolicy(
     'version: STSv1\r\nmode: enforce\r\nmx: mail.example.com\r\nmx: *.Example.net\r\nmax_age: 604800\r\n',
   );
-  t.same(ok, { ok: true, policy: { mode: 'enforce', mx: ['mail.example.com', '*.example.net'], maxAgeS: 604800 } });
+  t.same(ok, {
+    ok: true,
+    policy: {
+      mode: 'enforce',
+      mx: ['mail.example.com', '*.example.net'],
+      maxAgeS: 604800,
+      // As served, for the policy-string of TLS reports (RFC 8460 §4.4).
+      lines: ['version: STSv1', 'mode: enforce', 'mx: mail.example.com', 'mx: *.Example.net', 'max_age: 604800'],
+    },
+  });
   t.match(parsePolicy('version: STSv1\nmode: testing\nmx: a.example\nmax_age: 1\nfuture_key: x\n'), {
     ok: true,
     policy: { mode: 'testing' },
