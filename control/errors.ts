@@ -2,7 +2,8 @@
 // live in core/errors.ts (the operations throw it too) and are re-exported here.
 import type { Context as KoaContext, Next } from 'koa';
 import type { Logger } from 'pino';
-import { ApiError, errorStatus, fail, type ErrorCode } from '../core/errors.js';
+import { ApiError, badCursor, errorStatus, fail, type ErrorCode } from '../core/errors.js';
+import { clampLimit } from '@svc-mail/sdk';
 
 export { ApiError, badCursor, errorStatus, fail, type ErrorCode } from '../core/errors.js';
 
@@ -48,4 +49,17 @@ export function errorEnvelope(log: Logger, newId: () => string) {
       ctx.body = body;
     }
   };
+}
+
+/**
+ * The page size and cursor of a list request (docs/api.md §1 rule 6), and its answer: the page, or 400 for a
+ * cursor that is not one of this list.
+ */
+export const pageRequest = (query: { limit?: number; cursor?: string }) => ({
+  limit: clampLimit(query.limit),
+  cursor: query.cursor ?? null,
+});
+export function paged<R>(page: { rows: R[]; nextCursor: string | null } | 'bad_cursor') {
+  if (page === 'bad_cursor') throw badCursor();
+  return page;
 }

@@ -1,8 +1,8 @@
 // Handlers of the admin route group (docs/api.md §4.14, docs/decisions.md #8): users and their account tokens.
 import { randomUUID } from 'node:crypto';
-import { type adminRoutes, clampLimit } from '@svc-mail/sdk';
+import { type adminRoutes } from '@svc-mail/sdk';
 import type { Handlers } from '../deps.js';
-import { fail } from '../errors.js';
+import { fail, paged, pageRequest } from '../errors.js';
 import { hashPassword } from '../../core/passwords.js';
 import { mintAccountToken, SECRET_WARNING } from '../../core/tokens.js';
 import { userJson } from './auth.js';
@@ -37,11 +37,8 @@ async function loadUser(q: Queryable, id: string): Promise<User> {
 
 export const adminHandlers: Handlers<typeof adminRoutes> = {
   async 'admin.users.list'({ query }, rc) {
-    const users = await listUsers(rc.deps.storage.db, {
-      email: query.email?.trim() || null,
-      limit: clampLimit(query.limit),
-    });
-    return { users: users.map(userJson) };
+    const page = paged(await listUsers(rc.deps.storage.db, { email: query.email?.trim() || null }, pageRequest(query)));
+    return { users: page.rows.map(userJson), nextCursor: page.nextCursor };
   },
 
   async 'admin.users.create'({ body }, rc) {

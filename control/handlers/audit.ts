@@ -1,5 +1,6 @@
 // Audit log reads: docs/api.md §4.14 (platform-wide) and §4.10 (one project).
-import { type auditRoutes, clampLimit } from '@svc-mail/sdk';
+import { paged, pageRequest } from '../errors.js';
+import { type auditRoutes } from '@svc-mail/sdk';
 import type { Handlers } from '../deps.js';
 import { listAudit, type AuditEntry } from '../../storage/pg/audit.js';
 
@@ -21,22 +22,22 @@ const auditJson = (e: AuditEntry) => ({
 
 export const auditHandlers: Handlers<typeof auditRoutes> = {
   async 'admin.audit.list'({ query }, rc) {
-    const rows = await listAudit(rc.deps.storage.db, {
-      projectId: query.projectId ?? null,
-      action: query.action ?? null,
-      limit: clampLimit(query.limit),
-    });
-    return { entries: rows.map(auditJson) };
+    const page = paged(
+      await listAudit(
+        rc.deps.storage.db,
+        { projectId: query.projectId ?? null, action: query.action ?? null },
+        pageRequest(query),
+      ),
+    );
+    return { entries: page.rows.map(auditJson), nextCursor: page.nextCursor };
   },
 
   async 'console.projects.audit'({ query }, rc) {
     const projectId = rc.access?.projectId;
     if (!projectId) throw new Error('route without a project target reached a project handler');
-    const rows = await listAudit(rc.deps.storage.db, {
-      projectId,
-      action: query.action ?? null,
-      limit: clampLimit(query.limit),
-    });
-    return { entries: rows.map(auditJson) };
+    const page = paged(
+      await listAudit(rc.deps.storage.db, { projectId, action: query.action ?? null }, pageRequest(query)),
+    );
+    return { entries: page.rows.map(auditJson), nextCursor: page.nextCursor };
   },
 };

@@ -1,14 +1,8 @@
 // Message reads: docs/api.md §4.11 (get, events), §4.10 (the project's messages) and §4.14 (admin messages
 // and stats); shapes per docs/decisions.md #4.
-import {
-  MESSAGE_STATUSES,
-  type MessageEventType,
-  type MessageStatus,
-  type messageRoutes,
-  clampLimit,
-} from '@svc-mail/sdk';
+import { MESSAGE_STATUSES, type MessageEventType, type MessageStatus, type messageRoutes } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
-import { ApiError, fail } from '../errors.js';
+import { ApiError, fail, paged, pageRequest } from '../errors.js';
 import { authorizeProject } from '../authorize.js';
 import { cancelUnsent, parseScheduledAt, rescheduleUnsent } from '../../core/schedule.js';
 import {
@@ -120,23 +114,25 @@ export const messageHandlers: Handlers<typeof messageRoutes> = {
   async 'console.projects.messages'({ query }, rc) {
     const projectId = rc.access?.projectId;
     if (!projectId) throw new Error('route without a project target reached a project handler');
-    const rows = await listMessages(rc.deps.storage.db, {
-      projectId,
-      status: query.status ?? null,
-      tag: tagFilter(query.tag),
-      limit: clampLimit(query.limit),
-    });
-    return { messages: rows.map(messageJson) };
+    const page = paged(
+      await listMessages(
+        rc.deps.storage.db,
+        { projectId, status: query.status ?? null, tag: tagFilter(query.tag) },
+        pageRequest(query),
+      ),
+    );
+    return { messages: page.rows.map(messageJson), nextCursor: page.nextCursor };
   },
 
   async 'admin.messages.list'({ query }, rc) {
-    const rows = await listMessages(rc.deps.storage.db, {
-      projectId: query.projectId ?? null,
-      status: query.status ?? null,
-      tag: tagFilter(query.tag),
-      limit: clampLimit(query.limit),
-    });
-    return { messages: rows.map(messageJson) };
+    const page = paged(
+      await listMessages(
+        rc.deps.storage.db,
+        { projectId: query.projectId ?? null, status: query.status ?? null, tag: tagFilter(query.tag) },
+        pageRequest(query),
+      ),
+    );
+    return { messages: page.rows.map(messageJson), nextCursor: page.nextCursor };
   },
 
   async 'admin.stats'(_input, rc) {

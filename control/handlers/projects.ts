@@ -3,7 +3,7 @@ import { PROJECT_DETAIL_RECENT, type projectRoutes } from '@svc-mail/sdk';
 import type { Scope } from '@svc-mail/sdk';
 import type { SuppressionReason } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
-import { fail } from '../errors.js';
+import { fail, paged } from '../errors.js';
 import { authorizeOrganization, type Access } from '../authorize.js';
 import { SECRET_WARNING } from '../../core/tokens.js';
 import type { Queryable } from '../../storage/pg/client.js';
@@ -120,7 +120,7 @@ export const projectHandlers: Handlers<typeof projectRoutes> = {
       loadProject(db, projectId),
       listApiKeys(db, projectId, rc.now),
       listRecentSuppressions(db, projectId, PROJECT_DETAIL_RECENT),
-      listMessages(db, { projectId, limit: PROJECT_DETAIL_RECENT }),
+      listMessages(db, { projectId }, { limit: PROJECT_DETAIL_RECENT, cursor: null }),
       listWebhookEndpoints(db, projectId),
     ]);
     // Sender domains join this view as their issue lands.
@@ -130,7 +130,7 @@ export const projectHandlers: Handlers<typeof projectRoutes> = {
       domains: [],
       webhooks: webhooks.map(webhookJson),
       suppressions: suppressions.map(suppressionJson),
-      messages: messages.map(messageJson),
+      messages: paged(messages).rows.map(messageJson),
     };
   },
 

@@ -1,8 +1,8 @@
 // docs/api.md §4.9: a project's suppression list in the console. The route's target check found the
 // project and allowed the caller; addresses are normalized as sendEmail looks recipients up.
-import { type suppressionRoutes, clampLimit } from '@svc-mail/sdk';
+import { type suppressionRoutes } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
-import { fail } from '../errors.js';
+import { fail, paged, pageRequest } from '../errors.js';
 import { normalizeMailbox } from '../../mail/compose.js';
 import { suppressionJson } from './projects.js';
 import {
@@ -54,12 +54,10 @@ export const suppressionHandlers: Handlers<typeof suppressionRoutes> = {
 
   async 'console.projects.suppressions.list'({ query }, rc) {
     const address = query.address === undefined ? null : addressOf(query.address, 'query.address');
-    const rows = await listSuppressions(rc.deps.storage.db, {
-      projectId: projectOf(rc),
-      address,
-      limit: clampLimit(query.limit),
-    });
-    return { suppressions: rows.map(suppressionJson) };
+    const page = paged(
+      await listSuppressions(rc.deps.storage.db, { projectId: projectOf(rc), address }, pageRequest(query)),
+    );
+    return { suppressions: page.rows.map(suppressionJson), nextCursor: page.nextCursor };
   },
 
   async 'console.projects.suppressions.delete'({ params }, rc) {

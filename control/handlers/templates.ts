@@ -1,8 +1,8 @@
 // docs/api.md §4.13 templates. The route's target check has already made the caller a member (or the
 // organization's token, staff, the platform key) of `organizationId`, and an owner for writes; what
 // is left here is which template that organization may use: its own, or any public one.
+import { paged, pageRequest } from '../errors.js';
 import type { templateRoutes } from '@svc-mail/sdk';
-import { clampLimit } from '@svc-mail/sdk';
 import type { Handlers, RequestCtx } from '../deps.js';
 import type { Access } from '../authorize.js';
 import { listPublicTemplates, listTemplates, type TemplateRecord } from '../../storage/pg/templates.js';
@@ -52,13 +52,13 @@ export const templateHandlers: Handlers<typeof templateRoutes> = {
   },
 
   async 'modules.templates.templates.list'({ query }, rc) {
-    return {
-      templates: (await listTemplates(rc.deps.storage.db, orgOf(rc), clampLimit(query.limit))).map(templateJson),
-    };
+    const page = paged(await listTemplates(rc.deps.storage.db, orgOf(rc), pageRequest(query)));
+    return { templates: page.rows.map(templateJson), nextCursor: page.nextCursor };
   },
 
   async 'modules.templates.templates.listPublic'({ query }, rc) {
-    return { templates: (await listPublicTemplates(rc.deps.storage.db, clampLimit(query.limit))).map(templateJson) };
+    const page = paged(await listPublicTemplates(rc.deps.storage.db, pageRequest(query)));
+    return { templates: page.rows.map(templateJson), nextCursor: page.nextCursor };
   },
 
   async 'modules.templates.templates.get'({ query }, rc) {

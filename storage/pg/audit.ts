@@ -1,4 +1,5 @@
 // The audit log: one row per mutating request that succeeded.
+import { pagedRows, type Paged, type PageRequest } from './cursor.js';
 import type { Queryable } from './client.js';
 
 export interface AuditEntry {
@@ -42,14 +43,20 @@ export async function insertAudit(q: Queryable, e: AuditEntry): Promise<void> {
 
 export async function listAudit(
   q: Queryable,
-  f: { projectId?: string | null; action?: string | null; limit: number },
-): Promise<AuditEntry[]> {
-  return q.query<AuditEntry>(
-    `SELECT id, created_at AS "createdAt", actor_kind AS "actorKind", actor_id AS "actorId", action, method, path,
+  f: { projectId?: string | null; action?: string | null },
+  page: PageRequest,
+): Promise<Paged<AuditEntry> | 'bad_cursor'> {
+  return pagedRows<AuditEntry & Record<string, unknown>>(
+    q,
+    {
+      select: `id, created_at AS "createdAt", actor_kind AS "actorKind", actor_id AS "actorId", action, method, path,
        status, organization_id AS "organizationId", project_id AS "projectId", target_id AS "targetId",
-       request_id AS "requestId", ip
-     FROM audit_log WHERE ($1::uuid IS NULL OR project_id = $1::uuid) AND ($2::text IS NULL OR action = $2)
-     ORDER BY seq DESC LIMIT $3`,
-    [f.projectId ?? null, f.action ?? null, f.limit],
+       request_id AS "requestId", ip`,
+      from: 'audit_log',
+      where: '($1::uuid IS NULL OR project_id = $1::uuid) AND ($2::text IS NULL OR action = $2)',
+      order: 'seq DESC',
+    },
+    [f.projectId ?? null, f.action ?? null],
+    page,
   );
 }

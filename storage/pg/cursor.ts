@@ -55,3 +55,54 @@ export function pageOf<R extends Record<string, unknown>>(
   for (const r of page) for (let i = 0; i < k.exprs.length; i++) delete r[`__key${i}`];
   return { rows: page, nextCursor };
 }
+
+export interface Paged<R> {
+  rows: R[];
+  nextCursor: string | null;
+}
+
+/** The page size and the cursor a list was asked with. */
+export interface PageRequest {
+  limit: number;
+  cursor: string | null;
+}
+
+// invalid_text_representation, invalid_datetime_format, datetime_field_overflow, numeric_value_out_of_range: a
+// cursor of the right shape whose values are not of the key's types (made up, or of another list).
+const BAD_VALUE = new Set(['22P02', '22007', '22008', '22003']);
+export const isBadCursorValue = (err: unknown): boolean =>
+  typeof err === 'object' && err !== null && BAD_VALUE.has(String((err as { code?: unknown }).code));
+
+/**
+ * One page of `SELECT <select> FROM <from> WHERE <where> ORDER BY <order>`, whose parameters are `params` ($1…):
+ * the rows after the request's cursor, at most its limit, and the cursor after them; 'bad_cursor' for a cursor
+ * that is not one of this list.
+ */
+export async function pagedRows<R extends Record<string, unknown>>(
+  q: { query<T>(sql: string, params?: unknown[]): Promise<T[]> },
+  sql: { select: string; from: string; where: string; order: string },
+  params: readonly unknown[],
+  page: PageRequest,
+): Promise<Paged<R> | 'bad_cursor'> {
+  const key = keyOrder(sql.order);
+  const values = [...params];
+  const add = (v: unknown) => `$${values.push(v)}`;
+  let where = `(${sql.where})`;
+  if (page.cursor !== null) {
+    const after = decodeCursor(page.cursor, key);
+    if (!after) return 'bad_cursor';
+    where += ` AND ${afterCursor(key, after, add)}`;
+  }
+  let rows: R[];
+  try {
+    rows = await q.query<R>(
+      `SELECT ${sql.select}, ${keyColumns(key)} FROM ${sql.from} WHERE ${where}
+       ORDER BY ${sql.order} LIMIT ${add(page.limit + 1)}`,
+      values,
+    );
+  } catch (err) {
+    if (page.cursor !== null && isBadCursorValue(err)) return 'bad_cursor';
+    throw err;
+  }
+  return pageOf(rows, key, page.limit);
+}

@@ -7,7 +7,7 @@
 // never a request) and are still checked to be plain identifiers before they reach SQL.
 import { RECIPIENTS_JSON } from './recipients.js';
 import type { Owner, OwnerColumn } from '@svc-mail/sdk';
-import { afterCursor, decodeCursor, keyColumns, keyOrder, pageOf } from './cursor.js';
+import { afterCursor, decodeCursor, isBadCursorValue, keyColumns, keyOrder, pageOf } from './cursor.js';
 import type { Queryable } from './client.js';
 import { isPgError, PG_UNIQUE_VIOLATION } from './client.js';
 import { isUuid } from '../../mail/uuid.js';
@@ -179,9 +179,6 @@ async function projectVisible(q: Queryable, v: Viewer, projectId: string): Promi
   return rows.length > 0;
 }
 
-// invalid_text_representation, invalid_datetime_format, datetime_field_overflow, numeric_value_out_of_range.
-const BAD_VALUE = ['22P02', '22007', '22008', '22003'];
-
 /**
  * The rows of a table the viewer may see, in the table's order, at most `limit`, optionally only
  * those whose fields equal `filters` (fields of the row, values checked by the route's schema).
@@ -224,8 +221,7 @@ export async function listRows(
       p.values,
     );
   } catch (err) {
-    // A cursor of the right shape whose values are not of the key's types (made up, or of another list).
-    if (cursor !== null && BAD_VALUE.some((code) => isPgError(err, code))) return 'bad_cursor';
+    if (cursor !== null && isBadCursorValue(err)) return 'bad_cursor';
     throw err;
   }
   return pageOf(rows, key, limit);

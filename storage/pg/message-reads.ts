@@ -1,5 +1,6 @@
 // Reads of messages and their events (docs/api.md §4.10, §4.11, §4.14). Writes belong to the sending path
 // (storage/pg/messages.ts) and the MTA; nothing here changes a row.
+import { pagedRows, type Paged, type PageRequest } from './cursor.js';
 import type { Queryable } from './client.js';
 import { isUuid } from '../../mail/uuid.js';
 import { RECIPIENTS_JSON, type RecipientRecord } from './recipients.js';
@@ -59,20 +60,22 @@ export async function listMessageEvents(q: Queryable, messageId: string): Promis
  */
 export async function listMessages(
   q: Queryable,
-  f: { projectId?: string | null; status?: string | null; tag?: { name: string; value: string } | null; limit: number },
-): Promise<MessageRecord[]> {
-  const params = [f.projectId ?? null, f.status ?? null, f.limit];
-  if (!f.tag) return q.query<MessageRecord>(LIST_SQL, params);
-  return q.query<MessageRecord>(LIST_TAGGED_SQL, [
-    ...params,
-    JSON.stringify([{ name: f.tag.name, value: f.tag.value }]),
-  ]);
+  f: { projectId?: string | null; status?: string | null; tag?: { name: string; value: string } | null },
+  page: PageRequest,
+): Promise<Paged<MessageRecord> | 'bad_cursor'> {
+  return pagedRows<MessageRecord & Record<string, unknown>>(
+    q,
+    {
+      select: COLUMNS,
+      from: 'messages',
+      where: `($1::uuid IS NULL OR project_id = $1::uuid) AND ($2::text IS NULL OR status = $2)
+        AND ($3::jsonb IS NULL OR tags @> $3::jsonb)`,
+      order: 'created_at DESC, id DESC',
+    },
+    [f.projectId ?? null, f.status ?? null, f.tag ? JSON.stringify([{ name: f.tag.name, value: f.tag.value }]) : null],
+    page,
+  );
 }
-
-const LIST_WHERE = `($1::uuid IS NULL OR project_id = $1::uuid) AND ($2::text IS NULL OR status = $2)`;
-const LIST_SQL = `SELECT ${COLUMNS} FROM messages WHERE ${LIST_WHERE} ORDER BY created_at DESC, id DESC LIMIT $3`;
-const LIST_TAGGED_SQL = `SELECT ${COLUMNS} FROM messages WHERE ${LIST_WHERE} AND tags @> $4::jsonb
-  ORDER BY created_at DESC, id DESC LIMIT $3`;
 
 export interface MessageStats {
   /** Live (not soft-deleted) projects. */

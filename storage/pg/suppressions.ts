@@ -2,6 +2,7 @@
 // its domain in lower case. sendEmail reads them (storage/pg/messages.ts), the MTA adds bounce and
 // complaint rows, the data layer (docs/api.md §4.1 rule 3) and the console (§4.9) add and lift them;
 // row-scoped reads are the data layer's (storage/pg/data-layer.ts).
+import { pagedRows, type Paged, type PageRequest } from './cursor.js';
 import type { Queryable } from './client.js';
 import { isUuid } from '../../mail/uuid.js';
 
@@ -69,12 +70,19 @@ export async function getSuppression(q: Queryable, projectId: string, id: string
 /** A project's suppressions, newest first, at most `limit`; with `address` (normalized), only that one. */
 export async function listSuppressions(
   q: Queryable,
-  f: { projectId: string; address: string | null; limit: number },
-): Promise<SuppressionRecord[]> {
-  return q.query<SuppressionRecord>(
-    `SELECT ${COLUMNS} FROM suppressions WHERE project_id = $1 AND ($2::text IS NULL OR address = $2)
-     ORDER BY created_at DESC, id DESC LIMIT $3`,
-    [f.projectId, f.address, f.limit],
+  f: { projectId: string; address: string | null },
+  page: PageRequest,
+): Promise<Paged<SuppressionRecord> | 'bad_cursor'> {
+  return pagedRows<SuppressionRecord & Record<string, unknown>>(
+    q,
+    {
+      select: COLUMNS,
+      from: 'suppressions',
+      where: 'project_id = $1 AND ($2::text IS NULL OR address = $2)',
+      order: 'created_at DESC, id DESC',
+    },
+    [f.projectId, f.address],
+    page,
   );
 }
 

@@ -5,6 +5,7 @@
 // Each write is one statement: the template row and its version row are written together by a
 // data-modifying CTE, so no version is ever missing and two concurrent updates get distinct version
 // numbers (the UPDATE's row lock orders them).
+import { pagedRows, type Paged, type PageRequest } from './cursor.js';
 import type { Queryable } from './client.js';
 import { isUuid } from '../../mail/uuid.js';
 
@@ -85,18 +86,29 @@ export async function getTemplate(q: Queryable, id: string): Promise<TemplateRec
 }
 
 /** The organization's own templates, newest first. */
-export async function listTemplates(q: Queryable, organizationId: string, limit: number): Promise<TemplateRecord[]> {
-  return q.query<TemplateRecord>(
-    `SELECT ${COLUMNS} FROM templates WHERE organization_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
-    [organizationId, limit],
+export async function listTemplates(
+  q: Queryable,
+  organizationId: string,
+  page: PageRequest,
+): Promise<Paged<TemplateRecord> | 'bad_cursor'> {
+  return pagedRows<TemplateRecord & Record<string, unknown>>(
+    q,
+    { select: COLUMNS, from: 'templates', where: 'organization_id = $1', order: 'created_at DESC, id DESC' },
+    [organizationId],
+    page,
   );
 }
 
 /** Every public template of every organization, newest first. */
-export async function listPublicTemplates(q: Queryable, limit: number): Promise<TemplateRecord[]> {
-  return q.query<TemplateRecord>(
-    `SELECT ${COLUMNS} FROM templates WHERE is_public ORDER BY created_at DESC, id DESC LIMIT $1`,
-    [limit],
+export async function listPublicTemplates(
+  q: Queryable,
+  page: PageRequest,
+): Promise<Paged<TemplateRecord> | 'bad_cursor'> {
+  return pagedRows<TemplateRecord & Record<string, unknown>>(
+    q,
+    { select: COLUMNS, from: 'templates', where: 'is_public', order: 'created_at DESC, id DESC' },
+    [],
+    page,
   );
 }
 

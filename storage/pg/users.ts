@@ -1,4 +1,5 @@
 // Users: accounts with a password hash and a platform role (customer or staff).
+import { pagedRows, type Paged, type PageRequest } from './cursor.js';
 import type { Queryable } from './client.js';
 import { isUuid } from '../../mail/uuid.js';
 
@@ -60,10 +61,20 @@ export async function getUser(q: Queryable, id: string): Promise<User | null> {
 }
 
 /** Users, newest first; `email` narrows to that address (case-insensitive, exact). */
-export async function listUsers(q: Queryable, f: { email?: string | null; limit: number }): Promise<User[]> {
-  return q.query<User>(
-    `SELECT ${PUBLIC} FROM users WHERE ($1::text IS NULL OR lower(email) = lower($1))
-     ORDER BY created_at DESC, id DESC LIMIT $2`,
-    [f.email ?? null, f.limit],
+export async function listUsers(
+  q: Queryable,
+  f: { email?: string | null },
+  page: PageRequest,
+): Promise<Paged<User> | 'bad_cursor'> {
+  return pagedRows<User & Record<string, unknown>>(
+    q,
+    {
+      select: PUBLIC,
+      from: 'users',
+      where: '$1::text IS NULL OR lower(email) = lower($1)',
+      order: 'created_at DESC, id DESC',
+    },
+    [f.email ?? null],
+    page,
   );
 }

@@ -337,7 +337,7 @@ t.test('message reads: shapes, order and who may read', async (t) => {
     const newestFirst = [...seeded].reverse();
 
     const all = await c.owner.client.console.projects.messages({ id: c.projectId });
-    t.strictSame(Object.keys(all), ['messages']);
+    t.strictSame(Object.keys(all), ['messages', 'nextCursor']);
     t.strictSame(
       all.messages.map((m) => m.id),
       newestFirst.map((s) => s.id),
@@ -483,7 +483,7 @@ t.test('admin: messages across projects, stats on the request clock', async (t) 
   t.test('admin.messages.list: newest first, filters, limit', async (t) => {
     const ids = (r: { messages: { id: string }[] }) => r.messages.map((m) => m.id);
     const all = await admin.admin.messages.list();
-    t.strictSame(Object.keys(all), ['messages']);
+    t.strictSame(Object.keys(all), ['messages', 'nextCursor']);
     t.strictSame(ids(all), [E, B, C, F, D, A], "newest first across projects (a deleted project's history included)");
     t.strictSame(Object.keys(all.messages[0]!).sort(), ROW_KEYS);
     t.strictSame(ids(await staff.admin.messages.list()), ids(all), 'a staff token sees the same');

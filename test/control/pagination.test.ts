@@ -66,6 +66,17 @@ t.test('paging through 450 messages with nextCursor and the SDK', async (t) => {
     'newest first across pages',
   );
   let n = 0;
+  const viaConsole = await listAll(s.owner.client.console.projects.messages, { id: s.projectId, limit: 200 });
+  t.same(
+    viaConsole.map((m) => m.id),
+    all.map((m) => m.id),
+    'the console list pages the same way, in the same order',
+  );
+  const viaAdmin = await listAll(svc.admin().admin.messages.list, { projectId: s.projectId, status: 'queued' });
+  t.equal(viaAdmin.length, 451, 'and the admin list');
+  const audit = await s.owner.client.console.projects.audit({ id: s.projectId, limit: 1 });
+  t.equal(audit.entries.length, 1, 'the audit list pages too');
+  t.type(audit.nextCursor, 'string');
   for await (const m of paginate(s.key.v1.messages.list, { status: 'queued', limit: 100 }))
     if (m.status === 'queued') n++;
   t.equal(n, 451, 'paginate() with a filter');

@@ -1,7 +1,18 @@
 // docs/api.md §4.14 admin: platform and staff operations (users and their account tokens). Every route
 // takes the platform key or a staff account token (a customer's account token gets 403).
 import { Type } from '@sinclair/typebox';
-import { Email, Limit, NewPassword, Nullable, Obj, Ok, Timestamp, routes, type CredentialKind } from './types.js';
+import {
+  Cursor,
+  Email,
+  Limit,
+  NewPassword,
+  Nullable,
+  Obj,
+  Ok,
+  Timestamp,
+  routes,
+  type CredentialKind,
+} from './types.js';
 import { User } from './auth.js';
 import { Project } from './projects.js';
 
@@ -33,8 +44,12 @@ export const adminRoutes = routes({
     path: '/admin/v1/users',
     auth: ADMIN_AUTH,
     summary: 'Users, newest first; `email` narrows to one address (case-insensitive).',
-    query: Obj({ limit: Type.Optional(Limit), email: Type.Optional(Type.String({ maxLength: 254 })) }),
-    response: Type.Object({ users: Type.Array(User) }),
+    query: Obj({
+      limit: Type.Optional(Limit),
+      cursor: Type.Optional(Cursor),
+      email: Type.Optional(Type.String({ maxLength: 254 })),
+    }),
+    response: Type.Object({ users: Type.Array(User), nextCursor: Nullable(Type.String()) }),
   },
   'admin.users.create': {
     method: 'POST',

@@ -1,7 +1,7 @@
 // Reads of the audit log: the platform-wide view (docs/api.md §4.14) and one project's view (docs/api.md §4.10).
 // Rows are written by the app for every successful non-GET request (control/app.ts).
 import { Type } from '@sinclair/typebox';
-import { Nullable, Obj, Timestamp, routes } from './types.js';
+import { Cursor, Nullable, Obj, Timestamp, routes } from './types.js';
 import { ADMIN_AUTH } from './admin.js';
 import { Limit } from './types.js';
 import { PROJECT_AUTH } from './projects.js';
@@ -26,7 +26,7 @@ export const AuditEntry = Type.Object({
 });
 
 const Action = Type.String({ minLength: 1, maxLength: 200 });
-const Entries = Type.Object({ entries: Type.Array(AuditEntry) });
+const Entries = Type.Object({ entries: Type.Array(AuditEntry), nextCursor: Nullable(Type.String()) });
 
 export const auditRoutes = routes({
   'admin.audit.list': {
@@ -36,6 +36,7 @@ export const auditRoutes = routes({
     summary: 'The audit log, newest first; optionally of one project and of one action (route name).',
     query: Obj({
       limit: Type.Optional(Limit),
+      cursor: Type.Optional(Cursor),
       projectId: Type.Optional(Type.String({ format: 'uuid' })),
       action: Type.Optional(Action),
     }),
@@ -49,7 +50,7 @@ export const auditRoutes = routes({
     scope: 'project:admin',
     summary: "The project's audit log, newest first; optionally of one action (route name).",
     params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
-    query: Obj({ limit: Type.Optional(Limit), action: Type.Optional(Action) }),
+    query: Obj({ limit: Type.Optional(Limit), cursor: Type.Optional(Cursor), action: Type.Optional(Action) }),
     response: Entries,
   },
 });

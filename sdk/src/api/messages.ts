@@ -8,7 +8,7 @@
 // list and get. `cancel` and `reschedule` (scope messages:send) act on a message that has not started sending
 // (docs/api.md §4.11 scheduling); they are no data-layer verbs either (the messages table has no writes).
 import { Type, type TInteger } from '@sinclair/typebox';
-import { Limit, Obj, routes } from './types.js';
+import { Cursor, Limit, Nullable, Obj, routes } from './types.js';
 import { ADMIN_AUTH } from './admin.js';
 import { PROJECT_AUTH } from './projects.js';
 import { MESSAGE_STATUSES, Message, MessageEvent, MessageStatusSchema, type MessageStatus } from './mail-records.js';
@@ -28,7 +28,7 @@ export {
 const ById = Obj({ id: Type.String({ minLength: 1, maxLength: 200 }) });
 /** `?tag=name:value`: the messages sent with this tag (docs/api.md §4.11). */
 const TagFilter = Type.String({ pattern: '^[A-Za-z0-9_-]{1,256}:[A-Za-z0-9_-]{1,256}$' });
-const Messages = Type.Object({ messages: Type.Array(Message) });
+const Messages = Type.Object({ messages: Type.Array(Message), nextCursor: Nullable(Type.String()) });
 /** Every status as a key, zero included, so a client never has to tell "none" from "absent". */
 const StatusCounts = Type.Object(
   Object.fromEntries(MESSAGE_STATUSES.map((s) => [s, Type.Integer({ minimum: 0 })])) as Record<MessageStatus, TInteger>,
@@ -91,6 +91,7 @@ export const messageRoutes = routes({
     params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
     query: Obj({
       limit: Type.Optional(Limit),
+      cursor: Type.Optional(Cursor),
       status: Type.Optional(MessageStatusSchema),
       tag: Type.Optional(TagFilter),
     }),
@@ -105,6 +106,7 @@ export const messageRoutes = routes({
       '(name:value).',
     query: Obj({
       limit: Type.Optional(Limit),
+      cursor: Type.Optional(Cursor),
       projectId: Type.Optional(Type.String({ format: 'uuid' })),
       status: Type.Optional(MessageStatusSchema),
       tag: Type.Optional(TagFilter),

@@ -3,7 +3,7 @@
 // (the local part as given, the domain in lower case). A project key needs suppressions:read or
 // suppressions:write (docs/api.md §5.3); a member needs projects:manage to write (docs/api.md §5.5).
 import { Type } from '@sinclair/typebox';
-import { Limit, Nullable, Obj, Ok, routes, type RouteSpec } from './types.js';
+import { Cursor, Limit, Nullable, Obj, Ok, routes, type RouteSpec } from './types.js';
 import { PROJECT_AUTH } from './projects.js';
 import { Suppression, SuppressionReasonSchema } from './mail-records.js';
 
@@ -39,8 +39,8 @@ export const suppressionRoutes = routes({
     scope: 'suppressions:read',
     summary: "The project's suppressions, newest first; with address, only that address's (its domain in any case).",
     params: Type.Object({ id: Id }),
-    query: Obj({ address: Type.Optional(Address), limit: Type.Optional(Limit) }),
-    response: Type.Object({ suppressions: Type.Array(Suppression) }),
+    query: Obj({ address: Type.Optional(Address), limit: Type.Optional(Limit), cursor: Type.Optional(Cursor) }),
+    response: Type.Object({ suppressions: Type.Array(Suppression), nextCursor: Nullable(Type.String()) }),
   },
   'console.projects.suppressions.delete': {
     method: 'DELETE',

@@ -3,7 +3,7 @@
 // token, staff and the platform key act on the organization fully. Rendering rules:
 // control/templates/render.ts.
 import { Type } from '@sinclair/typebox';
-import { Limit, Nullable, Obj, Ok, Timestamp, routes, type CredentialKind, type RouteSpec } from './types.js';
+import { Cursor, Limit, Nullable, Obj, Ok, Timestamp, routes, type CredentialKind, type RouteSpec } from './types.js';
 
 export const TEMPLATE_AUTH: readonly CredentialKind[] = ['account_token', 'organization_token', 'platform_admin'];
 
@@ -80,8 +80,8 @@ export const templateRoutes = routes({
     auth: TEMPLATE_AUTH,
     target: inQuery,
     summary: "The organization's own templates, newest first.",
-    query: Obj({ organizationId: OrgId, limit: Type.Optional(Limit) }),
-    response: Type.Object({ templates: Type.Array(Template) }),
+    query: Obj({ organizationId: OrgId, limit: Type.Optional(Limit), cursor: Type.Optional(Cursor) }),
+    response: Type.Object({ templates: Type.Array(Template), nextCursor: Nullable(Type.String()) }),
   },
   'modules.templates.templates.listPublic': {
     method: 'GET',
@@ -89,8 +89,8 @@ export const templateRoutes = routes({
     auth: TEMPLATE_AUTH,
     target: inQuery,
     summary: 'Every public template of every organization, newest first (organizationId is for authorization only).',
-    query: Obj({ organizationId: OrgId, limit: Type.Optional(Limit) }),
-    response: Type.Object({ templates: Type.Array(Template) }),
+    query: Obj({ organizationId: OrgId, limit: Type.Optional(Limit), cursor: Type.Optional(Cursor) }),
+    response: Type.Object({ templates: Type.Array(Template), nextCursor: Nullable(Type.String()) }),
   },
   'modules.templates.templates.get': {
     method: 'GET',
