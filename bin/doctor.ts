@@ -5,9 +5,14 @@
 // The expected records come from the same builders the API answers with (mail/dns-records.ts),
 // so what doctor checks is exactly what the console told the customer to publish.
 //
+// `svc doctor --ips`: for each address of SVC_SOURCE_ADDRESSES, forward-confirmed reverse DNS (FCrDNS): its
+// PTR names the EHLO name its sessions give, and that name's A/AAAA records hold the address again (the
+// records docs/operations.md "Dedicated IPs" tells the operator to publish). Receivers check both.
+//
 // Exit codes: 0 every required record is right; 1 a required record is missing, wrong or could not
-// be looked up; 2 bad usage, an unknown domain, or no database to read.
+// be looked up; 2 bad usage, an unknown domain, or no database to read (or, with --ips, no address).
 import { stat } from 'node:fs/promises';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
@@ -29,7 +34,9 @@ import {
   type Outbound,
 } from '../storage/pg/domains.js';
 
-export const DOCTOR_USAGE = 'usage: svc doctor <domain>   check the DNS records of a claimed domain';
+export const DOCTOR_USAGE =
+  'usage: svc doctor <domain>   check the DNS records of a claimed domain\n' +
+  '       svc doctor --ips      check the reverse DNS (PTR and back) of each address of SVC_SOURCE_ADDRESSES';
 
 /** Postgres: relation does not exist (the database was never migrated). */
 const PG_UNDEFINED_TABLE = '42P01';
@@ -207,6 +214,84 @@ function statusText(v: Verdict, need: Need): string {
 
 const shown = (r: DnsRecord) => (r.type === 'MX' ? `${r.priority ?? 10} ${r.value}` : JSON.stringify(r.value));
 
+/** The owner name of an address's PTR record: in-addr.arpa (RFC 1035 §3.5) or ip6.arpa nibbles (RFC 3596 §2.5). */
+export function reverseName(address: string): string {
+  if (isIP(address) === 4) return `${address.split('.').reverse().join('.')}.in-addr.arpa`;
+  // Eight groups of four hex digits, whatever the written form (`::` compression, an embedded IPv4 tail).
+  const hex = Buffer.alloc(16);
+  const url = new URL(`http://[${address}]`).hostname.slice(1, -1);
+  const [head = '', tail = ''] = url.split('::');
+  const groups = (g: string) => (g ? g.split(':') : []);
+  const h = groups(head);
+  const tl = groups(tail);
+  const all = url.includes('::') ? [...h, ...Array<string>(8 - h.length - tl.length).fill('0'), ...tl] : h;
+  all.forEach((g, i) => hex.writeUInt16BE(parseInt(g, 16), i * 2));
+  return `${[...hex.toString('hex')].reverse().join('.')}.ip6.arpa`;
+}
+
+/** An address in one text form (RFC 5952 for IPv6), so that written forms compare equal. */
+const canonical = (a: string) => (isIP(a) === 6 ? new URL(`http://[${a}]`).hostname.slice(1, -1) : a);
+
+export interface IpCheck {
+  address: string;
+  ehlo: string;
+  /** null: the PTR names the EHLO name, and the name resolves back to the address. */
+  problem: string | null;
+  /** The problem is a lookup that got no answer (try again), not a wrong record. */
+  unanswered?: boolean;
+}
+
+/** FCrDNS of one source address (RFC 8601 §3 "iprev"; what receivers check of a sending address). */
+export async function checkIp(resolver: Resolver, address: string, ehlo: string): Promise<IpCheck> {
+  const rev = reverseName(address);
+  const failed = (what: string, e: unknown): IpCheck => {
+    if (!(e instanceof DnsError)) throw e;
+    return { address, ehlo, problem: `${what} lookup got no answer (DNS ${e.failure}): try again`, unanswered: true };
+  };
+  let names: string[];
+  try {
+    names = await resolver.ptr(rev, { fresh: true });
+  } catch (e) {
+    if (e instanceof DnsError && e.absent) return { address, ehlo, problem: `no PTR record at ${rev}` };
+    return failed(`PTR ${rev}`, e);
+  }
+  if (!names.includes(ehlo)) return { address, ehlo, problem: `PTR names ${names.join(', ')}, not ${ehlo}` };
+  const type = isIP(address) === 4 ? 'A' : 'AAAA';
+  let back: string[];
+  try {
+    back = await (type === 'A' ? resolver.a(ehlo, { fresh: true }) : resolver.aaaa(ehlo, { fresh: true }));
+  } catch (e) {
+    if (e instanceof DnsError && e.absent) return { address, ehlo, problem: `${ehlo} has no ${type} record` };
+    return failed(`${type} ${ehlo}`, e);
+  }
+  if (!back.map(canonical).includes(canonical(address)))
+    return { address, ehlo, problem: `${ehlo} resolves to ${back.join(', ')}, not back to ${address}` };
+  return { address, ehlo, problem: null };
+}
+
+/** `svc doctor --ips`: one line per source address, OK or what is wrong; exit 1 if any is not OK. */
+async function doctorIps(
+  config: Readonly<Config>,
+  out: (line: string) => void,
+  err: (line: string) => void,
+): Promise<number> {
+  const s = config.sourceAddresses;
+  const addresses = [...new Set([...(s.default ? [s.default] : []), ...Object.values(s.byDomain)])];
+  if (!addresses.length) {
+    err('svc doctor --ips: SVC_SOURCE_ADDRESSES is not set: deliveries leave from whatever address the system picks');
+    return 2;
+  }
+  const resolver = createResolver({ servers: config.dnsServers, clock: systemClock });
+  // Every address at once: the report takes one resolver timeout at worst, not one per address.
+  const checks = await Promise.all(addresses.map((a) => checkIp(resolver, a, s.ehlo[a] ?? config.hostname)));
+  const width = Math.max(...checks.map((c) => c.address.length));
+  for (const c of checks) {
+    const verdict = c.problem === null ? 'OK' : `${c.unanswered ? 'UNKNOWN' : 'WRONG'}: ${c.problem}`;
+    out(`${c.address.padEnd(width)}  EHLO ${c.ehlo}  ${verdict}`);
+  }
+  return checks.every((c) => c.problem === null) ? 0 : 1;
+}
+
 /** Runs the check; returns the exit code. `out` receives the report, `err` usage and errors. */
 export async function doctor(
   args: string[],
@@ -215,11 +300,22 @@ export async function doctor(
   err: (line: string) => void = (l) => console.error(l),
 ): Promise<number> {
   let positionals: string[];
+  let ips: boolean | undefined;
   try {
-    ({ positionals } = parseArgs({ args, allowPositionals: true, options: {} }));
+    ({
+      positionals,
+      values: { ips },
+    } = parseArgs({ args, allowPositionals: true, options: { ips: { type: 'boolean' } } }));
   } catch (e) {
     err(`svc doctor: ${(e as Error).message}\n${DOCTOR_USAGE}`);
     return 2;
+  }
+  if (ips) {
+    if (positionals.length) {
+      err(DOCTOR_USAGE);
+      return 2;
+    }
+    return doctorIps(config, out, err);
   }
   if (positionals.length !== 1) {
     err(DOCTOR_USAGE);

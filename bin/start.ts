@@ -5,6 +5,7 @@ import { Gauge, Registry } from 'prom-client';
 import type { Config } from '../config/schema.js';
 import { createLogger, systemClock, type Clock, type Context } from '../config/context.js';
 import { loadTls, type Certificate, type TlsCertificates } from '../config/tls.js';
+import { checkSourceAddressesOnHost } from '../config/host-addresses.js';
 import { openStorage, type Storage } from '../storage/index.js';
 import { sweepExpired } from '../storage/pg/request-guard.js';
 import { createApp } from '../control/app.js';
@@ -88,7 +89,10 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
     log: opts.log ?? createLogger(config.logLevel),
     resolver: createResolver({ servers: config.dnsServers, clock }),
   };
-  // Before anything opens: a certificate that cannot be used stops the start with one line (ConfigError).
+  const mta = opts.mta ?? (role === 'all' || role === 'mta');
+  // Before anything opens: a source address the host does not have stops the MTA's start with one line
+  // (ConfigError), as does a certificate that cannot be used.
+  if (mta) checkSourceAddressesOnHost(config.sourceAddresses);
   const tls = role === 'control' ? null : await loadTls(config);
   if (tls) {
     const c = tls.current();
@@ -105,7 +109,6 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
   const metrics = new Registry();
 
   try {
-    const mta = opts.mta ?? (role === 'all' || role === 'mta');
     if (mta) {
       const mtaMetrics = createMtaMetrics(metrics, storage, clock);
       // SMTP TLS reports (RFC 8460; docs/operations.md, "TLS reporting"): sessions counted in memory, flushed

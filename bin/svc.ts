@@ -17,6 +17,7 @@ const usage = `usage: svc <command>
   openapi                               print the OpenAPI document of the HTTP API
   gen                                   write docs/openapi.json and docs/reference.md from the route table
   doctor <domain>                       check which DNS records of a claimed domain are published
+  doctor --ips                          check the reverse DNS (PTR and back) of each SVC_SOURCE_ADDRESSES address
   queue <subcommand>                    the outbound queue: list, inspect, retry, delete, summary, hold,
                                         release, bounce, lost (svc queue help)
   tls-report [--day YYYY-MM-DD] [--json]  outbound TLS sessions of a UTC day per domain and policy, and

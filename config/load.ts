@@ -2,7 +2,7 @@
 // variable and the problem; every bad variable is listed, not just the first.
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
-import { crossChecks, fields, formats, type Config, type SourceAddresses } from './schema.js';
+import { crossChecks, fields, formats, type Config, type Field, type SourceAddresses } from './schema.js';
 import { formatDuration } from './durations.js';
 
 export class ConfigError extends Error {
@@ -34,10 +34,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Readonly<Confi
     const problems = fields
       .filter((fl) => bad.has(fl.env))
       // A secret's value is never echoed: the line goes to stderr and the journal.
-      .map(
-        (fl) =>
-          `invalid configuration: ${fl.env} ${fl.expect}` + (fl.secret ? '' : ` (got ${JSON.stringify(raw[fl.env])})`),
-      );
+      .map((fl) => {
+        const explain = (fl as Field).explain;
+        const why = fl.secret || !explain ? null : explain(raw[fl.env] as string);
+        return (
+          `invalid configuration: ${fl.env} ${fl.expect}` +
+          (fl.secret ? '' : ` (got ${JSON.stringify(raw[fl.env])})`) +
+          (why ? `: ${why}` : '')
+        );
+      });
     throw new ConfigError(problems);
   }
   const out: Partial<Config> = {};
@@ -85,8 +90,15 @@ export function describeConfig(config: Readonly<Config>, env: NodeJS.ProcessEnv 
     .join('\n');
 }
 
-/** SVC_SOURCE_ADDRESSES back in its own syntax: the default address, then `domain=address` entries. */
+/**
+ * SVC_SOURCE_ADDRESSES back in its own syntax: the default address, then `domain=address` entries, each address
+ * with its `@ehlo-name` when it has one.
+ */
 function showSourceAddresses(s: SourceAddresses): string {
-  const items = [...(s.default ? [s.default] : []), ...Object.entries(s.byDomain).map(([d, a]) => `${d}=${a}`)];
+  const withName = (a: string) => (s.ehlo[a] ? `${a}@${s.ehlo[a]}` : a);
+  const items = [
+    ...(s.default ? [withName(s.default)] : []),
+    ...Object.entries(s.byDomain).map(([d, a]) => `${d}=${withName(a)}`),
+  ];
   return items.length ? items.join(',') : '(unset)';
 }

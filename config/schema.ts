@@ -87,6 +87,11 @@ export interface SourceAddresses {
   default: string | null;
   /** Sending (sub)domain, lower case → local address. */
   byDomain: Record<string, string>;
+  /**
+   * Local address → the EHLO name its sessions give (`address@name`, lower case); an address not here gives
+   * SVC_HOSTNAME. One name per address: its PTR record names one host (docs/operations.md, Dedicated IPs).
+   */
+  ehlo: Record<string, string>;
 }
 
 type JsonSchema = Record<string, unknown>;
@@ -101,6 +106,8 @@ export interface Field<K extends keyof Config = keyof Config> {
   parse: (raw: string) => Config[K];
   /** Default when the variable is unset; may depend on fields listed before it. */
   fallback: (partial: Partial<Config>) => Config[K];
+  /** Why a value the schema refused is wrong, when the expect line alone cannot say (which entry, which part). */
+  explain?: (raw: string) => string | null;
 }
 
 const port: JsonSchema = { type: 'integer', minimum: 0, maximum: 65535 };
@@ -114,22 +121,55 @@ const list = (raw: string) =>
     .map((s) => s.trim())
     .filter(Boolean);
 
-function parseSourceAddresses(raw: string): SourceAddresses {
-  const out: SourceAddresses = { default: null, byDomain: {} };
+/** An IPv6 address in its canonical text (RFC 5952: lower case, zeros compressed), as os.networkInterfaces() has it. */
+const canonicalAddress = (a: string): string => (isIP(a) === 6 ? new URL(`http://[${a}]`).hostname.slice(1, -1) : a);
+
+/**
+ * SVC_SOURCE_ADDRESSES: `address[@ehlo-name]` (the default) and `sending-domain=address[@ehlo-name]` entries.
+ * Throws an Error whose message says which entry is wrong and why (shown after the variable's expect line).
+ */
+export function parseSourceAddresses(raw: string): SourceAddresses {
+  const out: SourceAddresses = { default: null, byDomain: {}, ehlo: {} };
   for (const item of list(raw)) {
     const eq = item.indexOf('=');
-    const address = item.slice(eq + 1).trim();
-    if (isIP(address) === 0) throw new Error(`not an IP address: ${address}`);
+    let address = item.slice(eq + 1).trim();
+    // An IPv6 address has colons but never `@`, so the last `@` starts the EHLO name.
+    const at = address.lastIndexOf('@');
+    const name = at < 0 ? null : address.slice(at + 1).trim();
+    if (at >= 0) address = address.slice(0, at).trim();
+    if (isIP(address) === 0)
+      throw new Error(`${JSON.stringify(address)} in ${JSON.stringify(item)} is not an IP address`);
+    address = canonicalAddress(address);
+    if (name !== null) {
+      const ehlo = name.toLowerCase().replace(/\.$/, '');
+      // RFC 5321 §4.1.1.1: EHLO gives the client's fully qualified domain name (or an address literal, which a
+      // dedicated IP with its own PTR has no use for).
+      if (!new RegExp(hostname).test(name) || isIP(ehlo) !== 0)
+        throw new Error(`${JSON.stringify(name)} in ${JSON.stringify(item)} is not a host name for EHLO`);
+      const had = out.ehlo[address];
+      if (had && had !== ehlo) throw new Error(`${address} is given two EHLO names, ${had} and ${ehlo}`);
+      out.ehlo[address] = ehlo;
+    }
     if (eq < 0) {
-      if (out.default) throw new Error('two default source addresses');
+      if (out.default) throw new Error(`two default source addresses, ${out.default} and ${address}`);
       out.default = address;
       continue;
     }
     const domain = item.slice(0, eq).trim().toLowerCase().replace(/\.$/, '');
-    if (!new RegExp(hostname).test(domain)) throw new Error(`not a domain: ${domain}`);
+    if (!new RegExp(hostname).test(domain)) throw new Error(`${JSON.stringify(domain)} is not a domain`);
     out.byDomain[domain] = address;
   }
   return out;
+}
+
+/** The message of what `fn` throws, or null when it does not. */
+function problemOf(fn: () => unknown): string | null {
+  try {
+    fn();
+    return null;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
 }
 
 const f = <K extends keyof Config>(field: Field<K>): Field<K> => field;
@@ -317,11 +357,15 @@ export const fields = [
     key: 'sourceAddresses',
     doc:
       'Local IP addresses the MTA delivers from: a comma list of `address` (the default) and ' +
-      '`sending-domain=address` (a dedicated IP for that domain and its subdomains). Unset: the system chooses.',
+      '`sending-domain=address` (a dedicated IP for that domain and its subdomains), each optionally followed ' +
+      'by `@ehlo-name`, the name its sessions give in EHLO (else SVC_HOSTNAME). Unset: the system chooses.',
     schema: { type: 'string', format: 'source-address-list' },
-    expect: 'must be a comma list of IP addresses, each optionally prefixed by `domain=` (one default at most)',
+    expect:
+      'must be a comma list of IP addresses, each optionally prefixed by `domain=` (one default at most) and ' +
+      'followed by `@ehlo-name`',
+    explain: (raw) => problemOf(() => parseSourceAddresses(raw)),
     parse: parseSourceAddresses,
-    fallback: () => ({ default: null, byDomain: {} }),
+    fallback: () => ({ default: null, byDomain: {}, ehlo: {} }),
   }),
   f({
     env: 'SVC_LOG_LEVEL',
@@ -587,14 +631,7 @@ export const formats: Record<string, (raw: string) => boolean> = {
   'cidr-list': (raw) => list(raw).every(isCidr),
   'duration-list': (raw) => parseDurationList(raw) !== null,
   duration: (raw) => parseDuration(raw) !== null,
-  'source-address-list': (raw) => {
-    try {
-      parseSourceAddresses(raw);
-      return true;
-    } catch {
-      return false;
-    }
-  },
+  'source-address-list': (raw) => problemOf(() => parseSourceAddresses(raw)) === null,
   'base64-32': (raw) => /^[A-Za-z0-9+/]+={0,2}$/.test(raw) && Buffer.from(raw, 'base64').length === 32,
 };
 

@@ -23,7 +23,7 @@ export interface ResolverOptions {
 }
 
 type Rr = DNS.Packet.Resource;
-type QueryType = 'TXT' | 'MX' | 'A' | 'AAAA' | 'CNAME' | 'TLSA';
+type QueryType = 'TXT' | 'MX' | 'A' | 'AAAA' | 'CNAME' | 'PTR' | 'TLSA';
 
 /** RFC 6698 §7.1: TLSA is type 52, which dns2 has no name for (its records come back as raw `data`). */
 const TYPE_CODE: Record<QueryType, number> = {
@@ -32,6 +32,7 @@ const TYPE_CODE: Record<QueryType, number> = {
   A: Packet.TYPE.A,
   AAAA: Packet.TYPE.AAAA,
   CNAME: Packet.TYPE.CNAME,
+  PTR: Packet.TYPE.PTR,
   TLSA: 52,
 };
 
@@ -339,6 +340,9 @@ export function createResolver(o: ResolverOptions): Resolver {
     },
     async aaaa(name, opts) {
       return (await records(name, 'AAAA', opts?.fresh)).map((r) => r.address ?? '');
+    },
+    async ptr(name, opts) {
+      return (await records(name, 'PTR', opts?.fresh)).map((r) => hostName(r.domain));
     },
     async cname(name, opts) {
       try {

@@ -65,4 +65,6 @@ export interface Resolver {
   tlsa(name: string, o?: LookupOptions): Promise<Authenticated<TlsaRecord>>;
   /** The CNAME target of `name` (lower case, no trailing dot), or null when there is none. */
   cname(name: string, o?: LookupOptions): Promise<string | null>;
+  /** The PTR targets of `name` (a reverse name, RFC 1035 §3.5, RFC 3596 §2.5), lower case, no trailing dot. */
+  ptr(name: string, o?: LookupOptions): Promise<string[]>;
 }

@@ -21,6 +21,8 @@ export interface PoolOptions {
   log: Logger;
   /** EHLO name (SVC_HOSTNAME). */
   hostname: string;
+  /** Source address → its own EHLO name (SVC_SOURCE_ADDRESSES `address@name`); others give `hostname`. */
+  ehloNames?: Readonly<Record<string, string>>;
   /** Remote port (SVC_OUTBOUND_PORT). */
   port: number;
   /** Which TLS each destination requires (MTA-STS); absent: opportunistic STARTTLS, nothing verified. */
@@ -151,6 +153,7 @@ export function createPools(opts: PoolOptions) {
   let closed = false;
 
   const poolOf = (dest: Destination) => {
+    // Keyed by source address: sessions from different addresses (each with its own EHLO name) never share.
     const key = `${dest.source ?? ''}|${dest.domain}`;
     let p = pools.get(key);
     if (!p) pools.set(key, (p = { dest, idle: [], open: 0, waiters: [] }));
@@ -206,7 +209,7 @@ export function createPools(opts: PoolOptions) {
       const smtp = new SMTPConnection({
         host: address,
         port: opts.port,
-        name: opts.hostname,
+        name: (dest.source && opts.ehloNames?.[dest.source]) || opts.hostname,
         localAddress: dest.source ?? undefined,
         // Without a policy, opportunistic STARTTLS (RFC 3207): encrypt when offered, go on in plaintext
         // when the upgrade is refused, and deliver whatever the certificate: nothing says which name an

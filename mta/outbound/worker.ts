@@ -68,6 +68,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     resolver: ctx.resolver,
     log,
     hostname: config.hostname,
+    ehloNames: config.sourceAddresses.ehlo,
     port: config.outboundPort,
     allowPrivateMx: config.allowPrivateMx,
     clock,

@@ -117,6 +117,8 @@ const bad: [string, string][] = [
   ['SVC_MX_MAX_RECIPIENTS', '1.5'],
   ['SVC_MX_IDLE_TIMEOUT', '0'],
   ['SVC_MX_SESSION_TIMEOUT', 'soon'],
+  ['SVC_SOURCE_ADDRESSES', '192.0.2.1@mta_1.example.net'],
+  ['SVC_SOURCE_ADDRESSES', 'shop.example=2001:db8::1@'],
 ];
 
 t.test('each bad value gives exactly one problem line naming its variable', async (t) => {
@@ -328,4 +330,61 @@ t.test('svc config prints set variables as written and source addresses in their
   t.equal(sources, '192.0.2.1,example.com=192.0.2.2');
   t.same(loadConfig({ SVC_SOURCE_ADDRESSES: sources }).sourceAddresses, loadConfig(env).sourceAddresses);
   t.match(describeConfig(loadConfig({})), /^SVC_SOURCE_ADDRESSES=\(unset\)$/m);
+});
+
+t.test('SVC_SOURCE_ADDRESSES: an EHLO name per address, IPv6 too; the old syntax still reads', async (t) => {
+  const sources = (raw: string) => loadConfig({ SVC_SOURCE_ADDRESSES: raw }).sourceAddresses;
+  t.same(sources('192.0.2.1,shop.example=192.0.2.2'), {
+    default: '192.0.2.1',
+    byDomain: { 'shop.example': '192.0.2.2' },
+    ehlo: {},
+  });
+  t.same(sources('192.0.2.1@MTA1.example.net.,Shop.Example=192.0.2.2@mta2.example.net'), {
+    default: '192.0.2.1',
+    byDomain: { 'shop.example': '192.0.2.2' },
+    ehlo: { '192.0.2.1': 'mta1.example.net', '192.0.2.2': 'mta2.example.net' },
+  });
+  // RFC 5952: an IPv6 address is held in its canonical text, the one os.networkInterfaces() lists.
+  t.same(sources('2001:DB8:0:0::1@mta6.example.net, news.example=2001:db8::2'), {
+    default: '2001:db8::1',
+    byDomain: { 'news.example': '2001:db8::2' },
+    ehlo: { '2001:db8::1': 'mta6.example.net' },
+  });
+  // A name given once is the address's wherever it is used.
+  t.same(sources('a.example=192.0.2.3@mta3.example.net,b.example=192.0.2.3').ehlo, { '192.0.2.3': 'mta3.example.net' });
+});
+
+t.test('SVC_SOURCE_ADDRESSES: a bad entry is refused with a line saying which and why', async (t) => {
+  const cases: [string, RegExp][] = [
+    ['192.0.2.1@mta_1.example.net', /: "mta_1\.example\.net" in "192\.0\.2\.1@mta_1\.example\.net" is not a host name/],
+    ['shop.example=2001:db8::1@', /: "" in "shop\.example=2001:db8::1@" is not a host name for EHLO$/],
+    ['192.0.2.1@192.0.2.9', /: "192\.0\.2\.9" in .* is not a host name for EHLO$/],
+    ['mta.example.net@192.0.2.1', /: "mta\.example\.net" in "mta\.example\.net@192\.0\.2\.1" is not an IP address$/],
+    ['a.example=192.0.2.1@one.example,b.example=192.0.2.1@two.example', /192\.0\.2\.1 is given two EHLO names/],
+    ['192.0.2.1@a.example,192.0.2.2@b.example', /two default source addresses, 192\.0\.2\.1 and 192\.0\.2\.2$/],
+    ['bad_domain=192.0.2.1@a.example', /"bad_domain" is not a domain$/],
+  ];
+  for (const [raw, why] of cases) {
+    const err = configError(t, { SVC_SOURCE_ADDRESSES: raw });
+    t.equal(err?.problems.length, 1, raw);
+    t.match(err?.problems[0], /^invalid configuration: SVC_SOURCE_ADDRESSES must be a comma list of IP addresses/);
+    t.match(err?.problems[0], why, raw);
+  }
+});
+
+t.test('svc config prints EHLO names back in the syntax of SVC_SOURCE_ADDRESSES, and they read back', async (t) => {
+  const raw =
+    '192.0.2.1@MTA1.example.net,shop.example=192.0.2.2@mta2.example.net,news.example=2001:db8::1@mta6.example.net';
+  const c = loadConfig({ SVC_SOURCE_ADDRESSES: raw });
+  const printed = /^SVC_SOURCE_ADDRESSES=(.*)$/m.exec(describeConfig(c))?.[1] ?? '';
+  t.equal(
+    printed,
+    '192.0.2.1@mta1.example.net,shop.example=192.0.2.2@mta2.example.net,news.example=2001:db8::1@mta6.example.net',
+  );
+  t.same(loadConfig({ SVC_SOURCE_ADDRESSES: printed }).sourceAddresses, c.sourceAddresses, 'reads back identically');
+  // An address named in one entry and not in another is printed with its name in both: the same value.
+  const shared = loadConfig({ SVC_SOURCE_ADDRESSES: '192.0.2.3@mta3.example.net,b.example=192.0.2.3' });
+  const again = /^SVC_SOURCE_ADDRESSES=(.*)$/m.exec(describeConfig(shared))?.[1] ?? '';
+  t.equal(again, '192.0.2.3@mta3.example.net,b.example=192.0.2.3@mta3.example.net');
+  t.same(loadConfig({ SVC_SOURCE_ADDRESSES: again }).sourceAddresses, shared.sourceAddresses);
 });

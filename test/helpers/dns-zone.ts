@@ -9,7 +9,7 @@ import net from 'node:net';
 import type DNS from 'dns2';
 import { Packet, createTCPServer, createUDPServer, type TCPServer, type UDPServer } from 'dns2';
 
-export type ZoneType = 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA' | 'TLSA';
+export type ZoneType = 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA' | 'TLSA' | 'PTR';
 
 /**
  * normal: answer from the zone. silent: never answer (the client must time out). servfail / refused:
@@ -63,6 +63,11 @@ export interface DnsZone {
   /** One TLSA record (RFC 6698 §2.1), e.g. tlsa('_25._tcp.mx.example.test', 3, 1, 1, sha256OfSpki). */
   tlsa(name: string, usage: number, selector: number, matchingType: number, data: Buffer): DnsZone;
   ns(name: string, host: string): DnsZone;
+  /**
+   * One PTR record at the reverse name of `address` (RFC 1035 §3.5 in-addr.arpa, RFC 3596 §2.5 ip6.arpa):
+   * ptr('127.0.0.2', 'mta-b.test') publishes 2.0.0.127.in-addr.arpa PTR mta-b.test.
+   */
+  ptr(address: string, host: string): DnsZone;
   /** The SOA at `name`; negative answers carry the SOA of the closest enclosing name that has one. */
   soa(name: string, o?: SoaOptions): DnsZone;
   /** Removes every record of `name`, or only those of `type`. The root SOA is removed with remove('', 'SOA'). */
@@ -80,6 +85,7 @@ type Rdata =
   | { type: 'MX'; priority: number; exchange: string }
   | { type: 'TXT'; data: Buffer[] }
   | { type: 'CNAME'; domain: string }
+  | { type: 'PTR'; domain: string }
   | { type: 'TLSA'; data: Buffer }
   | { type: 'NS'; ns: string }
   | {
@@ -250,6 +256,7 @@ export async function startDnsZone(t?: Teardown): Promise<DnsZone> {
       zone
     ),
     ns: (name, nsHost) => (publish(name, { type: 'NS', ns: norm(nsHost) }), zone),
+    ptr: (address, host) => (publish(reverseName(address), { type: 'PTR', domain: norm(host) }), zone),
     soa(name, o = {}) {
       zone.remove(name, 'SOA');
       publish(name, { type: 'SOA', ...DEFAULT_SOA, minimum: o.minimum ?? 300 }, o.ttl ?? zone.ttl);
@@ -293,6 +300,19 @@ function resource(name: string, r: ZoneRecord): DNS.Packet.Resource {
   const base = { name, type: code, class: Packet.CLASS.IN, ttl: r.ttl };
   const rdata = r.type === 'TXT' || r.type === 'TLSA' ? { data: r.data } : stripType(r);
   return { ...base, ...rdata } as unknown as DNS.Packet.Resource;
+}
+
+/** The owner name of an address's PTR record: in-addr.arpa (RFC 1035 §3.5) or ip6.arpa nibbles (RFC 3596 §2.5). */
+export function reverseName(address: string): string {
+  if (net.isIPv4(address)) return `${address.split('.').reverse().join('.')}.in-addr.arpa`;
+  if (!net.isIPv6(address)) throw new Error(`not an IP address: ${address}`);
+  const [head = '', tail = ''] = address.split('::');
+  const groups = (s: string) => (s ? s.split(':') : []);
+  const h = groups(head);
+  const tl = groups(tail);
+  const all = address.includes('::') ? [...h, ...Array(8 - h.length - tl.length).fill('0'), ...tl] : h;
+  const nibbles = all.map((g) => g.padStart(4, '0')).join('');
+  return `${[...nibbles.toLowerCase()].reverse().join('.')}.ip6.arpa`;
 }
 
 function stripType(r: ZoneRecord): Record<string, unknown> {
