@@ -18,7 +18,11 @@ const usage = `usage: svc <command>
   gen                                   write docs/openapi.json and docs/reference.md from the route table
   doctor <domain>                       check which DNS records of a claimed domain are published
   queue <subcommand>                    the outbound queue: list, inspect, retry, delete, summary, hold,
-                                        release, bounce, lost (svc queue help)`;
+                                        release, bounce, lost (svc queue help)
+  dev [messages [<id>]]                 development mode: every role, a local DNS zone, outbound mail
+                                        caught in the data dir (./data-dev), a ready API key (svc dev help)
+  api <METHOD> <path> [json-body]       one signed API request with the key in SVC_API_KEY_ID and
+                                        SVC_API_KEY_SECRET (or SVC_PLATFORM_ADMIN_KEY); prints the answer`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -32,6 +36,10 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === 'gen') return (await import('./gen.js')).gen();
+  // Both read the environment themselves: `dev` has its own defaults (data dir, host name), `api` needs
+  // no configuration but the API's address.
+  if (command === 'dev') return (await import('./dev.js')).dev(rest);
+  if (command === 'api') return (await import('./api.js')).api(rest);
   const config = loadConfig();
   switch (command) {
     case 'config':
