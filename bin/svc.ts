@@ -21,7 +21,11 @@ const usage = `usage: svc <command>
   queue <subcommand>                    the outbound queue: list, inspect, retry, delete, summary, hold,
                                         release, bounce, lost (svc queue help)
   tls-report [--day YYYY-MM-DD] [--json]  outbound TLS sessions of a UTC day per domain and policy, and
-                                        the state of each daily TLS report (RFC 8460)`;
+                                        the state of each daily TLS report (RFC 8460)
+  dev [messages [<id>]]                 development mode: every role, a local DNS zone, outbound mail
+                                        caught in the data dir (./data-dev), a ready API key (svc dev help)
+  api <METHOD> <path> [json-body]       one signed API request with the key in SVC_API_KEY_ID and
+                                        SVC_API_KEY_SECRET (or SVC_PLATFORM_ADMIN_KEY); prints the answer`;
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -35,6 +39,10 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === 'gen') return (await import('./gen.js')).gen();
+  // Both read the environment themselves: `dev` has its own defaults (data dir, host name), `api` needs
+  // no configuration but the API's address.
+  if (command === 'dev') return (await import('./dev.js')).dev(rest);
+  if (command === 'api') return (await import('./api.js')).api(rest);
   const config = loadConfig();
   switch (command) {
     case 'config':

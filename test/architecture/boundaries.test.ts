@@ -2,7 +2,8 @@
 // the roles (control, mta, imap) never import each other; mail/ is the ground floor and imports nothing
 // outside itself (nor Koa); storage/ imports no role and no core/; config/ no role, core/ or storage/;
 // core/ no role and no Koa; sdk/ is a package of its own: nothing outside sdk/, no node: builtins in
-// sdk/src. A violation fails naming the file and the import. test/ and bench/ may import anything.
+// sdk/src; dev/ (development mode) is imported by bin/ alone and imports no role. A violation fails
+// naming the file and the import. test/ and bench/ may import anything.
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -62,6 +63,10 @@ function broken(file: string, specifier: string): string | null {
     if (to && ROLES.includes(to)) return `core/ imports no role (→ ${to}/)`;
     if (pkg && KOA(pkg)) return 'core/ does not import Koa';
   }
+  // docs/development.md: development mode is composed by `svc dev` alone, never reachable from `svc start`.
+  if (to === 'dev' && !['dev', 'bin', 'test'].includes(from))
+    return `dev/ is development mode: only bin/ and test/ import it (${from}/ → dev/)`;
+  if (from === 'dev' && to && ROLES.includes(to)) return `dev/ imports no role (→ ${to}/)`;
   if (from === 'sdk') {
     if (to && to !== 'sdk') return `sdk/ is a package of its own: nothing outside sdk/ (→ ${to}/)`;
     if (pkg?.startsWith('node:') && file.startsWith('sdk/src/'))
@@ -120,6 +125,11 @@ t.test('the checker catches each rule (it can fail)', async (t) => {
     ['core/x.ts', "import { a } from '../control/app.js';", /core\/ imports no role/],
     ['sdk/src/index.ts', "import { r } from '../../control/api/index.js';", /nothing outside sdk/],
     ['sdk/src/index.ts', "import { randomUUID } from 'node:crypto';", /no node: imports/],
+    ['control/app.ts', "import { a } from '../dev/sink.js';", /only bin\/ and test\/ import it/],
+    ['mail/x.ts', "import { a } from '../dev/zone.js';", /ground floor/],
+    ['dev/x.ts', "import { a } from '../mta/outbound/worker.js';", /dev\/ imports no role/],
+    ['bin/dev.ts', "import { a } from '../dev/zone.js';", null],
+    ['dev/records.ts', "import { a } from '../storage/pg/domains.js';", null],
     ['mta/x.ts', "import { a } from '../mail/verp.js';", null],
     ['control/x.ts', "import { a } from './errors.js';", null],
     ['mail/x.ts', "import { a } from './resolver.js';\nimport { b } from 'node:net';", null],
