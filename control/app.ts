@@ -19,6 +19,7 @@ import { webmailPages } from './webmail/pages.js';
 import { clientAddress, networks } from '../mail/client-address.js';
 import type { Registry } from 'prom-client';
 import { accessLog, opsEndpoints } from './middleware/ops.js';
+import { openApiEndpoint } from './middleware/openapi.js';
 
 export interface AppOptions {
   /** Check every response against its schema (tests); a mismatch is a 500 and a log line. */
@@ -145,6 +146,7 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
   app.use(accessLog(deps.ctx.log, opts.metrics));
   app.use(errorEnvelope(deps.ctx.log, randomUUID));
   app.use(opsEndpoints(deps, opts.metrics));
+  app.use(openApiEndpoint(deps));
   app.use(webmailPages(deps));
   app.use(router.routes());
   return app;

@@ -92,6 +92,12 @@ export const SendResult = Type.Object({
 /** Spec task issue 2: 10 MB for sendEmail (and import), 1 MB elsewhere. */
 const SEND_LIMIT = 10 * MB;
 
+/**
+ * docs/api.md §7: a templateId the project cannot use (404), a key reused with another body, a sender domain not
+ * verified, the daily cap of `free`.
+ */
+const SEND_ERRORS = ['not_found', 'idempotency_key_reused', 'sender_domain_not_verified', 'quota_exceeded'] as const;
+
 export const sendRoutes = routes({
   'v1.services.sendEmail': {
     method: 'POST',
@@ -105,6 +111,7 @@ export const sendRoutes = routes({
     // the hot path's writes.
     audit: false,
     summary: 'Queue a message; answered only once it is durable. 422 sender_domain_not_verified, 429 quota_exceeded.',
+    errors: SEND_ERRORS,
     body: SendBody,
     response: SendResult,
   },
@@ -118,6 +125,7 @@ export const sendRoutes = routes({
     summary:
       'Queue 1 to 100 messages at once, all or none: any invalid item is a 400 naming it (body.messages[i].field) ' +
       'and nothing is queued. Answers a result per message, in order, once all are durable.',
+    errors: SEND_ERRORS,
     body: SendBatchBody,
     response: Type.Object({ data: Type.Array(SendResult) }),
   },
@@ -130,6 +138,7 @@ export const sendRoutes = routes({
     permission: 'projects:manage',
     bodyLimit: SEND_LIMIT,
     summary: "Send a test message from the project's verified sender domain through the sendEmail pipeline.",
+    errors: SEND_ERRORS,
     params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
     body: SendBody,
     response: SendResult,
@@ -140,6 +149,7 @@ export const sendRoutes = routes({
     auth: ADMIN_AUTH,
     bodyLimit: SEND_LIMIT,
     summary: 'Send a test message on behalf of a project, through the sendEmail pipeline.',
+    errors: SEND_ERRORS,
     body: Obj({ ...fields, projectId: Type.String({ maxLength: 64 }) }),
     response: SendResult,
   },

@@ -56,7 +56,13 @@ export interface RouteSpec {
   status?: 200 | 201;
   /** Request body limit in bytes; 1 MB unless the route says otherwise. */
   bodyLimit?: number;
+  /**
+   * Error codes of docs/api.md §7 the route answers beyond those its input, credentials, scope, permission and
+   * target imply (400, 401, 403, 404, 413, 429 rate_limited); the OpenAPI document lists each under its status.
+   */
+  errors?: readonly string[];
   /** false: a successful call leaves no audit row (only where another record already says it). */
+
   audit?: false;
   /**
    * A route of the webmail's own API (docs/api.md §4.15), on a webmail host only: 'session' needs the
