@@ -183,7 +183,9 @@ export interface MailboxBackend {
    * Optional, for SEARCH: a superset of the UIDs among `uids` whose header `field` (lower case) may
    * contain `needle`, without regard to case (RFC 3501 §6.4.4 HEADER and SUBJECT), found without
    * reading each message; null when the backend cannot tell for that field or needle. SEARCH still
-   * tests every UID it returns (imap/search-eval.ts), so a backend may return too many, never too few.
+   * tests every candidate (imap/search-eval.ts), so a backend may return too many, never too few, except
+   * those in `matched`: certain matches (as search-eval would find them), which a SEARCH of that one key
+   * takes without reading the message.
    */
   narrowByHeader?(
     user: Principal,
@@ -191,7 +193,7 @@ export interface MailboxBackend {
     uids: readonly number[],
     field: string,
     needle: string,
-  ): Promise<number[] | null>;
+  ): Promise<{ candidates: number[]; matched: number[] } | null>;
   /** RFC 3501 §6.4.5: a non-PEEK BODY[] sets \Seen; the change must be seen by other sessions. */
   markSeen(user: Principal, mailboxId: string, uids: readonly number[]): Promise<StoreResult>;
   append(

@@ -246,7 +246,9 @@ const searchHandler =
     const pass = positionFilter(criteria, maxSeq, maxUid);
     let candidates = all.filter((uid, i) => pass(i + 1, uid));
     // A header key every match must pass narrows the candidates in the store first, when it can: a
-    // SEARCH SUBJECT then reads the few messages that may match, not the whole mailbox.
+    // SEARCH SUBJECT then reads the few messages that may match, not the whole mailbox. When that key is
+    // the whole search, the store's certain matches need no reading at all.
+    let certain: ReadonlySet<number> = new Set();
     for (const k of criteria.key === 'AND' ? criteria.operands : [criteria]) {
       if (!backend.narrowByHeader || !candidates.length) break;
       const hint = k.key === 'SUBJECT' ? { field: 'subject', value: k.value } : k.key === 'HEADER' ? k : null;
@@ -258,7 +260,9 @@ const searchHandler =
         hint.field.toLowerCase(),
         hint.value,
       );
-      if (fewer) candidates = fewer;
+      if (!fewer) continue;
+      candidates = fewer.candidates;
+      if (k === criteria) certain = new Set(fewer.matched);
     }
     const recent = sel.recent;
     const scope: SearchScope = {
@@ -267,9 +271,14 @@ const searchHandler =
       read: (m, start, end) => backend.readBody(user, sel.snapshot.mailboxId, m.uid, start, end, m.ref),
     };
     const hits: number[] = [];
+    for (const uid of certain) {
+      const seq = seqOf(sel, uid);
+      if (seq) hits.push(byUid ? uid : seq);
+    }
+    const uncertain = certain.size ? candidates.filter((uid) => !certain.has(uid)) : candidates;
     let highest = 0n;
-    if (candidates.length) {
-      for await (const meta of backend.fetchMeta(user, sel.snapshot.mailboxId, candidates, { changedSince: null })) {
+    if (uncertain.length) {
+      for await (const meta of backend.fetchMeta(user, sel.snapshot.mailboxId, uncertain, { changedSince: null })) {
         const seq = seqOf(sel, meta.uid);
         if (!seq) continue;
         const m = { ...meta, tree: treeOf(meta), seq, recent: recent.has(meta.uid) };
@@ -278,6 +287,7 @@ const searchHandler =
         if (meta.modseq > highest) highest = meta.modseq;
       }
     }
+    if (certain.size) hits.sort((a, b) => a - b);
     // RFC 7162 §3.1.5: with MODSEQ in the criteria, the highest mod-sequence of the matches, if any.
     const tail: ImapValue[] = withModseq && hits.length ? [[atom('MODSEQ'), highest]] : [];
     session.send(untagged([atom('SEARCH'), ...hits, ...tail]));

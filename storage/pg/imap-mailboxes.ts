@@ -92,7 +92,9 @@ export type EnvelopeTextField = 'subject' | 'date' | 'messageId' | 'inReplyTo';
  * The UIDs among `uids` whose stored envelope field may contain `needle` (ASCII), compared without
  * regard to case: a superset of the matches, for SEARCH to test exactly (imap/search-eval.ts). A field
  * holding encoded words (RFC 2047) or 8-bit text is always kept, since its decoded form may match; a
- * row without a stored envelope is kept too.
+ * row without a stored envelope is kept too. `matched` are those Postgres decided alone: a plain ASCII
+ * field without encoded words that contains the needle, which is exactly what search-eval's `contains`
+ * would find (ILIKE and toLowerCase agree on ASCII).
  */
 export async function envelopeCandidates(
   q: Queryable,
@@ -100,16 +102,17 @@ export async function envelopeCandidates(
   uids: readonly number[],
   field: EnvelopeTextField,
   needle: string,
-): Promise<number[]> {
+): Promise<{ candidates: number[]; matched: number[] }> {
   const pattern = `%${needle.replace(/[\\%_]/g, '\\$&')}%`;
-  const rows = await q.query<{ uid: number }>(
-    `SELECT uid FROM (SELECT uid, envelope, envelope->>$3 AS v FROM mail_messages
+  const rows = await q.query<{ uid: number; sure: boolean }>(
+    `SELECT uid, (envelope IS NOT NULL AND v NOT LIKE '%=?%' AND v !~ '[^\\x01-\\x7e]') AS sure
+     FROM (SELECT uid, envelope, envelope->>$3 AS v FROM mail_messages
        WHERE mailbox_id = $1 AND uid = ANY($2::bigint[])) m
      WHERE envelope IS NULL OR v ILIKE $4 OR v LIKE '%=?%' OR v ~ '[^\\x01-\\x7e]'
      ORDER BY uid`,
     [mailboxId, uids, field, pattern],
   );
-  return rows.map((r) => Number(r.uid));
+  return { candidates: rows.map((r) => Number(r.uid)), matched: rows.filter((r) => r.sure).map((r) => Number(r.uid)) };
 }
 
 /**

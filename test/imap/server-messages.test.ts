@@ -179,6 +179,18 @@ t.test('SEARCH: SUBJECT, FROM, BODY, UNSEEN, UID ranges', async (t) => {
   await raw.until(/\* SEARCH 3\r\nu1 OK/);
   raw.send('u2 SEARCH CHARSET UTF-8 TEXT "second reminder"');
   await raw.until(/\* SEARCH 3\r\nu2 OK/);
+  // A subject in encoded words (RFC 2047) is tested by decoding it; plain ones are decided by the store alone.
+  // Both kinds in one answer, in order.
+  await c.append('INBOX', multipart('=?UTF-8?Q?Invoice_9_=E2=82=AC?=', 'Ada <ada@sender.test>', 'Euro.'));
+  await c.append('INBOX', multipart('Invoices, all of them', 'Ada <ada@sender.test>', 'List.'));
+  raw.send('n1 NOOP'); // the session learns of the two new messages first (RFC 3501 §7.3.1)
+  await raw.until(/\* 5 EXISTS\r\n[^]*n1 OK/);
+  raw.send('u3 SEARCH HEADER Subject INVOICE');
+  await raw.until(/\* SEARCH 1 3 4 5\r\nu3 OK/);
+  raw.send('u4 UID SEARCH SUBJECT "voice 9"');
+  await raw.until(/\* SEARCH 4\r\nu4 OK/);
+  raw.send('u5 SEARCH SUBJECT "%"');
+  await raw.until(/\* SEARCH\r\nu5 OK/);
 });
 
 t.test('STORE +FLAGS \\Flagged is seen by a second session at NOOP; CONDSTORE CHANGEDSINCE', async (t) => {
