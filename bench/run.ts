@@ -117,6 +117,9 @@ try {
     SVC_DNS_SERVERS: zone.hostPort,
     // One master key for both service processes: the API keys' secrets are sealed with it.
     SVC_MASTER_KEY: randomBytes(32).toString('base64'),
+    // The machine's throughput is measured, not the per-credential limit (SVC_RATE_LIMIT_*, issue 18 item 3).
+    SVC_RATE_LIMIT_BURST: '1000000',
+    SVC_RATE_LIMIT_PER_SECOND: '100000',
   };
 
   // ---- 1. end to end through the service ---------------------------------------------------------
@@ -259,6 +262,7 @@ try {
     batch: BATCH,
   });
   checked('sendBatch alone', batched);
+  const batchCpuMs = (ctlBatch.cpuSeconds() - batchCpu0) * 1000;
   await ctlBatch.stop();
   results.sendBatch = {
     batch: BATCH,
@@ -267,7 +271,7 @@ try {
     messages: batched.ok,
     p50Ms: quantile(batched.latencies, 0.5),
     p99Ms: quantile(batched.latencies, 0.99),
-    cpuMsPerMessage: ((ctlBatch.cpuSeconds() - batchCpu0) * 1000) / batched.ok,
+    cpuMsPerMessage: batchCpuMs / batched.ok,
   };
 
   // pgbench's backends are gone when it returns (and their CPU time with them): sample while it runs.

@@ -192,7 +192,8 @@ export async function sendLoad(
     for (const t of tenants)
       if (t.keys[k])
         order.push({
-          key: createClient({ baseUrl: url, credential: t.keys[k], fetch: leanFetch, sign: leanSign }),
+          // No retries: a refused request is a failure of the run, not something to hide behind a backoff.
+          key: createClient({ baseUrl: url, credential: t.keys[k], fetch: leanFetch, sign: leanSign, maxRetries: 0 }),
           domain: t.domain,
         });
   }
