@@ -165,6 +165,7 @@ t.test('another organization gets 404 and no data on every id-taking route', asy
     if (name.startsWith('console.accountTokens.') || name.startsWith('admin.accountTokens.')) return owner.tokenId;
     if (name.startsWith('admin.users.')) return owner.userId;
     if (name.startsWith('admin.senderDomains.')) return outboundCap.id;
+    if (name.startsWith('admin.organizations.')) return org.id;
     throw new Error(
       `isolation matrix: cannot tell which victim id route ${name} (${r.method} ${r.path}) takes; teach idFor`,
     );
