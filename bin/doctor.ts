@@ -9,8 +9,13 @@
 // PTR names the EHLO name its sessions give, and that name's A/AAAA records hold the address again (the
 // records docs/operations.md "Dedicated IPs" tells the operator to publish). Receivers check both.
 //
+// `svc doctor --platform`: the records platform mail (password resets, invitations, TLS reports) needs, for the
+// notify domain (SVC_NOTIFY_FROM's): the platform DKIM keys, SPF and DMARC there, the operator's `_spf.` record,
+// and FCrDNS of SVC_HOSTNAME's addresses (docs/operations.md, "Platform mail"). Every one is required.
+//
 // Exit codes: 0 every required record is right; 1 a required record is missing, wrong or could not
-// be looked up; 2 bad usage, an unknown domain, or no database to read (or, with --ips, no address).
+// be looked up; 2 bad usage, an unknown domain, or no database to read (or, with --ips, no address; with
+// --platform, no platform key yet: the MTA makes it at its first start).
 import { stat } from 'node:fs/promises';
 import { isIP } from 'node:net';
 import path from 'node:path';
@@ -19,12 +24,21 @@ import pino from 'pino';
 import type { Config } from '../config/schema.js';
 import { systemClock } from '../config/context.js';
 import { normalizeDomain } from '../mail/domain-names.js';
-import { inboundRecords, outboundRecords, ownershipRecord, type DnsRecord } from '../mail/dns-records.js';
+import {
+  inboundRecords,
+  operatorSpfHost,
+  operatorSpfRecord,
+  outboundRecords,
+  ownershipRecord,
+  type DnsRecord,
+} from '../mail/dns-records.js';
 import { publishedKey } from '../mail/dkim-keys.js';
 import { createResolver } from '../mail/dns.js';
 import { DnsError, type Resolver } from '../mail/resolver.js';
 import { openDb } from '../storage/index.js';
-import { isPgError } from '../storage/pg/client.js';
+import { isPgError, type Db } from '../storage/pg/client.js';
+import { notifyDomainOf, platformKeys, type PlatformKey } from '../storage/platform-dkim.js';
+import { sourceAddressFor } from '../mta/outbound/source-address.js';
 import {
   findClaimByDomain,
   listInbound,
@@ -36,7 +50,8 @@ import {
 
 export const DOCTOR_USAGE =
   'usage: svc doctor <domain>   check the DNS records of a claimed domain\n' +
-  '       svc doctor --ips      check the reverse DNS (PTR and back) of each address of SVC_SOURCE_ADDRESSES';
+  '       svc doctor --ips      check the reverse DNS (PTR and back) of each address of SVC_SOURCE_ADDRESSES\n' +
+  '       svc doctor --platform check the records platform mail (password resets, invitations) needs';
 
 /** Postgres: relation does not exist (the database was never migrated). */
 const PG_UNDEFINED_TABLE = '42P01';
@@ -292,6 +307,161 @@ async function doctorIps(
   return checks.every((c) => c.problem === null) ? 0 : 1;
 }
 
+/** The DMARC record suggested for the notify domain: platform mail always carries an aligned DKIM signature. */
+export const platformDmarcValue = 'v=DMARC1; p=quarantine; adkim=r; aspf=r';
+
+/** The DNS records platform mail needs (docs/operations.md, "Platform mail"), all required. */
+export function platformRecords(config: Readonly<Config>, keys: readonly PlatformKey[]): Expected[] {
+  const domain = notifyDomainOf(config.notifyFrom);
+  const txt = (host: string, value: string): DnsRecord => ({ host, type: 'TXT', value });
+  const need = 'required' as const;
+  return [
+    ...keys.map((k): Expected => ({
+      label: k.algorithm === 'rsa' ? 'DKIM' : 'DKIM Ed25519',
+      record: txt(k.host, k.txt),
+      need,
+      match: 'dkim',
+    })),
+    // The return path is on the notify domain (mail/platform-mail.ts), so SPF is checked there (RFC 7208 §2.4).
+    { label: 'SPF', record: txt(domain, `v=spf1 include:${operatorSpfHost(config)} ~all`), need, match: 'spf' },
+    { label: 'operator SPF', record: operatorSpfRecord(config), need, match: 'spf' },
+    { label: 'DMARC', record: txt(`_dmarc.${domain}`, platformDmarcValue), need, match: 'dmarc' },
+  ];
+}
+
+const VERDICT_WORD: Record<Verdict['kind'], string> = {
+  ok: 'OK',
+  missing: 'MISSING',
+  wrong: 'WRONG',
+  unanswered: 'UNKNOWN',
+};
+
+/** The platform DKIM keys in the database; null (said on `err`) when there is no database or no table yet. */
+async function readPlatformKeys(
+  config: Readonly<Config>,
+  domain: string,
+  err: (line: string) => void,
+): Promise<PlatformKey[] | null> {
+  if (!config.databaseUrl && !(await exists(path.join(config.dataDir, 'pg')))) {
+    err(
+      `svc doctor: no embedded database at ${path.join(config.dataDir, 'pg')} (set SVC_DATA_DIR, or SVC_DATABASE_URL)`,
+    );
+    return null;
+  }
+  const log = pino({ level: config.logLevel, base: { service: 'svc-mail' } }, pino.destination({ fd: 2, sync: true }));
+  let db: Db | null = null;
+  try {
+    db = await openDb(config, log);
+    return await platformKeys(db, domain);
+  } catch (e) {
+    if (!isPgError(e, PG_UNDEFINED_TABLE)) throw e;
+    err('svc doctor: the database has no platform key table yet; run `svc migrate` first');
+    return null;
+  } finally {
+    // Closed before any DNS work: the embedded database is held by one process at a time.
+    await db?.close();
+  }
+}
+
+const exists = (p: string) =>
+  stat(p).then(
+    () => true,
+    () => false,
+  );
+
+/** `svc doctor --platform`: every record platform mail needs, OK / MISSING / WRONG with the value to publish. */
+async function doctorPlatform(
+  config: Readonly<Config>,
+  out: (line: string) => void,
+  err: (line: string) => void,
+): Promise<number> {
+  const domain = notifyDomainOf(config.notifyFrom);
+  const keys = await readPlatformKeys(config, domain, err);
+  if (!keys) return 2;
+  if (!keys.length) {
+    err(
+      `svc doctor --platform: no platform DKIM key for ${domain} yet: the MTA makes it at its first start ` +
+        '(svc start); run this again then',
+    );
+    return 2;
+  }
+  const resolver = createResolver({ servers: config.dnsServers, clock: systemClock });
+  const lookup = lookups(resolver);
+  const records = platformRecords(config, keys);
+  // The addresses platform mail leaves from: SVC_HOSTNAME's, and the source address its domain is given, if any.
+  const hostAddresses = async (type: 'A' | 'AAAA') => {
+    try {
+      return {
+        addresses: await (type === 'A'
+          ? resolver.a(config.hostname, { fresh: true })
+          : resolver.aaaa(config.hostname, { fresh: true })),
+      };
+    } catch (e) {
+      if (!(e instanceof DnsError)) throw e;
+      return e.absent ? { addresses: [] } : { addresses: [], failure: e.failure };
+    }
+  };
+  const [judged, v4, v6] = await Promise.all([
+    Promise.all(
+      records.map(async (e) => {
+        try {
+          return { e, verdict: judge(e, await lookup(e.record.host, e.record.type)) };
+        } catch (x) {
+          if (!(x instanceof DnsError)) throw x;
+          return { e, verdict: { kind: 'unanswered', failure: x.failure } as Verdict };
+        }
+      }),
+    ),
+    hostAddresses('A'),
+    hostAddresses('AAAA'),
+  ]);
+  const source = sourceAddressFor(config.sourceAddresses, config.notifyFrom);
+  const sources = new Map<string, string>();
+  for (const a of [...v4.addresses, ...v6.addresses]) sources.set(canonical(a), config.hostname);
+  if (source) sources.set(canonical(source), config.sourceAddresses.ehlo[source] ?? config.hostname);
+  const ips = await Promise.all([...sources].map(([a, ehlo]) => checkIp(resolver, a, ehlo)));
+
+  out(`svc doctor --platform: platform mail from ${config.notifyName} <${config.notifyFrom}>, notify domain ${domain}`);
+  let bad = 0;
+  for (const { e, verdict } of judged) {
+    if (verdict.kind !== 'ok') bad++;
+    const foundValues = verdict.kind === 'wrong' ? verdict.found.map((f) => JSON.stringify(clip(f))).join(', ') : '';
+    const found =
+      verdict.kind === 'wrong'
+        ? ` (found ${foundValues}${verdict.why ? `; ${verdict.why}` : ''})`
+        : verdict.kind === 'unanswered'
+          ? ` (DNS ${verdict.failure}: no answer, try again)`
+          : '';
+    out(
+      `  ${VERDICT_WORD[verdict.kind].padEnd(8)}  ${e.label.padEnd(13)}  ${e.record.type} ${e.record.host}  ` +
+        `${shown(e.record)}${found}`,
+    );
+  }
+  if (!sources.size) {
+    bad++;
+    const why = v4.failure ?? v6.failure;
+    out(
+      `  ${(why ? 'UNKNOWN' : 'MISSING').padEnd(8)}  ${'address'.padEnd(13)}  A/AAAA ${config.hostname}  ` +
+        `the public address(es) the MTA sends from${why ? ` (DNS ${why}: no answer, try again)` : ''}`,
+    );
+  }
+  for (const c of ips) {
+    if (c.problem !== null) bad++;
+    const word =
+      c.problem === null ? 'OK' : c.unanswered ? 'UNKNOWN' : c.problem.startsWith('no PTR') ? 'MISSING' : 'WRONG';
+    out(
+      `  ${word.padEnd(8)}  ${'PTR (FCrDNS)'.padEnd(13)}  PTR ${reverseName(c.address)}  ${c.ehlo}` +
+        (c.problem === null ? ` (and back to ${c.address})` : ` (${c.problem})`),
+    );
+  }
+  const total = judged.length + Math.max(ips.length, 1);
+  out(
+    `${total - bad} of ${total} records right` +
+      (bad ? '. Publish the records marked MISSING or WRONG (the value shown), then run this again.' : '.'),
+  );
+  return bad ? 1 : 0;
+}
+
 /** Runs the check; returns the exit code. `out` receives the report, `err` usage and errors. */
 export async function doctor(
   args: string[],
@@ -301,14 +471,26 @@ export async function doctor(
 ): Promise<number> {
   let positionals: string[];
   let ips: boolean | undefined;
+  let platform: boolean | undefined;
   try {
     ({
       positionals,
-      values: { ips },
-    } = parseArgs({ args, allowPositionals: true, options: { ips: { type: 'boolean' } } }));
+      values: { ips, platform },
+    } = parseArgs({
+      args,
+      allowPositionals: true,
+      options: { ips: { type: 'boolean' }, platform: { type: 'boolean' } },
+    }));
   } catch (e) {
     err(`svc doctor: ${(e as Error).message}\n${DOCTOR_USAGE}`);
     return 2;
+  }
+  if (platform) {
+    if (positionals.length || ips) {
+      err(DOCTOR_USAGE);
+      return 2;
+    }
+    return doctorPlatform(config, out, err);
   }
   if (ips) {
     if (positionals.length) {

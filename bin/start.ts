@@ -14,6 +14,9 @@ import { sweepWebmailSessions } from '../storage/pg/webmail.js';
 import type { Deps } from '../control/deps.js';
 import { LOG_N } from '../core/passwords.js';
 import { createResolver } from '../mail/dns.js';
+import { DnsError } from '../mail/resolver.js';
+import { publishedKey } from '../mail/dkim-keys.js';
+import type { PlatformKey } from '../storage/platform-dkim.js';
 import { startDeliveryWorker, type DeliveryWorker, type WorkerOptions } from '../mta/outbound/worker.js';
 import { startNotificationSender } from '../mta/outbound/notifications.js';
 import { createTlsSessionRecorder } from '../mta/outbound/tls-report-record.js';
@@ -75,6 +78,47 @@ export interface RunningService {
 }
 
 const SWEEP_EVERY_MS = 60_000;
+/** How long the start-up look-up of the platform DKIM record may take before it is given up (silently). */
+const DKIM_CHECK_MS = 15_000;
+
+/**
+ * docs/operations.md, "Platform mail": one warning when links in platform mail would be http (SVC_PUBLIC_URL unset
+ * or not https), and one when the notify domain's DKIM record is not found. The look-up runs beside the start,
+ * never holding it up, and is given up after DKIM_CHECK_MS; a look-up that got no answer warns of nothing.
+ */
+function warnAboutPlatformMail(ctx: Context, keys: () => Promise<PlatformKey[]>): void {
+  const { config, log, resolver } = ctx;
+  if (!config.publicUrl?.startsWith('https://'))
+    log.warn(
+      { publicUrl: config.publicUrl },
+      'SVC_PUBLIC_URL is unset or not https: links in platform mail (password resets, invitations) are http',
+    );
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<null>((resolve) => {
+    timer = setTimeout(() => resolve(null), DKIM_CHECK_MS);
+    timer.unref();
+  });
+  const check = async () => {
+    const [rsa] = await keys();
+    if (!rsa) return null;
+    const found = await resolver.txt(rsa.host, { fresh: true }).catch((err: unknown) => {
+      if (err instanceof DnsError && err.absent) return [];
+      throw err;
+    });
+    return found.some((v) => publishedKey(v) === rsa.publicKey) ? null : rsa;
+  };
+  void Promise.race([check(), deadline])
+    .then((missing) => {
+      if (missing)
+        log.warn(
+          { host: missing.host, value: missing.txt },
+          `platform DKIM record of ${missing.domain} not found: publish it (svc doctor --platform lists every ` +
+            'record platform mail needs)',
+        );
+    })
+    .catch(() => {})
+    .finally(() => clearTimeout(timer));
+}
 const IDLE_BUCKET_MS = 60 * 60_000;
 
 export async function startService(config: Readonly<Config>, opts: StartOptions = {}): Promise<RunningService> {
@@ -120,6 +164,7 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
         ...(config.tlsReports ? { onTlsSession: tlsSessions.record } : {}),
       });
       const notifications = startNotificationSender(ctx, storage, worker.pools);
+      warnAboutPlatformMail(ctx, notifications.keys);
       const webhooks = startWebhookDispatcher(ctx, storage, { ...opts.webhooks, metrics: mtaMetrics });
       const tlsReports = startTlsReporter(ctx, storage, {
         recorder: tlsSessions,

@@ -18,6 +18,7 @@ const usage = `usage: svc <command>
   gen                                   write docs/openapi.json and docs/reference.md from the route table
   doctor <domain>                       check which DNS records of a claimed domain are published
   doctor --ips                          check the reverse DNS (PTR and back) of each SVC_SOURCE_ADDRESSES address
+  doctor --platform                     check the DNS records platform mail (resets, invitations) needs
   queue <subcommand>                    the outbound queue: list, inspect, retry, delete, summary, hold,
                                         release, bounce, lost (svc queue help)
   tls-report [--day YYYY-MM-DD] [--json]  outbound TLS sessions of a UTC day per domain and policy, and

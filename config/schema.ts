@@ -27,6 +27,8 @@ export interface Config {
   webmailHost: string;
   webmailAddresses: string[];
   notifyFrom: string;
+  /** Display name of SVC_NOTIFY_FROM in platform mail's From field. */
+  notifyName: string;
   /** null until the HTTP listener is bound: the default depends on the bound port. */
   publicUrl: string | null;
   retryDelaysMs: number[];
@@ -313,6 +315,16 @@ export const fields = [
     expect: 'must be an email address',
     parse: (raw) => raw,
     fallback: (c) => `no-reply@${c.hostname}`,
+  }),
+  f({
+    env: 'SVC_NOTIFY_NAME',
+    key: 'notifyName',
+    doc: 'Display name of platform mail\'s From (docs/operations.md, "Platform mail").',
+    // No control characters: it becomes a header (RFC 5322 §2.2); non-ASCII is encoded (RFC 2047).
+    schema: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[^\\x00-\\x1f\\x7f]+$' },
+    expect: 'must be 1 to 64 characters, none of them a control character',
+    parse: (raw) => raw,
+    fallback: (c) => `${c.hostname} notifications`,
   }),
   f({
     env: 'SVC_PUBLIC_URL',

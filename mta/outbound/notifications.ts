@@ -1,20 +1,21 @@
-// Delivers the platform's own mail (password resets, invitations) from the Postgres outbox through the
-// same connection pools. Signed with the DKIM keys of SVC_NOTIFY_FROM's domain when the operator has
-// registered and verified it as a sending domain; otherwise sent unsigned, with a warning at start
-// (customer mail, by contrast, is never sent unsigned).
-import { randomUUID } from 'node:crypto';
+// Delivers the platform's own mail (password resets, invitations, TLS reports) from the Postgres outbox through the
+// same connection pools, authenticated as the notify domain (the domain of SVC_NOTIFY_FROM; docs/operations.md,
+// "Platform mail"): DKIM-signed with the platform keys of that domain (storage/platform-dkim.ts), whether or not it
+// is also a customer's sending domain; the envelope sender on that domain; From with SVC_NOTIFY_NAME; and
+// Auto-Submitted: auto-generated (RFC 3834 §5). A message is never sent unsigned: without keys it waits.
+import { createPrivateKey, randomUUID } from 'node:crypto';
 import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';
-import { verifiedCapabilityOf } from '../../storage/pg/deliveries.js';
 import {
   claimNotifications,
   notificationFailed,
   notificationSent,
   type ClaimedNotification,
 } from '../../storage/pg/notification-outbox.js';
+import { ensurePlatformKeys, notifyDomainOf, type PlatformKey } from '../../storage/platform-dkim.js';
 import { composeMessage } from '../../mail/compose.js';
-import { dkimSign } from '../../mail/dkim-sign.js';
-import { createKeyCache } from './signing-keys.js';
+import { dkimSign, type SigningKey } from '../../mail/dkim-sign.js';
+import { AUTO_SUBMITTED, platformReturnPath, withPlatformHeaders } from '../../mail/platform-mail.js';
 import { classify } from './bounce-classify.js';
 import { nextAttempt } from './retry.js';
 import type { Pools } from './pool.js';
@@ -28,45 +29,46 @@ const LEASE_MS = 10 * 60_000;
 export function startNotificationSender(ctx: Context, storage: Storage, pools: Pools, pollMs = 500) {
   const { config, clock, log } = ctx;
   const { db, sealer } = storage;
-  const keys = createKeyCache(db, sealer, () => clock.now());
-  const notifyDomain = config.notifyFrom.slice(config.notifyFrom.lastIndexOf('@') + 1).toLowerCase();
+  const notifyDomain = notifyDomainOf(config.notifyFrom);
+  const from = { name: config.notifyName, address: config.notifyFrom };
+  const returnPath = platformReturnPath(notifyDomain);
   let timer: NodeJS.Timeout | null = null;
   let running: Promise<void> | null = null;
   let stopping = false;
-  let warnedUnsigned = false;
 
-  async function signingKeys() {
-    const capId = await verifiedCapabilityOf(db, notifyDomain);
-    if (capId) return keys.get(capId);
-    if (!warnedUnsigned) {
-      warnedUnsigned = true;
-      log.warn(
-        { notifyFrom: config.notifyFrom },
-        'SVC_NOTIFY_FROM has no verified sending domain: platform mail goes out unsigned',
-      );
-    }
-    return null;
+  // Made (the first time for this domain) and opened once: the keys never change while the process runs. A failed
+  // load is not kept: the next message tries again, and meanwhile nothing goes out unsigned.
+  let loaded: Promise<{ published: PlatformKey[]; signing: SigningKey[] }> | null = null;
+  function platformKeys() {
+    loaded ??= ensurePlatformKeys(storage, notifyDomain, new Date(clock.now())).then((keys) => ({
+      published: keys.map(({ privatePem: _, ...k }) => k),
+      signing: keys.map((k) => ({ domain: k.domain, selector: k.selector, key: createPrivateKey(k.privatePem) })),
+    }));
+    loaded.catch(() => (loaded = null));
+    return loaded;
   }
 
   async function deliver(n: ClaimedNotification) {
     const now = clock.now();
     const body = sealer.open(n.bodySealed, `notification_outbox:${n.id}`);
+    // From is SVC_NOTIFY_FROM as configured now (a row queued before a change of it goes out as the new one: the
+    // keys are the new domain's).
     const raw = RAW_KINDS.has(n.kind)
-      ? Buffer.from(body, 'utf8')
+      ? withPlatformHeaders(Buffer.from(body, 'utf8'), from)
       : await composeMessage({
-          from: { name: null, address: n.sender },
+          from,
           to: n.recipient,
           subject: n.subject,
           text: body,
           messageId: `${randomUUID()}@${notifyDomain}`,
           date: new Date(now),
+          headers: { 'Auto-Submitted': AUTO_SUBMITTED },
         });
-    const k = await signingKeys();
-    const message = k ? dkimSign(raw, k, now) : raw;
+    const message = dkimSign(raw, (await platformKeys()).signing, now);
     const domain = n.recipient.slice(n.recipient.lastIndexOf('@') + 1).toLowerCase();
     const result = await pools.send(
-      { domain, source: sourceAddressFor(config.sourceAddresses, n.sender) },
-      n.sender,
+      { domain, source: sourceAddressFor(config.sourceAddresses, config.notifyFrom) },
+      returnPath,
       n.recipient,
       message,
     );
@@ -108,7 +110,14 @@ export function startNotificationSender(ctx: Context, storage: Storage, pools: P
   }
   timer = setTimeout(tick, 0);
 
+  // Eagerly, so that the first start of a deployment makes the keys `svc doctor --platform` shows.
+  platformKeys().catch((err) => log.error({ err }, 'platform DKIM keys could not be made or opened'));
+
   return {
+    /** The notify domain's platform keys as published (made first if missing). */
+    async keys(): Promise<PlatformKey[]> {
+      return (await platformKeys()).published;
+    },
     async stop() {
       stopping = true;
       if (timer) clearTimeout(timer);

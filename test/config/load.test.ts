@@ -54,6 +54,7 @@ t.test('defaults match the operator contract table', async (t) => {
   t.equal(c.webmailHost, `webmail.${host}`, 'SVC_WEBMAIL_HOST');
   t.same(c.webmailAddresses, [], 'SVC_WEBMAIL_ADDRESSES');
   t.equal(c.notifyFrom, `no-reply@${host}`, 'SVC_NOTIFY_FROM');
+  t.equal(c.notifyName, `${host} notifications`, 'SVC_NOTIFY_NAME');
   t.equal(c.publicUrl, null, 'SVC_PUBLIC_URL: derived from the bound listener later');
   t.same(c.retryDelaysMs, DEFAULT_RETRY_MS, 'SVC_RETRY_DELAYS parses to the 13 default delays in ms');
   t.equal(c.retryDelaysMs.length, 13);
@@ -84,10 +85,13 @@ t.test('host names and the notification sender derive from SVC_HOSTNAME', async 
     SVC_MX_HOST: 'in.example.net',
     SVC_WEBMAIL_HOST: 'mail.example.net',
     SVC_NOTIFY_FROM: 'robot@example.net',
+    SVC_NOTIFY_NAME: 'Exämple Cloud',
   });
   t.equal(own.mxHost, 'in.example.net', 'an explicit SVC_MX_HOST wins');
   t.equal(own.webmailHost, 'mail.example.net', 'an explicit SVC_WEBMAIL_HOST wins');
   t.equal(own.notifyFrom, 'robot@example.net', 'an explicit SVC_NOTIFY_FROM wins');
+  t.equal(own.notifyName, 'Exämple Cloud', 'an explicit SVC_NOTIFY_NAME wins');
+  t.throws(() => loadConfig({ SVC_NOTIFY_NAME: 'a\r\nBcc: x@example.net' }), /SVC_NOTIFY_NAME must be/, 'no CR LF');
 });
 
 t.test('empty values count as unset', async (t) => {
