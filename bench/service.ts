@@ -166,6 +166,22 @@ export const TEXT = [
   'You receive this message because an account uses this address.',
 ].join('\n');
 
+/** The domain of message i's recipient when the load spreads over `domains` domains. */
+export const recipientDomain = (i: number, domains: number) =>
+  domains > 1 ? `d${i % domains}.dest.test` : 'dest.test';
+
+/**
+ * A text body that makes a composed message of about `bytes` octets: TEXT, then lines of ordinary words (the
+ * kind quoted-printable leaves alone), so 1 kB, 10 kB and 100 kB messages differ in the body alone.
+ */
+export function bodyOfSize(bytes: number): string {
+  const line = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.';
+  const lines = [TEXT];
+  // ~500 octets of headers and MIME framing besides the text.
+  for (let n = TEXT.length + 500; n < bytes; n += line.length + 1) lines.push(line);
+  return lines.join('\n');
+}
+
 export interface LoadResult {
   ok: number;
   errors: Map<string, number>;
@@ -183,7 +199,17 @@ export interface LoadResult {
 export async function sendLoad(
   url: string,
   tenants: Tenant[],
-  o: { concurrency: number; count?: number; untilMs?: number; firstIndex?: number; batch?: number },
+  o: {
+    concurrency: number;
+    count?: number;
+    untilMs?: number;
+    firstIndex?: number;
+    batch?: number;
+    /** The text body (default TEXT, ~1 kB once composed); see bodyOfSize. */
+    text?: string;
+    /** Recipient domains: message i goes to d<i mod domains>.dest.test (1: dest.test alone). */
+    domains?: number;
+  },
 ): Promise<LoadResult> {
   const batch = o.batch ?? 1;
   // Interleaved, so that neighbouring clients belong to different organizations.
@@ -214,9 +240,9 @@ export async function sendLoad(
         next += batch;
         const message = (j: number) => ({
           from: `Bench <no-reply@${domain}>`,
-          to: `rcpt-${j}@dest.test`,
+          to: `rcpt-${j}@${recipientDomain(j, o.domains ?? 1)}`,
           subject: `${SUBJECT} ${j}`,
-          text: TEXT,
+          text: o.text ?? TEXT,
         });
         const t0 = performance.now();
         try {
