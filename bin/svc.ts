@@ -13,6 +13,7 @@ import type { Role } from './start.js';
 const usage = `usage: svc <command>
   start [--role all|control|mta|imap]   run the service (all roles by default)
   migrate                               apply pending database migrations and exit
+  migrate --status                      list applied and pending migrations; applies nothing
   config                                print the effective configuration, secrets redacted
   openapi                               print the OpenAPI document of the HTTP API
   gen                                   write docs/openapi.json and docs/reference.md from the route table
@@ -50,7 +51,14 @@ async function main(argv: string[]): Promise<number> {
       console.log(describeConfig(config, process.env));
       return 0;
     case 'migrate': {
-      const [{ createLogger }, { openDb }, { migrate }] = await Promise.all([
+      let status: boolean;
+      try {
+        status = parseArgs({ args: rest, options: { status: { type: 'boolean', default: false } } }).values.status;
+      } catch (err) {
+        console.error(`svc migrate: ${(err as Error).message}\nusage: svc migrate [--status]`);
+        return 2;
+      }
+      const [{ createLogger }, { openDb }, { migrate, migrationStatus, migrationLabel }] = await Promise.all([
         import('../config/context.js'),
         import('../storage/index.js'),
         import('../storage/pg/migrate.js'),
@@ -58,6 +66,17 @@ async function main(argv: string[]): Promise<number> {
       const log = createLogger(config.logLevel);
       const db = await openDb(config, log);
       try {
+        if (status) {
+          // One line per migration, then a total: `applied  0001_foundation  <when>`, `pending  0020_…`.
+          const { applied, pending } = await migrationStatus(db);
+          for (const m of applied) {
+            const unknown = m.known ? '' : '  (no file: applied by a newer release)';
+            console.log(`applied  ${migrationLabel(m)}  ${m.appliedAt.toISOString()}${unknown}`);
+          }
+          for (const m of pending) console.log(`pending  ${migrationLabel(m)}`);
+          console.log(`${applied.length} applied, ${pending.length} pending`);
+          return 0;
+        }
         const applied = await migrate(db);
         console.log(applied.length ? `applied: ${applied.join(', ')}` : 'up to date');
       } finally {

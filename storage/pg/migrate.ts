@@ -42,7 +42,7 @@ export async function migrate(db: Db): Promise<string[]> {
       // Statements run one by one: the extended protocol (used for params) takes one statement at a time.
       for (const stmt of splitStatements(m.sql)) await q.query(stmt);
       await q.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
-      applied.push(`${String(m.version).padStart(4, '0')}_${m.name}`);
+      applied.push(migrationLabel(m));
     }
     return applied;
   });
@@ -56,3 +56,37 @@ function splitStatements(sql: string): string[] {
     .map((s) => s.trim())
     .filter(Boolean);
 }
+
+export interface MigrationStatus {
+  /** Recorded in schema_migrations, oldest first; `known` is false for a version this code has no file for
+   * (the database was migrated by a newer release). */
+  applied: { version: number; name: string; appliedAt: Date; known: boolean }[];
+  /** Files not yet applied, in the order `migrate` would apply them. */
+  pending: { version: number; name: string }[];
+}
+
+/** What `migrate` would do, without doing it: reads schema_migrations (absent: nothing applied), writes nothing. */
+export async function migrationStatus(db: Db): Promise<MigrationStatus> {
+  const all = await listMigrations();
+  const [exists] = await db.query<{ t: string | null }>("SELECT to_regclass('schema_migrations')::text AS t");
+  const rows = exists?.t
+    ? await db.query<{ version: number; name: string; applied_at: Date | string }>(
+        'SELECT version, name, applied_at FROM schema_migrations ORDER BY version',
+      )
+    : [];
+  const files = new Set(all.map((m) => m.version));
+  const done = new Set(rows.map((r) => r.version));
+  return {
+    applied: rows.map((r) => ({
+      version: r.version,
+      name: r.name,
+      appliedAt: new Date(r.applied_at),
+      known: files.has(r.version),
+    })),
+    pending: all.filter((m) => !done.has(m.version)).map(({ version, name }) => ({ version, name })),
+  };
+}
+
+/** `0007_name`, as `migrate` reports what it applied. */
+export const migrationLabel = (m: { version: number; name: string }): string =>
+  `${String(m.version).padStart(4, '0')}_${m.name}`;

@@ -170,6 +170,48 @@ t.test('migrate applies every migration once, then is up to date', async (t) => 
   t.notMatch(second.stdout(), /^applied:/m, 'and applies nothing');
 });
 
+t.test('migrate --status lists applied and pending migrations and applies nothing', async (t) => {
+  const dataDir = await tempDir(t);
+  const env = { SVC_DATA_DIR: dataDir, SVC_LOG_LEVEL: 'info', ...(await databaseEnv(t)) };
+  const labels = (await listMigrations()).map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`);
+  const status = async (what: string) => {
+    const s = svc(t, ['migrate', '--status'], env);
+    t.same(await s.exited, { code: 0, signal: null }, `${what}: exit 0 ${s.stderr()}`);
+    const lines = s
+      .stdout()
+      .split('\n')
+      .filter((l) => l && !l.startsWith('{'));
+    return {
+      lines,
+      applied: lines.flatMap((l) => /^applied {2}(\S+) {2}(\S+)$/.exec(l)?.slice(1, 3) ?? []),
+      pending: lines.flatMap((l) => /^pending {2}(\S+)$/.exec(l)?.[1] ?? []),
+    };
+  };
+
+  const fresh = await status('a fresh database');
+  t.same(fresh.pending, labels, 'every migration pending, in order');
+  t.same(fresh.applied, [], 'none applied');
+  t.equal(fresh.lines.at(-1), `0 applied, ${labels.length} pending`, 'the total');
+  t.same((await status('asked again')).pending, labels, 'still every one pending: --status applied nothing');
+
+  const m = svc(t, ['migrate'], env);
+  t.same(await m.exited, { code: 0, signal: null }, `migrate exits 0 ${m.stderr()}`);
+  const after = await status('after migrate');
+  t.same(after.pending, [], 'nothing pending');
+  const names = after.applied.filter((_, i) => i % 2 === 0);
+  const times = after.applied.filter((_, i) => i % 2 === 1);
+  t.same(names, labels, 'every migration applied, in order');
+  t.ok(
+    times.every((x) => Number.isFinite(Date.parse(x)) && x.endsWith('Z')),
+    `each with when: ${times.join(' ')}`,
+  );
+  t.equal(after.lines.at(-1), `${labels.length} applied, 0 pending`);
+
+  const bad = svc(t, ['migrate', '--stauts'], env);
+  t.equal((await bad.exited).code, 2, 'an unknown option is bad usage');
+  t.match(bad.stderr(), /--stauts/, 'named on stderr');
+});
+
 t.test('config prints the effective configuration, secrets redacted', async (t) => {
   const dataDir = await tempDir(t);
   const s = svc(t, ['config'], { SVC_DATA_DIR: dataDir, SVC_HTTP_PORT: '8123', SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY });
