@@ -9,6 +9,7 @@ import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
 import { startTarpit } from '../helpers/tarpit.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { makeCa, policyText, startPolicyServer } from './tls-fixtures.js';
 
 interface World {
   svc: TestService;
@@ -19,9 +20,14 @@ interface World {
 
 const CONNECT_TIMEOUT_MS = 1500;
 
-async function world(t: Test, env: Record<string, string> = {}, idleMs = 10_000): Promise<World> {
+async function world(
+  t: Test,
+  env: Record<string, string> = {},
+  idleMs = 10_000,
+  tls?: { cert: Buffer; key: Buffer },
+): Promise<World> {
   const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
+  const sink = await startSmtpSink(t, tls ?? {});
   const svc = await startTestService(t, {
     env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_RETRY_DELAYS: '1m,5m', ...env },
     mta: { pollMs: 20, pool: { connectTimeoutMs: CONNECT_TIMEOUT_MS, idleMs } },
@@ -126,4 +132,41 @@ t.test('every MX failed lately: deferred at once with the reason, no dial', asyn
   const ev = await lastEvent(w, second);
   t.equal(ev?.type, 'deferred');
   t.match(ev?.detail, { error: /every MX host of alldead\.test failed to answer within the last 60 s/ });
+});
+
+t.test('a session is shared only by domains that require the same TLS of the host', async (t) => {
+  // One MX host with a certificate for its name, trusted through SVC_EXTRA_CA_CERTS; two domains without a
+  // policy and two whose MTA-STS policy (enforce) names that host.
+  const ca = await makeCa(t);
+  const leaf = await ca.leaf(['mx.shared.test', 'mta-sts.sts1.test', 'mta-sts.sts2.test']);
+  const policies = await startPolicyServer(t, leaf);
+  const w = await world(t, { SVC_EXTRA_CA_CERTS: ca.caPath, SVC_MTA_STS_PORT: String(policies.port) }, 10_000, {
+    cert: leaf.cert,
+    key: leaf.key,
+  });
+  w.zone.a('mx.shared.test', '127.0.0.1');
+  for (const d of ['plain1.test', 'plain2.test', 'sts1.test', 'sts2.test']) w.zone.mx(d, 10, 'mx.shared.test');
+  for (const d of ['sts1.test', 'sts2.test']) {
+    w.zone.txt(`_mta-sts.${d}`, 'v=STSv1; id=1;').a(`mta-sts.${d}`, '127.0.0.1');
+    policies.policies.set(`mta-sts.${d}`, policyText('enforce', ['mx.shared.test']));
+  }
+  // One at a time, each after the last is delivered, so that an idle session is there to be reused.
+  const session: Record<string, string> = {};
+  const ids: Record<string, string> = {};
+  for (const d of ['plain1.test', 'sts1.test', 'plain2.test', 'sts2.test']) {
+    const id = (ids[d] = await send(w, `u@${d}`, `to ${d}`));
+    await waitStatus(w, id, 'delivered');
+    session[d] = w.sink.messages.find((m) => m.rcptTo[0] === `u@${d}`)!.sessionId;
+  }
+  t.equal(session['plain2.test'], session['plain1.test'], 'the domains without a policy share a session');
+  t.equal(session['sts2.test'], session['sts1.test'], 'the MTA-STS enforce domains share a session');
+  t.not(session['sts1.test'], session['plain1.test'], 'an enforce domain never rides the opportunistic session');
+  t.equal(w.sink.connections, 2, 'two sessions in all');
+  // Each message's event says what its own domain required, not what the session was opened for.
+  t.match((await lastEvent(w, ids['sts2.test']!))?.detail, {
+    tlsPolicy: 'mta-sts',
+    tlsPolicyMode: 'enforce',
+    tlsVerified: 'webpki',
+  });
+  t.match((await lastEvent(w, ids['plain2.test']!))?.detail, { tlsPolicy: 'none' });
 });
