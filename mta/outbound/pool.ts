@@ -723,10 +723,11 @@ export function createPools(opts: PoolOptions) {
   ): Promise<{ result: SendResult } | { next: Failure } | { skipped: string }> {
     const { dest, plan, refused, failures } = a;
     const host = planned.host.name;
-    const p = poolOf(dest.source, planned, address);
     // A reused connection the server closed meanwhile fails before a byte of the message is sent:
     // that is not the message's fault, so it gets one more try on a fresh connection.
     for (let attempt = 0; ; attempt++) {
+      // Looked up each time: a pool left without connections is dropped from the map.
+      const p = poolOf(dest.source, planned, address);
       let c = await acquire(p);
       if (closed) {
         if (c) release(c);
@@ -746,10 +747,17 @@ export function createPools(opts: PoolOptions) {
         }
         try {
           c = await connectOne(dest, planned, address, plan, p);
+          hostFailures.clear(dest.source, address);
         } catch (err) {
           free(p);
           const e = err as ConnectError;
-          if (isDeadHost(e)) hostFailures.set(dest.source, address, e.message);
+          if (isDeadHost(e)) {
+            hostFailures.set(dest.source, address, e.message);
+            opts.log.warn(
+              { mx: host, ip: address, source: dest.source, error: e.message, skipMs: failureTtlMs },
+              'MX address did not answer; skipped for a while',
+            );
+          }
           const transport: Transport = { ...(e.transport ?? a.base), ...refused };
           for (const f of transport.tlsFailures ?? []) if (!failures.includes(f)) failures.push(f);
           if (failures.length) transport.tlsFailures = [...failures];
