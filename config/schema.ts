@@ -71,6 +71,12 @@ export interface Config {
   platformAdminCidrs: string[];
   /** PEM file of CA certificates trusted beside the system's for MTA-STS policy fetches and MX certificates. */
   extraCaCerts: string | null;
+  /** Outbound SMTP sessions open at once to one MX address. */
+  maxSessionsPerHost: number;
+  /** Outbound SMTP sessions open at once in all. */
+  maxSessions: number;
+  /** How long an MX address that refused the connection or timed out is skipped. */
+  mxFailureTtlMs: number;
   /** Port of the https MTA-STS policy fetch (RFC 8461 §3.3 says 443; other values are for tests only). */
   mtaStsPort: number;
   /** The MTA role's Prometheus listener (GET /metrics); null: none (the HTTP listener serves /metrics too). */
@@ -473,6 +479,37 @@ export const fields = [
     expect: 'must be a duration such as 30s, 5m or 1h',
     parse: (raw) => parseDuration(raw) as number,
     fallback: () => 10 * 60_000,
+  }),
+  f({
+    env: 'SVC_MAX_SESSIONS_PER_HOST',
+    key: 'maxSessionsPerHost',
+    doc:
+      'Outbound SMTP sessions open at once to one MX address, whatever the recipient domains it serves; more ' +
+      'sends wait for one of them.',
+    schema: count(1),
+    expect: 'must be a whole number of at least 1',
+    parse: Number,
+    fallback: () => 10,
+  }),
+  f({
+    env: 'SVC_MAX_SESSIONS',
+    key: 'maxSessions',
+    doc: 'Outbound SMTP sessions open at once in all; more sends wait (idle sessions are closed to make room).',
+    schema: count(1),
+    expect: 'must be a whole number of at least 1',
+    parse: Number,
+    fallback: () => 200,
+  }),
+  f({
+    env: 'SVC_MX_FAILURE_TTL',
+    key: 'mxFailureTtlMs',
+    doc:
+      'How long an MX address that refused the TCP connection, was unreachable or timed out before its ' +
+      'greeting is skipped (the next MX host is tried at once).',
+    schema: { type: 'string', format: 'duration' },
+    expect: 'must be a duration such as 30s, 1m or 5m',
+    parse: (raw) => parseDuration(raw) as number,
+    fallback: () => 60_000,
   }),
   f({
     env: 'SVC_TRUSTED_PROXIES',

@@ -1,7 +1,9 @@
-// Per-destination SMTP connection pools on nodemailer's smtp-connection (the maintained continuation of
-// the `smtp-connection` package, design card). A destination is (recipient domain, source address):
-// its connections are reused across messages (no new TCP + TLS + EHLO per message), at most
-// `perDestination` are open at once, and idle ones close after `idleMs`.
+// SMTP connection pools on nodemailer's smtp-connection (the maintained continuation of the `smtp-connection`
+// package, design card), one per MX address rather than per recipient domain (docs/operations.md,
+// "Connections"): the many domains one provider hosts share its connections, as Postfix's per-nexthop and
+// KumoMTA's per-site queues do. Connections are reused across messages (no new TCP + TLS + EHLO per message),
+// capped per MX address and in total, and closed after `idleMs` idle; an address that did not answer is skipped
+// for a while (host-failures.ts).
 import { isIP } from 'node:net';
 import { X509Certificate } from 'node:crypto';
 import type { DetailedPeerCertificate, TLSSocket } from 'node:tls';
@@ -14,7 +16,8 @@ import { MESSAGE_TOO_BIG, parseReply, SmtpReply } from '../../mail/smtp-reply.js
 import { resolveRoute, type MxHost } from './route.js';
 import { reportPolicyOf, type PlannedHost, type TlsPlan, type TlsPolicy, type TlsPolicyKind } from './tls-policy.js';
 import type { TlsVerified } from './tls-policy.js';
-import { certificateResult, type ResultType, type TlsSession } from '../../mail/tls-report.js';
+import { certificateResult, tlsaString, type ResultType, type TlsSession } from '../../mail/tls-report.js';
+import { createHostFailures, isDeadHost } from './host-failures.js';
 
 export interface PoolOptions {
   resolver: Resolver;
@@ -31,7 +34,12 @@ export interface PoolOptions {
   allowPrivateMx?: boolean;
   /** Time for certificate validity checks (DANE-TA); the Context's clock. */
   clock?: Clock;
-  perDestination?: number;
+  /** Sessions open at once to one MX address, whatever the domains and pools (SVC_MAX_SESSIONS_PER_HOST). */
+  maxSessionsPerHost?: number;
+  /** Sessions open at once in all (SVC_MAX_SESSIONS). */
+  maxSessions?: number;
+  /** How long an MX address that did not answer is skipped (SVC_MX_FAILURE_TTL); 0: it never is. */
+  failureTtlMs?: number;
   idleMs?: number;
   /** Messages per connection before it is replaced (some receivers limit them per session). */
   maxMessages?: number;
@@ -108,22 +116,41 @@ interface SmtpError extends Error {
 
 interface Conn {
   smtp: SMTPConnection;
+  pool: Pool;
   host: string;
-  transport: Transport;
+  ip: string;
+  /** What the session negotiated: the same for every domain it carries. */
+  tls: boolean;
+  tlsVersion: string | null;
+  tlsCipher: string | null;
+  tlsVerified: TlsVerified;
+  /** What the pool's TLS requirement found wrong with the session (only ever recorded, or it would be closed). */
+  problem: string | null;
+  result: ResultType | null;
+  /** Domains told of this session (onTlsSession): RFC 8460 counts sessions per policy domain. */
+  reported: Set<string>;
   messages: number;
   usable: boolean;
   idleTimer: NodeJS.Timeout | null;
+  /** Order in which connections went idle: the longest idle is closed first to make room. */
+  idleSeq: number;
 }
 
 interface Pool {
-  dest: Destination;
+  key: string;
+  ip: string;
   idle: Conn[];
+  /** Connections of this pool open or being opened. */
   open: number;
-  /** Callers waiting for a connection: handed one, or null when a slot freed up to open one. */
-  waiters: ((c: Conn | null) => void)[];
 }
 
-type Opened = { conn: Conn } | { failure: Exclude<SendResult, { kind: 'accepted' }> };
+/** A send waiting for a connection of its pool: handed one, or null when it may open one in a slot it now holds. */
+interface Waiter {
+  pool: Pool;
+  resolve: (c: Conn | null) => void;
+}
+
+type Failure = Exclude<SendResult, { kind: 'accepted' }>;
 
 /** The remote reply inside a nodemailer error (the first refused recipient's, for EENVELOPE), if it has one. */
 const replyOf = (err: SmtpError): SmtpReply | null => {
@@ -145,23 +172,54 @@ const refusalsOf = (errors: SmtpError[] | undefined): RcptRefusal[] | undefined 
 };
 
 export function createPools(opts: PoolOptions) {
-  const perDestination = opts.perDestination ?? 8;
+  const perHost = opts.maxSessionsPerHost ?? 10;
+  const maxSessions = opts.maxSessions ?? 200;
+  const failureTtlMs = opts.failureTtlMs ?? 60_000;
   const idleMs = opts.idleMs ?? 10_000;
   const maxMessages = opts.maxMessages ?? 100;
   const clock = opts.clock ?? systemClock;
+  const hostFailures = createHostFailures(clock, failureTtlMs);
   const pools = new Map<string, Pool>();
+  /** Sends waiting for a connection, oldest first, across pools. */
+  const waiters: Waiter[] = [];
+  /** Sessions open or being opened, in all and per MX address (the caps count these). */
+  let total = 0;
+  const perIp = new Map<string, number>();
+  let idleSeq = 0;
   let closed = false;
 
-  const poolOf = (dest: Destination) => {
-    // Keyed by source address: sessions from different addresses (each with its own EHLO name) never share.
-    const key = `${dest.source ?? ''}|${dest.domain}`;
+  /**
+   * Pools are keyed by MX address, not by recipient domain, so that the domains one provider hosts share its
+   * connections. A connection may carry mail for another domain only when it satisfies the TLS requirement that
+   * domain has for this host, so the key holds everything that requirement depends on, and connections are
+   * shared only between domains whose requirement for the host is the same:
+   * - the source address: the bind address and its EHLO name (docs/operations.md, Dedicated IPs);
+   * - the MX host name: the SNI sent and the name the certificate was verified against (RFC 8461 §4.1 checks
+   *   the MX host name, and the domain's plan kept this host only when its policy's mx patterns match that
+   *   name), and the owner of the TLSA records (`_25._tcp.<host>`, RFC 7672 §2.2);
+   * - the address dialled;
+   * - the requirement class: none (opportunistic STARTTLS, the certificate only recorded; no policy or MTA-STS
+   *   testing), webpki (STARTTLS required and the certificate verified for the host name: MTA-STS enforce), or
+   *   dane with the exact set of usable TLSA records the chain was matched against.
+   * A stricter connection would satisfy a weaker requirement too, but separate classes are simpler to trust;
+   * the cost is one more pool for a host whose domains differ. What each domain's policy says beside that (its
+   * mode, failures, report policy) is applied per message, not taken from the connection.
+   */
+  const keyOf = (source: string | null, planned: PlannedHost, address: string) => {
+    const cls =
+      planned.require === 'dane' ? `dane:${(planned.tlsa ?? []).map(tlsaString).sort().join(',')}` : planned.require;
+    return `${source ?? ''}|${planned.host.name.toLowerCase()}|${address}|${cls}`;
+  };
+
+  const poolOf = (source: string | null, planned: PlannedHost, address: string) => {
+    const key = keyOf(source, planned, address);
     let p = pools.get(key);
-    if (!p) pools.set(key, (p = { dest, idle: [], open: 0, waiters: [] }));
+    if (!p) pools.set(key, (p = { key, ip: address, idle: [], open: 0 }));
     return p;
   };
 
   /** Failures of one connection carry what was learnt of its TLS before it ended. */
-  type ConnectError = SmtpError & { transport?: Transport };
+  type ConnectError = SmtpError & { transport?: Transport; timeoutType?: string; originalCode?: string };
 
   /** What the session negotiated, read from nodemailer's socket once EHLO after STARTTLS is done. */
   function negotiated(smtp: SMTPConnection): {
@@ -202,7 +260,13 @@ export function createPools(opts: PoolOptions) {
     return out;
   }
 
-  function connectOne(dest: Destination, planned: PlannedHost, address: string, plan: TlsPlan): Promise<Conn> {
+  function connectOne(
+    dest: Destination,
+    planned: PlannedHost,
+    address: string,
+    plan: TlsPlan,
+    pool: Pool,
+  ): Promise<Conn> {
     const host = planned.host.name;
     const enforce = planned.require !== 'none';
     return new Promise((resolve, reject) => {
@@ -223,6 +287,7 @@ export function createPools(opts: PoolOptions) {
         greetingTimeout: opts.connectTimeoutMs ?? 30_000,
         socketTimeout: opts.socketTimeoutMs ?? 5 * 60_000,
       } as ConstructorParameters<typeof SMTPConnection>[0]);
+      // What a failed connection learnt, for the attempt's event.
       const transport: Transport = {
         ...NO_TRANSPORT,
         host,
@@ -232,7 +297,23 @@ export function createPools(opts: PoolOptions) {
         ...(plan.failures.length ? { tlsFailures: [...plan.failures] } : {}),
         ...(plan.note ? { tlsPolicyNote: plan.note } : {}),
       };
-      const conn: Conn = { smtp, host, transport, messages: 0, usable: true, idleTimer: null };
+      const conn: Conn = {
+        smtp,
+        pool,
+        host,
+        ip: address,
+        tls: false,
+        tlsVersion: null,
+        tlsCipher: null,
+        tlsVerified: 'none',
+        problem: null,
+        result: null,
+        reported: new Set(),
+        messages: 0,
+        usable: true,
+        idleTimer: null,
+        idleSeq: 0,
+      };
       let settled = false;
       const session = (result: ResultType | null, detail: string | null) =>
         reportSession(dest.domain, planned, plan, result, detail, address);
@@ -252,15 +333,17 @@ export function createPools(opts: PoolOptions) {
         err.transport = transport;
         reject(err);
       };
-      // After connect, errors and the peer closing only make the connection unusable; the send in
-      // progress (if any) gets the error through its own callback.
-      smtp.on('error', (err: SmtpError) => {
+      // After connect, errors and the peer closing only make the connection unusable (an idle one leaves its
+      // pool at once); the send in progress (if any) gets the error through its own callback.
+      const gone = () => {
         conn.usable = false;
+        if (settled) forgetIdle(conn);
+      };
+      smtp.on('error', (err: SmtpError) => {
+        gone();
         fail(err);
       });
-      smtp.on('end', () => {
-        conn.usable = false;
-      });
+      smtp.on('end', gone);
       smtp.connect(() => {
         if (settled) return;
         const n = negotiated(smtp);
@@ -271,11 +354,12 @@ export function createPools(opts: PoolOptions) {
           tlsVerified: n.webpki ? 'webpki' : 'none',
         });
         let problem: string | null;
+        let verified: TlsVerified = n.webpki ? 'webpki' : 'none';
         if (!n.tls) problem = `${host} did not negotiate TLS`;
         else if (planned.require === 'dane') {
           // RFC 7672 §2.2: TLSA records present but none usable still require TLS, without authentication.
           const m = planned.tlsa?.length ? matchChain(planned.tlsa, n.chain, host, clock.now()) : null;
-          if (m?.ok) transport.tlsVerified = 'dane';
+          if (m?.ok) verified = 'dane';
           problem = m && !m.ok ? `certificate of ${host}: ${m.reason}` : null;
         } else problem = n.webpki ? null : `certificate of ${host} not verified (${n.authError})`;
         const result: ResultType | null = !problem
@@ -299,13 +383,14 @@ export function createPools(opts: PoolOptions) {
           err.code = 'ETLSPOLICY';
           return fail(err);
         }
-        // RFC 8461 §5 testing mode: delivered all the same, the failure recorded.
-        if (problem && planned.policy === 'mta-sts' && plan.mode === 'testing')
-          transport.tlsFailures = [...(transport.tlsFailures ?? []), problem];
-        // Without a policy only a session without TLS is a failure: no certificate is required (RFC 8460 §4.3.1).
-        if (planned.require === 'none' && planned.policy === 'none')
-          session(n.tls ? (plan.stsFailure ?? null) : 'starttls-not-supported', n.tls ? (plan.note ?? null) : problem);
-        else session(result, problem);
+        Object.assign(conn, {
+          tls: n.tls,
+          tlsVersion: n.version,
+          tlsCipher: n.cipher,
+          tlsVerified: verified,
+          problem,
+          result,
+        });
         settled = true;
         resolve(conn);
       });
@@ -335,18 +420,60 @@ export function createPools(opts: PoolOptions) {
     }
   }
 
-  async function open(dest: Destination): Promise<Opened> {
+  /**
+   * What an attempt for `domain` over connection `c` reports: the session's own facts, and what the domain's
+   * policy says of them. The first message of each domain on a connection counts one TLS session for it.
+   */
+  function transportFor(
+    c: Conn,
+    domain: string,
+    planned: PlannedHost,
+    plan: TlsPlan,
+    failures: string[],
+    refused: Pick<Transport, 'refusedMx'>,
+  ): Transport {
+    if (!c.reported.has(domain)) {
+      c.reported.add(domain);
+      // Without a policy only a session without TLS is a failure: no certificate is required (RFC 8460 §4.3.1).
+      if (planned.require === 'none' && planned.policy === 'none')
+        reportSession(
+          domain,
+          planned,
+          plan,
+          c.tls ? (plan.stsFailure ?? null) : 'starttls-not-supported',
+          c.tls ? (plan.note ?? null) : c.problem,
+          c.ip,
+        );
+      else reportSession(domain, planned, plan, c.result, c.problem, c.ip);
+    }
+    // RFC 8461 §5 testing mode: delivered all the same, the failure recorded.
+    const own = c.problem && planned.policy === 'mta-sts' && plan.mode === 'testing' ? [c.problem] : [];
+    const all = [...new Set([...failures, ...own])];
+    return {
+      host: c.host,
+      ip: c.ip,
+      tls: c.tls,
+      tlsVersion: c.tlsVersion,
+      tlsCipher: c.tlsCipher,
+      tlsVerified: c.tlsVerified,
+      tlsPolicy: planned.policy,
+      ...(planned.policy === 'mta-sts' && plan.mode ? { tlsPolicyMode: plan.mode } : {}),
+      ...(all.length ? { tlsFailures: all } : {}),
+      ...(plan.note ? { tlsPolicyNote: plan.note } : {}),
+      ...refused,
+    };
+  }
+
+  type Planned = { failure: Failure } | { plan: TlsPlan; refused: Pick<Transport, 'refusedMx'>; base: Transport };
+
+  /** The domain's route and TLS plan: which hosts, in which order, under which requirement. */
+  async function planFor(dest: Destination): Promise<Planned> {
     const family = dest.source ? (isIP(dest.source) as 4 | 6) : null;
     const route = await resolveRoute(opts.resolver, dest.domain, family, opts.allowPrivateMx ?? false);
-    const failure = (
-      r:
-        | { kind: 'reply'; host: string | null; reply: SmtpReply }
-        | { kind: 'connection'; host: string | null; error: string },
-      transport: Transport,
-    ): Opened => ({ failure: { ...r, transport } });
-    if (route.kind === 'unroutable') return failure({ kind: 'reply', host: null, reply: route.reply }, NO_TRANSPORT);
+    if (route.kind === 'unroutable')
+      return { failure: { kind: 'reply', host: null, reply: route.reply, transport: NO_TRANSPORT } };
     if (route.kind === 'dns_error')
-      return failure({ kind: 'connection', host: null, error: route.message }, NO_TRANSPORT);
+      return { failure: { kind: 'connection', host: null, error: route.message, transport: NO_TRANSPORT } };
     const refused = route.refused.length ? { refusedMx: route.refused } : {};
     const plan: TlsPlan = opts.tlsPolicy
       ? await opts.tlsPolicy.plan(dest.domain, route.hosts)
@@ -355,7 +482,7 @@ export function createPools(opts: PoolOptions) {
           hosts: route.hosts.map((host: MxHost) => ({ host, require: 'none', policy: 'none' })),
           failures: [],
         };
-    const planned: Transport = {
+    const base: Transport = {
       ...NO_TRANSPORT,
       ...refused,
       tlsPolicy: plan.policy,
@@ -363,101 +490,133 @@ export function createPools(opts: PoolOptions) {
       ...(plan.failures.length ? { tlsFailures: plan.failures } : {}),
       ...(plan.note ? { tlsPolicyNote: plan.note } : {}),
     };
-    if (opts.onTlsSession)
-      for (const r of plan.refused ?? [])
-        opts.onTlsSession({
-          domain: dest.domain,
-          policy: r.policy,
-          result: r.result,
-          receivingMx: r.host,
-          detail: r.detail,
-        });
     if (!plan.hosts.length) {
+      reportRefused(dest.domain, plan);
       // RFC 8461 §5, RFC 7672 §2.2: with no MX host the policy allows, the message waits (the policy, the
       // MX records or the TLSA records may change); tlsFailures says why each host was left out.
-      return failure(
-        { kind: 'connection', host: null, error: `no MX host of ${dest.domain} passes its TLS policy` },
-        planned,
-      );
+      return {
+        failure: {
+          kind: 'connection',
+          host: null,
+          error: `no MX host of ${dest.domain} passes its TLS policy`,
+          transport: base,
+        },
+      };
     }
-    let last: Exclude<SendResult, { kind: 'accepted' }> = {
-      kind: 'connection',
-      host: null,
-      error: 'no MX host',
-      transport: planned,
-    };
-    // RFC 5321 §5.1: try the hosts in order; a host that does not answer, greets with a refusal, or
-    // (under a policy) fails its TLS requirement passes the message on to the next.
-    const failures: string[] = [...plan.failures];
-    for (const p of plan.hosts) {
-      for (const address of p.host.addresses) {
-        try {
-          const conn = await connectOne(dest, p, address, plan);
-          Object.assign(conn.transport, refused);
-          if (failures.length || conn.transport.tlsFailures)
-            conn.transport.tlsFailures = [...new Set([...failures, ...(conn.transport.tlsFailures ?? [])])];
-          return { conn };
-        } catch (err) {
-          const e = err as ConnectError;
-          const transport: Transport = { ...(e.transport ?? planned), ...refused };
-          for (const f of transport.tlsFailures ?? []) if (!failures.includes(f)) failures.push(f);
-          if (failures.length) transport.tlsFailures = [...failures];
-          const reply = e.code === 'ETLSPOLICY' ? null : replyOf(e);
-          last = reply
-            ? { kind: 'reply', host: p.host.name, reply, transport }
-            : { kind: 'connection', host: p.host.name, error: `${address}: ${e.message}`, transport };
-        }
-      }
-    }
-    return { failure: last };
+    return { plan, refused, base };
   }
 
-  function acquire(p: Pool): Promise<Conn | null> {
+  /** The hosts a policy left out, each a failed TLS session (RFC 8460 §4.3), once per connection planned. */
+  function reportRefused(domain: string, plan: TlsPlan) {
+    if (opts.onTlsSession)
+      for (const r of plan.refused ?? [])
+        opts.onTlsSession({ domain, policy: r.policy, result: r.result, receivingMx: r.host, detail: r.detail });
+  }
+
+  /** Takes a slot for a new connection of `p` when the caps allow, closing idle connections to make room. */
+  function takeSlot(p: Pool): boolean {
+    if ((perIp.get(p.ip) ?? 0) >= perHost && !evictIdle((c) => c.ip === p.ip)) return false;
+    if (total >= maxSessions && !evictIdle(() => true)) return false;
+    total++;
+    perIp.set(p.ip, (perIp.get(p.ip) ?? 0) + 1);
+    p.open++;
+    return true;
+  }
+
+  /** Closes the connection idle longest among those `match` accepts; false when there is none. */
+  function evictIdle(match: (c: Conn) => boolean): boolean {
+    let oldest: Conn | null = null;
+    for (const q of pools.values())
+      for (const c of q.idle) if (match(c) && (!oldest || c.idleSeq < oldest.idleSeq)) oldest = c;
+    if (!oldest) return false;
+    const q = oldest.pool;
+    q.idle.splice(q.idle.indexOf(oldest), 1);
+    if (oldest.idleTimer) clearTimeout(oldest.idleTimer);
+    oldest.usable = false;
+    oldest.smtp.quit();
+    uncount(q);
+    return true;
+  }
+
+  /** A connection of `p` is gone (or was never opened): its slot is free. */
+  function uncount(p: Pool) {
+    total--;
+    const n = (perIp.get(p.ip) ?? 1) - 1;
+    if (n > 0) perIp.set(p.ip, n);
+    else perIp.delete(p.ip);
+    p.open--;
+    if (p.open === 0 && !p.idle.length && !waiters.some((w) => w.pool === p)) pools.delete(p.key);
+  }
+
+  function free(p: Pool) {
+    uncount(p);
+    wake();
+  }
+
+  /** Serves the waiters that can go now, oldest first: an idle connection of their pool, or a free slot. */
+  function wake() {
+    for (let i = 0; i < waiters.length;) {
+      const w = waiters[i]!;
+      const c = takeIdle(w.pool);
+      if (c || takeSlot(w.pool)) {
+        waiters.splice(i, 1);
+        w.resolve(c);
+      } else i++;
+    }
+  }
+
+  function takeIdle(p: Pool): Conn | null {
     while (p.idle.length) {
       const c = p.idle.pop()!;
       if (c.idleTimer) clearTimeout(c.idleTimer);
-      if (c.usable) return Promise.resolve(c);
-      drop(p, c);
-    }
-    if (p.open < perDestination) {
-      p.open++;
-      return Promise.resolve(null); // the caller opens one in the slot it now holds
-    }
-    return new Promise((resolve) => p.waiters.push(resolve));
-  }
-
-  function drop(p: Pool, c: Conn | null) {
-    if (c) {
-      c.usable = false;
+      c.idleTimer = null;
+      if (c.usable) return c;
       c.smtp.close();
+      uncount(p);
     }
-    p.open--;
-    const next = p.waiters.shift();
-    if (next) {
-      p.open++;
-      next(null);
-    }
+    return null;
   }
 
-  function release(p: Pool, c: Conn) {
+  /** An idle connection the server closed leaves its pool at once. */
+  function forgetIdle(c: Conn) {
+    const i = c.pool.idle.indexOf(c);
+    if (i < 0) return;
+    c.pool.idle.splice(i, 1);
+    if (c.idleTimer) clearTimeout(c.idleTimer);
+    c.smtp.close();
+    free(c.pool);
+  }
+
+  /** A connection of the pool, or null: the caller holds a slot to open one. Waits when the caps are reached. */
+  function acquire(p: Pool): Promise<Conn | null> {
+    const c = takeIdle(p);
+    if (c || takeSlot(p)) return Promise.resolve(c);
+    return new Promise((resolve) => waiters.push({ pool: p, resolve }));
+  }
+
+  function release(c: Conn) {
+    const p = c.pool;
     if (!c.usable || c.messages >= maxMessages || closed) {
       if (c.usable && !closed) c.smtp.quit();
       else c.smtp.close();
       c.usable = false;
-      drop(p, null);
-      return;
+      return free(p);
     }
-    const next = p.waiters.shift();
-    if (next) return next(c);
+    const i = waiters.findIndex((w) => w.pool === p);
+    if (i >= 0) return waiters.splice(i, 1)[0]!.resolve(c);
+    c.idleSeq = ++idleSeq;
     c.idleTimer = setTimeout(() => {
-      const i = p.idle.indexOf(c);
-      if (i >= 0) p.idle.splice(i, 1);
+      const at = p.idle.indexOf(c);
+      if (at < 0) return;
+      p.idle.splice(at, 1);
       c.usable = false;
       c.smtp.quit();
-      drop(p, null);
+      free(p);
     }, idleMs);
     c.idleTimer.unref();
     p.idle.push(c);
+    // A waiter held back by a cap may take this connection's place.
+    if (waiters.length) wake();
   }
 
   function transmit(
@@ -487,6 +646,8 @@ export function createPools(opts: PoolOptions) {
     });
   }
 
+  const STOPPING: SendResult = { kind: 'connection', host: null, error: 'MTA stopping', transport: NO_TRANSPORT };
+
   /**
    * Delivers one message to one recipient, or to several of the destination's domain in one transaction (the
    * result then lists the recipients refused at RCPT TO, each with its reply). Never throws for remote
@@ -494,90 +655,182 @@ export function createPools(opts: PoolOptions) {
    */
   async function send(dest: Destination, from: string, to: string | string[], raw: Buffer): Promise<SendResult> {
     const rcpts = typeof to === 'string' ? [to] : to;
-    if (closed) return { kind: 'connection', host: null, error: 'MTA stopping', transport: NO_TRANSPORT };
-    const p = poolOf(dest);
+    if (closed) return STOPPING;
+    let planned: Planned;
+    try {
+      planned = await planFor(dest);
+    } catch (err) {
+      return { kind: 'connection', host: null, error: (err as Error).message, transport: NO_TRANSPORT };
+    }
+    if ('failure' in planned) return planned.failure;
+    const { plan, refused, base } = planned;
+    // TLS failures met on the way (plan, then each host tried), for the event of the attempt.
+    const failures: string[] = [...plan.failures];
+    const attempt: Attempt = { dest, plan, refused, base, failures, from, rcpts, raw, planReported: false };
+    let last: Failure = { kind: 'connection', host: null, error: 'no MX host', transport: base };
+    const skipped: string[] = [];
+    let tried = false;
+    // RFC 5321 §5.1: try the hosts in order; a host that does not answer, greets with a refusal, or (under a
+    // policy) fails its TLS requirement passes the message on to the next. An address that did not answer
+    // lately is passed over without a dial (host-failures.ts).
+    for (const p of plan.hosts) {
+      for (const address of p.host.addresses) {
+        const down = hostFailures.get(dest.source, address);
+        const r = down ? { skipped: down } : await sendVia(attempt, p, address);
+        if ('result' in r) return r.result;
+        if ('skipped' in r) {
+          skipped.push(`${p.host.name} ${address}: ${r.skipped}`);
+          continue;
+        }
+        tried = true;
+        last = r.next;
+      }
+    }
+    if (closed) return STOPPING;
+    const note = `within the last ${Math.round(failureTtlMs / 1000)} s, so not dialled again yet`;
+    if (!tried) {
+      // Every address failed lately: the message waits at once rather than dialling a dead host again.
+      const transport = { ...base, ...(failures.length ? { tlsFailures: [...failures] } : {}) };
+      const error = `every MX host of ${dest.domain} failed to answer ${note}: ${skipped.join('; ')}`;
+      return { kind: 'connection', host: plan.hosts[0]!.host.name, error, transport };
+    }
+    if (skipped.length && last.kind === 'connection')
+      last = { ...last, error: `${last.error} (also: ${skipped.join('; ')}, failed ${note})` };
+    return last;
+  }
+
+  interface Attempt {
+    dest: Destination;
+    plan: TlsPlan;
+    refused: Pick<Transport, 'refusedMx'>;
+    base: Transport;
+    failures: string[];
+    from: string;
+    rcpts: string[];
+    raw: Buffer;
+    /** The policy's refused hosts were reported for this attempt (once, at its first new connection). */
+    planReported: boolean;
+  }
+
+  /**
+   * One message over one MX address: `result` when the address answered (the message's outcome), `next` when
+   * no connection could be had (the next address may do), `skipped` when it failed lately.
+   */
+  async function sendVia(
+    a: Attempt,
+    planned: PlannedHost,
+    address: string,
+  ): Promise<{ result: SendResult } | { next: Failure } | { skipped: string }> {
+    const { dest, plan, refused, failures } = a;
+    const host = planned.host.name;
     // A reused connection the server closed meanwhile fails before a byte of the message is sent:
     // that is not the message's fault, so it gets one more try on a fresh connection.
     for (let attempt = 0; ; attempt++) {
+      // Looked up each time: a pool left without connections is dropped from the map.
+      const p = poolOf(dest.source, planned, address);
       let c = await acquire(p);
       if (closed) {
-        if (c) release(p, c);
-        else drop(p, null);
-        return { kind: 'connection', host: null, error: 'MTA stopping', transport: NO_TRANSPORT };
+        if (c) release(c);
+        else free(p);
+        return { result: STOPPING };
       }
       if (!c) {
-        const opened = await open(dest).catch((err: Error): Opened => ({
-          failure: { kind: 'connection', host: null, error: err.message, transport: NO_TRANSPORT },
-        }));
-        if ('failure' in opened) {
-          drop(p, null);
-          return opened.failure;
+        // While this send waited for a slot, another may have found the address dead.
+        const down = hostFailures.get(dest.source, address);
+        if (down) {
+          free(p);
+          return { skipped: down };
         }
-        c = opened.conn;
+        if (!a.planReported) {
+          a.planReported = true;
+          reportRefused(dest.domain, plan);
+        }
+        try {
+          c = await connectOne(dest, planned, address, plan, p);
+          hostFailures.clear(dest.source, address);
+        } catch (err) {
+          free(p);
+          const e = err as ConnectError;
+          if (isDeadHost(e)) {
+            hostFailures.set(dest.source, address, e.message);
+            opts.log.warn(
+              { mx: host, ip: address, source: dest.source, error: e.message, skipMs: failureTtlMs },
+              'MX address did not answer; skipped for a while',
+            );
+          }
+          const transport: Transport = { ...(e.transport ?? a.base), ...refused };
+          for (const f of transport.tlsFailures ?? []) if (!failures.includes(f)) failures.push(f);
+          if (failures.length) transport.tlsFailures = [...failures];
+          const reply = e.code === 'ETLSPOLICY' ? null : replyOf(e);
+          return {
+            next: reply
+              ? { kind: 'reply', host, reply, transport }
+              : { kind: 'connection', host, error: `${address}: ${e.message}`, transport },
+          };
+        }
       }
+      const transport = transportFor(c, dest.domain, planned, plan, failures, refused);
       const reused = c.messages > 0;
       c.messages++;
-      const { err, response, rejected } = await transmit(c, from, rcpts, raw);
+      const { err, response, rejected } = await transmit(c, a.from, a.rcpts, a.raw);
       if (!err) {
-        const tls = Boolean((c.smtp as unknown as { secure?: boolean }).secure);
-        release(p, c);
-        return {
+        release(c);
+        const result: SendResult = {
           kind: 'accepted',
           host: c.host,
           reply: response,
-          tls,
-          transport: c.transport,
+          tls: c.tls,
+          transport,
           ...(rejected ? { rejected } : {}),
         };
+        return { result };
       }
       // The receiver's EHLO SIZE limit (RFC 1870) is checked before MAIL FROM: a permanent refusal of
       // this message, not a connection problem, so it bounces rather than retrying for days.
       if (err.code === 'EMESSAGE' && !err.responseCode && /larger than allowed/i.test(err.message) && c.usable) {
         await reset(c);
-        release(p, c);
-        return {
-          kind: 'reply',
-          host: c.host,
-          reply: MESSAGE_TOO_BIG.with(`${err.message} (the receiver's SIZE limit)`),
-          transport: c.transport,
-        };
+        release(c);
+        const reply = MESSAGE_TOO_BIG.with(`${err.message} (the receiver's SIZE limit)`);
+        return { result: { kind: 'reply', host: c.host, reply, transport } };
       }
       const reply = replyOf(err);
       if ((err.code === 'EENVELOPE' || err.code === 'EMESSAGE') && reply && reply.code !== 421 && c.usable) {
         // The server refused this message; the session itself is fine: reset it and keep it.
         await reset(c);
-        release(p, c);
-        const refused = rcpts.length > 1 ? refusalsOf(err.rejectedErrors) : undefined;
+        release(c);
+        const rejectedToo = a.rcpts.length > 1 ? refusalsOf(err.rejectedErrors) : undefined;
         return {
-          kind: 'reply',
-          host: c.host,
-          reply,
-          transport: c.transport,
-          ...(refused ? { rejected: refused } : {}),
+          result: { kind: 'reply', host: c.host, reply, transport, ...(rejectedToo ? { rejected: rejectedToo } : {}) },
         };
       }
       c.usable = false;
-      release(p, c);
+      release(c);
       if (reused && !reply && attempt === 0) continue;
-      return reply
-        ? { kind: 'reply', host: c.host, reply, transport: c.transport }
-        : { kind: 'connection', host: c.host, error: err.message, transport: c.transport };
+      return {
+        result: reply
+          ? { kind: 'reply', host: c.host, reply, transport }
+          : { kind: 'connection', host: c.host, error: err.message, transport },
+      };
     }
   }
 
   /** Closes idle connections now; busy ones close when their send finishes. */
   async function close(): Promise<void> {
     closed = true;
-    for (const p of pools.values()) {
+    for (const p of [...pools.values()]) {
       for (const c of p.idle.splice(0)) {
         if (c.idleTimer) clearTimeout(c.idleTimer);
+        c.usable = false;
         c.smtp.quit();
-        drop(p, null);
+        uncount(p);
       }
-      for (const w of p.waiters.splice(0)) {
-        p.open++; // the waiter holds a slot, which it gives back when it sees `closed`
-        w(null);
-      }
+    }
+    for (const w of waiters.splice(0)) {
+      // The waiter holds a slot, which it gives back when it sees `closed`.
+      total++;
+      perIp.set(w.pool.ip, (perIp.get(w.pool.ip) ?? 0) + 1);
+      w.pool.open++;
+      w.resolve(null);
     }
   }
 

@@ -35,7 +35,16 @@ export interface WorkerOptions {
   /** How long SIGTERM waits for deliveries in progress. */
   drainMs?: number;
   pool?: Partial<
-    Pick<PoolOptions, 'perDestination' | 'idleMs' | 'maxMessages' | 'connectTimeoutMs' | 'socketTimeoutMs'>
+    Pick<
+      PoolOptions,
+      | 'maxSessionsPerHost'
+      | 'maxSessions'
+      | 'failureTtlMs'
+      | 'idleMs'
+      | 'maxMessages'
+      | 'connectTimeoutMs'
+      | 'socketTimeoutMs'
+    >
   >;
   /** The service's MTA metrics (bin/start.ts); none: nothing is counted. */
   metrics?: MtaMetrics;
@@ -72,6 +81,9 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     port: config.outboundPort,
     allowPrivateMx: config.allowPrivateMx,
     clock,
+    maxSessionsPerHost: config.maxSessionsPerHost,
+    maxSessions: config.maxSessions,
+    failureTtlMs: config.mxFailureTtlMs,
     tlsPolicy: createTlsPolicy({
       resolver: ctx.resolver,
       clock,
