@@ -135,10 +135,10 @@ export async function startDevZone(opts: { host: string; port: number; lookup: D
 }
 
 /**
- * UDP and TCP on one port number. With port 0 the kernel picks a free TCP port; if that number is taken
- * for UDP, try again with another.
+ * UDP and TCP on one port number, since a client falls back to TCP on the port it used for UDP. With port 0
+ * the kernel picks a free TCP port; if that number is taken for UDP, try again with another.
  */
-async function bindBoth(
+export async function bindBoth(
   tcp: TCPServer,
   makeUdp: () => UDPServer,
   host: string,

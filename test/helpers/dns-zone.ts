@@ -8,6 +8,8 @@
 import net from 'node:net';
 import type DNS from 'dns2';
 import { Packet, createTCPServer, createUDPServer, type TCPServer, type UDPServer } from 'dns2';
+// UDP and TCP on one port number (a client falls back to TCP on the port it used for UDP), as the dev zone binds.
+import { bindBoth } from '../../dev/zone.js';
 
 export type ZoneType = 'A' | 'AAAA' | 'MX' | 'TXT' | 'CNAME' | 'NS' | 'SOA' | 'TLSA' | 'PTR';
 
@@ -230,7 +232,7 @@ export async function startDnsZone(t?: Teardown): Promise<DnsZone> {
   };
 
   const host = '127.0.0.1';
-  const { udp, port } = await bindBoth(tcp, makeUdp, host);
+  const { udp, port } = await bindBoth(tcp, makeUdp, host, 0);
 
   const zone: DnsZone = {
     host,
@@ -326,41 +328,4 @@ function sameRdata(a: ZoneRecord, b: ZoneRecord): boolean {
   if (a.type === 'TXT' && b.type === 'TXT')
     return Buffer.concat(a.data).equals(Buffer.concat(b.data)) && a.data.length === b.data.length;
   return JSON.stringify(stripType(a)) === JSON.stringify(stripType(b));
-}
-
-/**
- * UDP and TCP on one port number, since a client falls back to TCP on the port it used for UDP. The
- * kernel picks a free TCP port; if that number is taken for UDP, try again with another.
- */
-async function bindBoth(
-  tcp: TCPServer,
-  makeUdp: () => UDPServer,
-  host: string,
-): Promise<{ udp: UDPServer; port: number }> {
-  for (let tries = 1; ; tries++) {
-    await new Promise<void>((resolve, reject) => {
-      tcp.once('error', reject);
-      tcp.listen(0, host, () => {
-        tcp.off('error', reject);
-        resolve();
-      });
-    });
-    const port = (tcp.address() as net.AddressInfo).port;
-    const udp = makeUdp();
-    try {
-      await new Promise<void>((resolve, reject) => {
-        udp.once('error', reject);
-        udp.bind(port, host, () => {
-          udp.off('error', reject);
-          resolve();
-        });
-      });
-      udp.on('error', () => undefined);
-      return { udp, port };
-    } catch (err) {
-      udp.removeAllListeners();
-      await new Promise<void>((resolve) => tcp.close(() => resolve()));
-      if (tries >= 20) throw err;
-    }
-  }
 }
