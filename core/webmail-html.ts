@@ -4,7 +4,7 @@
 // from the message itself (cid:, RFC 2392, inlined as data: URLs) or data:, remote ones kept back until the
 // reader asks for them.
 //
-// sanitize-html 2.17.5: the newest release that still runs on Node 20 (later ones need a newer Node).
+// sanitize-html 2.18.1 (2.18 and later need Node 22.12; the service runs on the bundled Node 24, README).
 import sanitizeHtml from 'sanitize-html';
 
 /** cid: images larger than this are left out rather than inlined into the page. */

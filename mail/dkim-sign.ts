@@ -1,9 +1,11 @@
 // DKIM signing (RFC 6376, RFC 8463) with keys parsed once.
 //
-// mailauth (pinned 4.13.3: 5.x and later need Node 22) does the canonicalization, the body hash and the
-// formatting of the header; we call its building blocks rather than its dkimSign() because dkimSign
-// parses the PEM key on every signature (~400 µs, 60% of its time) and reports problems in
-// `result.errors` instead of throwing, and cannot oversign. Here the KeyObject is cached by the caller and
+// mailauth (pinned 7.1.0) does the canonicalization, the body hash and the formatting of the header. We
+// call its building blocks (lib/tools.js, lib/dkim/body, lib/dkim/header: internals, so a new release is
+// checked against test/mail/dkim-sign.test.ts before the pin moves) rather than its public dkimSign(), which
+// in 7.1.0 still takes the key as PEM text and parses it on every signature (~400 µs, 60% of its time, as
+// measured on 4.13.3), is async, reports problems in `result.errors` instead of throwing, and cannot
+// oversign (its headerList signs only the fields present). Here the KeyObject is cached by the caller and
 // every problem throws: a message is never sent unsigned (fail closed). test/mail/dkim-sign.test.ts has
 // every signature checked by mailauth's verifier and by python3-dkim.
 import { createHash, sign as cryptoSign, type KeyObject } from 'node:crypto';

@@ -317,8 +317,9 @@ export function createResolver(o: ResolverOptions): Resolver {
   return {
     async txt(name, opts) {
       // RFC 7208 §3.3 (and RFC 6376 §3.6.2.2 for DKIM): the strings of one record are one value.
+      // dns2 decodes each character-string as UTF-8 into an array (its type also admits a Buffer, for raw data).
       return (await records(name, 'TXT', opts?.fresh)).map((r) =>
-        Array.isArray(r.data) ? r.data.join('') : (r.data ?? ''),
+        Array.isArray(r.data) ? r.data.join('') : typeof r.data === 'string' ? r.data : '',
       );
     },
     async mx(name, opts) {

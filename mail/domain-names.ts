@@ -1,7 +1,7 @@
 // Domain names as customers type them, turned into the one form we store, compare and look up:
 // lower case, no trailing dot, IDN labels in punycode (A-labels). Pure: no DNS, no storage.
 // Used by custom webmail domains (docs/api.md §4.4) and domain claims (docs/api.md §4.5).
-import { domainToASCII } from 'node:url';
+import { domainToASCII, domainToUnicode } from 'node:url';
 import { isIP } from 'node:net';
 
 /** RFC 1035 §2.3.4: 255 octets on the wire, so at most 253 characters written out without the root dot. */
@@ -34,14 +34,25 @@ export function normalizeDomain(raw: string): string | null {
   let s = raw.trim().toLowerCase();
   if (s.endsWith('.')) s = s.slice(0, -1);
   if (!s || ASCII_OUTSIDE_HOSTNAME.test(s)) return null;
-  // domainToASCII returns '' for what the URL host parser refuses: invalid punycode (xn--zz),
-  // disallowed code points, an invalid IPv4 number. It also maps IDNA equivalents (ideographic
-  // full stop, full-width letters) to their ASCII form.
+  // domainToASCII returns '' for what the URL host parser refuses: disallowed code points, an invalid
+  // IPv4 number. It also maps IDNA equivalents (ideographic full stop, full-width letters) to their
+  // ASCII form. Invalid punycode (xn--zz) it refuses on Node 20 but passes through unchanged on Node 24,
+  // so each A-label is checked below.
   const ascii = domainToASCII(s);
   if (!ascii || ascii.length > MAX_DOMAIN_LENGTH || isIP(ascii) !== 0) return null;
   const labels = ascii.split('.');
   if (labels.length < 2) return null;
-  if (!labels.every((l) => l.length <= MAX_LABEL_LENGTH && LABEL.test(l))) return null;
+  if (!labels.every((l) => l.length <= MAX_LABEL_LENGTH && LABEL.test(l) && validALabel(l))) return null;
   if (/^[0-9]+$/.test(labels[labels.length - 1] as string)) return null;
   return ascii;
+}
+
+/**
+ * An `xn--` label must be an A-label (RFC 5890 §2.3.2.1): it decodes to a U-label (non-ASCII) that
+ * encodes back to the same label. Other labels pass.
+ */
+function validALabel(label: string): boolean {
+  if (!label.startsWith('xn--')) return true;
+  const unicode = domainToUnicode(label);
+  return /[^\x00-\x7f]/.test(unicode) && domainToASCII(unicode) === label;
 }

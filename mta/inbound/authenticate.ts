@@ -1,6 +1,6 @@
 // Authentication of received mail and the header fields we put in front of it (docs/api.md §6 item 5).
 //
-// mailauth 4.13.3's authenticate() verifies DKIM (RFC 6376), SPF (RFC 7208), ARC (RFC 8617) and DMARC
+// mailauth 7.1.0's authenticate() verifies DKIM (RFC 6376), SPF (RFC 7208), ARC (RFC 8617) and DMARC
 // (RFC 7489) in one pass over the message as a stream (the body is hashed as it goes by; only the header
 // is held) and formats the RFC 8601 Authentication-Results and the RFC 7208 §9.1 Received-SPF fields.
 // Every lookup goes through our resolver (SVC_DNS_SERVERS), adapted here to mailauth's `(name, type)`

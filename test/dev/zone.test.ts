@@ -25,6 +25,8 @@ t.test('claims, DKIM, rotation, MX and custom domains verify through the dev zon
     webmailHost: config.webmailHost,
     sinkHost,
   });
+  // Node 24's resolveMx adds `type: 'MX'` to each record (Node 20's does not): compare the two fields that count.
+  const mx = (rs: dns.MxRecord[]) => rs.map(({ exchange, priority }) => ({ exchange, priority }));
   const resolver = new dns.Resolver();
   resolver.setServers([zone.hostPort]);
 
@@ -59,7 +61,7 @@ t.test('claims, DKIM, rotation, MX and custom domains verify through the dev zon
     'the DKIM TXT is exactly what the API asked for',
   );
   t.same(
-    await resolver.resolveMx(out.dnsRecords.returnPath.mx.host),
+    mx(await resolver.resolveMx(out.dnsRecords.returnPath.mx.host)),
     [{ exchange: config.mxHost, priority: 10 }],
     'the return-path MX points at SVC_MX_HOST',
   );
@@ -83,7 +85,7 @@ t.test('claims, DKIM, rotation, MX and custom domains verify through the dev zon
   t.equal(vc.status, 'verified', 'a custom webmail domain CNAMEs to the webmail host');
 
   t.same(
-    await resolver.resolveMx('anywhere.example'),
+    mx(await resolver.resolveMx('anywhere.example')),
     [{ exchange: sinkHost, priority: 10 }],
     'every other domain: the sink',
   );

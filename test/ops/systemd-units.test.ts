@@ -82,7 +82,7 @@ if (!tool) {
       t.same(keys('Group'), ['svc-mail'], 'Group=svc-mail');
       t.match(
         keys('ExecStart')[0],
-        /^\/usr\/bin\/node --max-semi-space-size=32 \/opt\/svc-mail\/dist\/bin\/svc\.js start/,
+        /^\/opt\/svc-mail\/node_modules\/\.bin\/node --max-semi-space-size=32 \/opt\/svc-mail\/dist\/bin\/svc\.js start/,
       );
       t.notMatch(text, /--import[= ]tsx/, 'no tsx');
       t.same(keys('UMask'), ['0077']);
