@@ -26,7 +26,8 @@ t.test('claims, DKIM, rotation, MX and custom domains verify through the dev zon
     sinkHost,
   });
   // Node 24's resolveMx adds `type: 'MX'` to each record (Node 20's does not): compare the two fields that count.
-  const mx = (rs: dns.MxRecord[]) => rs.map(({ exchange, priority }) => ({ exchange, priority }));
+  const mx = (rs: { exchange: string; priority: number }[]) =>
+    rs.map(({ exchange, priority }) => ({ exchange, priority }));
   const resolver = new dns.Resolver();
   resolver.setServers([zone.hostPort]);
 
