@@ -148,8 +148,9 @@ export function bodyText(e: MimeEntity, bytes: Buffer, base: number): string {
 
 /**
  * Octets 0x80-0x9F of windows-1252 (WHATWG Encoding §10: also what "iso-8859-1", "latin1" and
- * "us-ascii" labels mean, since senders write cp1252 under those names). Node 20's TextDecoder
- * decodes this family as Latin-1, leaving C1 controls where "€" or curly quotes were.
+ * "us-ascii" labels mean, since senders write cp1252 under those names). Node 20's TextDecoder decoded
+ * this family as Latin-1, leaving C1 controls where "€" or curly quotes were; Node 24's gets it right, and
+ * this table gives the same text on both (the SDK and tools may still run on 20).
  */
 const CP1252 =
   '\u20ac\u0081\u201a\u0192\u201e\u2026\u2020\u2021\u02c6\u2030\u0160\u2039\u0152\u008d\u017d\u008f' +
