@@ -3,15 +3,12 @@
 // because the MTA itself serves no HTTP (docs/architecture.md, import rules); no proxy is expected in front of
 // it, so the socket's address is the client.
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from 'pino';
 import { networks } from '../mail/client-address.js';
+import { serve, type HttpListener } from '../control/server.js';
 
-export interface MetricsListener {
-  port: number;
-  close(): Promise<void>;
-}
+export type MetricsListener = HttpListener;
 
 export async function listenMetrics(
   registry: Registry,
@@ -36,19 +33,5 @@ export async function listenMetrics(
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
   server.maxConnections = 64;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  return {
-    port: (server.address() as AddressInfo).port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-      }),
-  };
+  return serve(server, opts.host, opts.port);
 }

@@ -25,6 +25,11 @@ export async function listenHttp(app: Koa, host: string, port: number, limits: H
   server.headersTimeout = 70_000;
   server.requestTimeout = 120_000;
   server.on('clientError', answerClientError);
+  return serve(server, host, port);
+}
+
+/** Listens on host:port (0: any free port) and answers the bound port and a graceful close. */
+export async function serve(server: http.Server, host: string, port: number): Promise<HttpListener> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
