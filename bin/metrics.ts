@@ -3,15 +3,15 @@
 // because the MTA itself serves no HTTP (docs/architecture.md, import rules); no proxy is expected in front of
 // it, so the socket's address is the client.
 import http from 'node:http';
-import type { Registry } from 'prom-client';
 import type { Logger } from 'pino';
 import { networks } from '../mail/client-address.js';
 import { serve, type HttpListener } from '../control/server.js';
+import type { Scrape } from '../control/middleware/ops.js';
 
 export type MetricsListener = HttpListener;
 
 export async function listenMetrics(
-  registry: Registry,
+  registry: Scrape,
   opts: { host: string; port: number; cidrs: readonly string[]; log: Logger },
 ): Promise<MetricsListener> {
   const allowed = networks(opts.cidrs);

@@ -33,6 +33,7 @@ import {
 } from '../mta/webhooks/dispatcher.js';
 import { createMtaMetrics } from '../mta/metrics.js';
 import { listenMetrics } from './metrics.js';
+import type { Scrape } from '../control/middleware/ops.js';
 
 export type Role = 'all' | 'control' | 'mta' | 'imap';
 
@@ -50,6 +51,13 @@ export interface StartOptions {
   passwordLogN?: number;
   /** Options of the webhook dispatcher, which runs wherever the MTA does. */
   webhooks?: WebhookDispatcherOptions;
+  /**
+   * Whether this process serves SVC_METRICS_PORT (default: when it runs the MTA). A worker of `svc start` on
+   * several processes does not: the cluster's primary serves the sum of every worker's (bin/cluster.ts).
+   */
+  metricsListener?: boolean;
+  /** What GET /metrics on the HTTP listener serves instead of this service's own Registry (bin/cluster.ts). */
+  scrape?: Scrape;
   /** Limits and timers of the IMAP server (connection caps, the login failure delay); its port is config's. */
   imap?: Partial<Omit<ImapServerOptions, 'host' | 'port'>>;
 }
@@ -186,7 +194,7 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
       mtaMetrics.mxConnections(mx.connections);
       stops.push(mx.close);
       ctx.log.info({ role, smtp: mx.port, host: config.bindHost }, 'MX listener accepting');
-      if (config.metricsPort !== null) {
+      if (config.metricsPort !== null && opts.metricsListener !== false) {
         const listener = await listenMetrics(metrics, {
           host: config.bindHost,
           port: config.metricsPort,
@@ -229,7 +237,7 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
     if (role === 'all' || role === 'control') {
       const deps: Deps = { ctx, storage, publicUrl: () => publicUrl, passwordLogN: opts.passwordLogN ?? LOG_N };
       const http = await listenHttp(
-        createApp(deps, { checkResponses: opts.checkResponses, metrics }),
+        createApp(deps, { checkResponses: opts.checkResponses, metrics, scrape: opts.scrape }),
         config.bindHost,
         config.httpPort,
         { maxConnections: config.httpMaxConnections },

@@ -11,7 +11,7 @@ import type { Role } from './start.js';
 // command would fail with "Parse error" (privatenumber/tsx#842).
 
 const usage = `usage: svc <command>
-  start [--role all|control|mta|imap]   run the service (all roles by default)
+  start [--role all|control|mta|imap]   run the service (all roles by default; SVC_WORKERS processes)
   migrate                               apply pending database migrations and exit
   migrate --status                      list applied and pending migrations; applies nothing
   config                                print the effective configuration, secrets redacted
@@ -97,15 +97,42 @@ async function main(argv: string[]): Promise<number> {
         console.error(`svc start: unknown role ${JSON.stringify(role)} (all, control, mta or imap)`);
         return 2;
       }
-      const { startService } = await import('./start.js');
-      const svc = await startService(config, { role });
+      const [{ startService }, cluster, { createLogger }] = await Promise.all([
+        import('./start.js'),
+        import('./cluster.js'),
+        import('../config/context.js'),
+      ]);
+      const workers = cluster.workerCount(config);
+      const log = createLogger(config.logLevel);
+      if (workers > 1 && cluster.workerIndex() === null) return cluster.runPrimary(config, role, workers, log);
+      const index = cluster.workerIndex();
+      if (index === null && config.workers !== null && config.workers > 1 && !config.databaseUrl)
+        log.info(
+          { workers: config.workers },
+          'one process: the embedded database lives in one (SVC_WORKERS needs SVC_DATABASE_URL)',
+        );
+      const svc =
+        index === null
+          ? await startService(config, { role, log })
+          : await startService(cluster.perWorker(config, workers), {
+              role,
+              log: log.child({ worker: index }),
+              metricsListener: false,
+              scrape: cluster.clusterScrape(),
+            });
+      if (index !== null) cluster.joinCluster(svc.metrics);
       await new Promise<void>((resolve) => {
+        // A worker hears a signal twice (the terminal's SIGINT reaches the whole process group, and the primary
+        // passes SIGTERM on): the first drains, later ones must not kill it mid-drain.
         const onSignal = (sig: string) => {
+          process.off('SIGTERM', onSignal);
+          process.off('SIGINT', onSignal);
+          if (index !== null) process.on('SIGTERM', ignore).on('SIGINT', ignore);
           svc.ctx.log.info({ signal: sig }, 'draining');
           resolve();
         };
-        process.once('SIGTERM', onSignal);
-        process.once('SIGINT', onSignal);
+        process.on('SIGTERM', onSignal);
+        process.on('SIGINT', onSignal);
       });
       await svc.stop();
       svc.ctx.log.info('stopped');
@@ -116,6 +143,8 @@ async function main(argv: string[]): Promise<number> {
       return 2;
   }
 }
+
+const ignore = () => {};
 
 // Exit only once stdout has drained: a piped `svc openapi` is far larger than one pipe buffer.
 const exit = (code: number) => process.stdout.write('', () => process.exit(code));

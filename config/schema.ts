@@ -14,6 +14,11 @@ export { parseHostPort, type HostPort };
 export interface Config {
   dataDir: string;
   databaseUrl: string | null;
+  /**
+   * Processes `svc start` runs its roles in (Node's cluster module, one port each listener); 1 with the embedded
+   * database, which lives inside one process (docs/decisions.md #60). null: one per core.
+   */
+  workers: number | null;
   blobStore: 'local' | 'postgres';
   bindHost: string;
   httpPort: number;
@@ -200,6 +205,20 @@ export const fields = [
     expect: 'must be a postgres:// or postgresql:// URL',
     secret: true,
     parse: (raw) => raw,
+    fallback: () => null,
+  }),
+  f({
+    env: 'SVC_WORKERS',
+    key: 'workers',
+    doc:
+      'Processes `svc start` runs the roles in, sharing each port (Node cluster) and the spool; the host-wide ' +
+      'caps (SVC_MAX_SESSIONS, SVC_MAX_SESSIONS_PER_HOST, SVC_MX_MAX_CONNECTIONS, SVC_HTTP_MAX_CONNECTIONS) ' +
+      'are divided among them. Unset: one per core. Needs SVC_DATABASE_URL: with the embedded database one ' +
+      'process runs, whatever this says.',
+    schema: count(1),
+    expect: 'must be a whole number of at least 1',
+    parse: Number,
+    // One per core, counted when `svc start` runs (bin/cluster.ts).
     fallback: () => null,
   }),
   f({

@@ -18,7 +18,7 @@ import { gateWebmail } from './webmail/gate.js';
 import { webmailPages } from './webmail/pages.js';
 import { clientAddress, networks } from '../mail/client-address.js';
 import type { Registry } from 'prom-client';
-import { accessLog, opsEndpoints } from './middleware/ops.js';
+import { accessLog, opsEndpoints, type Scrape } from './middleware/ops.js';
 import { openApiEndpoint } from './middleware/openapi.js';
 
 export interface AppOptions {
@@ -26,6 +26,8 @@ export interface AppOptions {
   checkResponses?: boolean;
   /** The service's metrics Registry: HTTP metrics are counted on it and GET /metrics serves it. */
   metrics?: Registry;
+  /** What GET /metrics serves instead of `metrics` (the whole cluster's sum, in a worker process). */
+  scrape?: Scrape;
 }
 
 /**
@@ -145,7 +147,7 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
   });
   app.use(accessLog(deps.ctx.log, opts.metrics));
   app.use(errorEnvelope(deps.ctx.log, randomUUID));
-  app.use(opsEndpoints(deps, opts.metrics));
+  app.use(opsEndpoints(deps, opts.scrape ?? opts.metrics));
   app.use(openApiEndpoint(deps));
   app.use(webmailPages(deps));
   app.use(router.routes());

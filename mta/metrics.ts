@@ -7,6 +7,12 @@ import type { Clock } from '../config/context.js';
 import type { Storage } from '../storage/index.js';
 import { webhookBacklog } from '../storage/pg/metrics.js';
 
+/**
+ * How the cluster's primary (bin/cluster.ts) adds up a gauge every MTA worker reads from state they share (the
+ * spool on disk, the webhook rows): each worker reads the same value, so the sum would count it once per worker.
+ */
+const SHARED = 'max' as const;
+
 export type AttemptOutcome = 'delivered' | 'deferred' | 'bounced' | 'failed';
 export type WebhookOutcome = 'succeeded' | 'retrying' | 'failed';
 
@@ -62,6 +68,7 @@ export function createMtaMetrics(registry: Registry, storage: Storage, clock: Cl
   };
   new Gauge({
     name: 'svc_outbound_queue_messages',
+    aggregator: SHARED,
     help: 'Messages in the outbound spool of this host',
     registers,
     collect() {
@@ -70,6 +77,7 @@ export function createMtaMetrics(registry: Registry, storage: Storage, clock: Cl
   });
   new Gauge({
     name: 'svc_outbound_queue_depth',
+    aggregator: SHARED,
     help: 'Messages in the outbound spool by recipient domain (domains with none are absent)',
     labelNames: ['domain'] as const,
     registers,
@@ -80,6 +88,7 @@ export function createMtaMetrics(registry: Registry, storage: Storage, clock: Cl
   });
   new Gauge({
     name: 'svc_outbound_queue_oldest_age_seconds',
+    aggregator: SHARED,
     help: 'Age of the oldest spooled message by recipient domain, since it was accepted',
     labelNames: ['domain'] as const,
     registers,
@@ -93,6 +102,7 @@ export function createMtaMetrics(registry: Registry, storage: Storage, clock: Cl
     new Gauge({
       name,
       help,
+      aggregator: SHARED,
       registers,
       async collect() {
         // A database that does not answer leaves the last value: /ready is what reports it.

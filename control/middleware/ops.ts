@@ -57,8 +57,17 @@ export function accessLog(log: Logger, registry: Registry | undefined) {
   };
 }
 
+/**
+ * Where GET /metrics reads its text: the service's Registry, or, in a worker of `svc start` on several processes,
+ * the sum of every worker's, which the cluster's primary gathers (bin/cluster.ts).
+ */
+export interface Scrape {
+  readonly contentType: string;
+  metrics(): Promise<string>;
+}
+
 /** GET /metrics and GET /ready; inside the error envelope, so a refusal is the envelope's 404. */
-export function opsEndpoints(deps: Deps, registry: Registry | undefined) {
+export function opsEndpoints(deps: Deps, registry: Scrape | undefined) {
   const { config, log } = deps.ctx;
   const scrapers = networks(config.metricsCidrs);
   const trusted = networks(config.trustedProxies);

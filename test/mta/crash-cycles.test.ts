@@ -33,6 +33,9 @@ else
       SVC_OUTBOUND_PORT: String(sink.port),
       SVC_ALLOW_PRIVATE_MX: '1',
       SVC_LOG_LEVEL: 'info',
+      // One process, killed at random moments: what a crash of a worker under SVC_WORKERS does to its leases is
+      // test/cli/cluster.test.ts's and the spool's lease tests' concern.
+      SVC_WORKERS: '1',
     };
     const boot = async (): Promise<{ child: Svc; url: string }> => {
       const child = svc(t, ['start'], env);
