@@ -14,9 +14,9 @@ export const ADMIN_KEY = 'bench-platform-admin-key-0123456789';
 
 export interface Child {
   url: string;
-  /** The service's process id. */
+  /** The service's process id (the cluster's primary when it runs several workers). */
   pid: number;
-  /** CPU time (user + system) the service process has used so far, in seconds. */
+  /** CPU time (user + system) the service's processes have used so far, in seconds. */
   cpuSeconds(): number;
   stop(): Promise<void>;
 }
@@ -70,7 +70,8 @@ export async function startChild(
   return {
     url,
     pid: child.pid!,
-    cpuSeconds: () => cpuSecondsOf((p) => p.pid === child.pid),
+    // With SVC_WORKERS the service is the cluster's primary and its workers (bin/cluster.ts).
+    cpuSeconds: () => cpuSecondsOf((p) => p.pid === child.pid || p.ppid === child.pid),
     async stop() {
       if (child.exitCode === null) child.kill('SIGTERM'); // drains, then exits (and writes --cpu-prof)
       const code = await exited;

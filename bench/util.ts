@@ -43,6 +43,7 @@ export async function waitPort(port: number, timeoutMs: number, dead: () => stri
 
 export interface Proc {
   pid: number;
+  ppid: number;
   pgrp: number;
   cmdline: string;
   /** CPU time (user + system) so far, in seconds. */
@@ -65,6 +66,7 @@ export function processes(): Proc[] {
         .map(Number);
       out.push({
         pid: Number(name),
+        ppid: f[1]!,
         pgrp: f[2]!,
         cmdline: readFileSync(`/proc/${name}/cmdline`, 'latin1'),
         cpu: (f[11]! + f[12]!) / 100,
