@@ -8,9 +8,10 @@
 // With --gate it waits, after its start, for a line on stdin before leasing (so that the parent can start
 // processes one after the other and then let them run together). With --hold=<n>, once it has delivered that
 // many it reports the next batch leased ("H <batch size>") and waits for a line on stdin before delivering it,
-// so that the parent can start another process while this one surely holds live leases. With --stall=<n>, once it has delivered that many it stalls in the middle of a batch, as a process stuck in
-// SMTP would: half the batch reported delivered but not removed, the other half not delivered, "S <batch size>" reported;
-// then it waits, holding those leases, to be killed.
+// so that the parent can start another process while this one surely holds live leases. With --stall=<n>, once
+// it has delivered that many it stalls in the middle of a batch, as a process stuck in SMTP would: half the batch
+// reported delivered but not removed, the other half not delivered, "S <batch size>" reported; then it waits,
+// holding those leases, to be killed.
 //
 // Usage: node --import tsx test/storage/spool-share-child.ts <dataDir> [--gate] [--hold=<n>] [--stall=<n>]
 import { createInterface } from 'node:readline';
