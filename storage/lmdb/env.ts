@@ -20,6 +20,7 @@ export async function openLmdb(dataDir: string): Promise<LmdbEnv> {
   // each process waits for its own commits' fsync through `flushed`), and lmdb-js clears the reader slots of
   // dead processes on open. No option here keeps a per-process copy of data (lmdb-js's `cache` would go stale
   // beside another writer), and every process opens it through this one function, so with the same flags.
+  // The processes must share a pid namespace (LMDB's reader table is keyed by pid; so are spool leases, #58).
   const root = open({ path: dir, maxDbs: 16, compression: false });
   return { root, close: () => root.close() };
 }

@@ -5,6 +5,11 @@
 // kill -9 is seen at once: its pid, its start time (field 22 of /proc/<pid>/stat, clock ticks since boot,
 // which makes a reused pid a different owner), the boot id (a reboot ends every owner) and the pid namespace
 // (a pid means something only inside its own namespace). The check is a read of /proc/<pid>/stat.
+//
+// Processes sharing a spool share a pid namespace: LMDB requires it anyway, since its reader table in lock.mdb
+// is keyed by pid (two processes of different namespaces with the same pid clash there). So an owner of another
+// pid namespace is a process of an earlier run of the container (a restart gives the new process a namespace of
+// its own), and gone.
 import { readFileSync, readlinkSync } from 'node:fs';
 
 export interface LeaseOwner {
@@ -76,15 +81,15 @@ export function parseOwnerTag(tag: string): LeaseOwner | null {
 }
 
 /**
- * The kernel's answer, seen from `me`: an owner of another boot is gone; an owner in another pid namespace cannot
- * be looked up, so it counts as alive (its leases run out at their end, as before); otherwise it is alive while
- * /proc/<pid> exists, is not a zombie (killed, not yet reaped) and started when the owner did.
+ * The kernel's answer, seen from `me`: an owner of another boot or another pid namespace (an earlier run of the
+ * container) is gone; otherwise it is alive while /proc/<pid> exists, is not a zombie (killed, not yet reaped)
+ * and started when the owner did.
  */
 export function processAlive(me: LeaseOwner = currentOwner()): OwnerLiveness {
   return (o) => {
     if (sameOwner(o, me)) return true;
     if (o.boot && me.boot && o.boot !== me.boot) return false;
-    if (o.pidns !== me.pidns) return true;
+    if (o.pidns !== me.pidns) return false;
     const st = procStat(o.pid);
     if (st) return st.state !== 'Z' && st.state !== 'X' && st.start === o.start;
     if (me.start) return false; // there is a /proc, and no such pid in it
