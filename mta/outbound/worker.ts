@@ -336,7 +336,6 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     log.debug({ messageId: e.id, envelopes: due.size, left: left.length }, 'delivery outcomes');
   }
 
-  // Leases held by a previous process on this spool are stale: it died mid-delivery (one MTA owns a spool).
   // The reconciler (issue 15 item 5 d): rows left queued or deferred past the whole retry schedule and a day
   // more are held by no MTA (their spool entry or body was lost), so they end `failed`, each logged. Hourly,
   // and on each start; any node may run it, since the horizon is past every node's schedule.
@@ -367,9 +366,13 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   reconciler.unref();
   void reconcile().catch((err) => log.error({ err }, 'reconciling lost messages failed'));
 
+  // Several MTA processes may share the spool (docs/decisions.md #58): leases of a process that is gone (it
+  // died mid-delivery, or stopped with deliveries in progress) are retried now; a live sibling's are its own.
+  // A process killed with -9 is respawned by the cluster primary, so its leases come back at that start, and
+  // in any case each is due again at its lease's end.
   spool
     .recoverLeases(clock.now())
-    .then((n) => n && log.warn({ recovered: n }, 'deliveries interrupted by the last stop are retried now'))
+    .then((n) => n && log.warn({ recovered: n }, 'deliveries interrupted by a stopped MTA process are retried now'))
     .catch((err) => log.error({ err }, 'recovering spool leases failed'))
     .finally(() => loop.schedule(0));
 

@@ -6,7 +6,9 @@
 //   queue   [nextAttemptMs, domain, id] → SpoolEntry   the key order is the schedule
 //   index   id → its current queue key                  get/reschedule/remove by id without a scan
 //   bodies  id → Buffer (raw bytes, no msgpack)         written at enqueue, deleted at remove, never changed
-//   leases  id → lease end                              entries leased and not yet rescheduled or removed
+//   leases  id → [lease end, owner tag]                 entries leased and not yet rescheduled or removed, and
+//                                                       the process that leased them (lease-owner.ts); a plain
+//                                                       number (an earlier version's) is owned by no one alive
 //   held    domain (domainKey) → since                  destination domains an operator holds (`svc queue hold`)
 //
 // Durability (docs/decisions.md #15): every write resolves only after its transaction has committed AND
@@ -23,6 +25,15 @@ import { Buffer } from 'node:buffer';
 import type { Database } from 'lmdb';
 import { normalizeDomain } from '../../mail/domain-names.js';
 import type { LmdbEnv } from './env.js';
+import {
+  currentOwner,
+  ownerTag,
+  parseOwnerTag,
+  processAlive,
+  sameOwner,
+  type LeaseOwner,
+  type OwnerLiveness,
+} from './lease-owner.js';
 
 /**
  * How long the lease parks a due entry (or envelope) of a held domain before looking at it again: a write per
@@ -168,11 +179,15 @@ export interface Spool {
    */
   release(domain: string, nowMs: number): Promise<{ wasHeld: boolean; released: number }>;
   /**
-   * Makes every leased entry due at `nowMs`, for an MTA starting on this spool: the leases were taken
-   * by a process that is gone (one MTA owns a spool), so its deliveries in progress are retried now
-   * rather than when their leases would have run out. Resolves with the number taken back.
+   * For an MTA process starting on this spool, which several MTA processes may share: makes due at `nowMs`
+   * every leased entry whose owner is gone (`isAlive` says no; by default the kernel's answer, lease-owner.ts),
+   * so that a dead process's deliveries in progress are retried now rather than when their leases would have
+   * run out. Leases of this spool's own process and of live siblings are left alone; a lease written by an
+   * earlier version (no owner) counts as owned by no one alive. One read pass first, and a write transaction
+   * only when something is to be taken back (each lease looked at again inside it). Resolves with the number
+   * taken back.
    */
-  recoverLeases(nowMs: number): Promise<number>;
+  recoverLeases(nowMs: number, isAlive?: OwnerLiveness): Promise<number>;
   /**
    * Added for the MTA's scheduler: takes up to `limit` entries due at `nowMs` and, in the same write
    * transaction that reads them, moves each to `leaseUntilMs` (docs/conventions.md #8: reschedule before you
@@ -180,7 +195,8 @@ export interface Spool {
    * is durable; dial only then. Because the read happens inside LMDB's single write transaction, two
    * overlapping calls (or two processes sharing the directory) never lease the same entry, which
    * `due()` followed by `reschedule()` cannot promise. A crash mid-delivery leaves the entry due again
-   * at `leaseUntilMs`: a retry, not a hot loop and not a loss.
+   * at `leaseUntilMs`: a retry, not a hot loop and not a loss. Each lease records this spool's owner
+   * (`openSpool`'s `owner`, by default this process), which `recoverLeases` reads.
    *
    * Held domains (`hold()`): the same transaction reads the held set once (a few keys) and, only when it is
    * not empty, parks each due entry of a held domain HELD_RECHECK_MS ahead with `heldMs` set instead of
@@ -270,13 +286,23 @@ function copyEnvelope(v: SpoolEnvelope): SpoolEnvelope {
   };
 }
 
-export function openSpool(env: LmdbEnv): Spool {
+export interface SpoolOptions {
+  /** Whom this spool's leases name: this process unless a test says otherwise (lease-owner.ts). */
+  owner?: LeaseOwner;
+}
+
+/** A lease: its end, and the owner's tag (lease-owner.ts); a plain number from an earlier version. */
+type LeaseValue = number | [untilMs: number, owner: string];
+
+export function openSpool(env: LmdbEnv, opts: SpoolOptions = {}): Spool {
+  const self = opts.owner ?? currentOwner();
+  const selfTag = ownerTag(self);
   const { root } = env;
   const queue: Database<SpoolEntry, QueueKey> = root.openDB<SpoolEntry, QueueKey>({ name: 'queue' });
   const index: Database<QueueKey, string> = root.openDB<QueueKey, string>({ name: 'index' });
   // 'binary': the body is stored as the caller's bytes and read back as a Buffer, with no encoding.
   const bodies: Database<Buffer, string> = root.openDB<Buffer, string>({ name: 'bodies', encoding: 'binary' });
-  const leases: Database<number, string> = root.openDB<number, string>({ name: 'leases' });
+  const leases: Database<LeaseValue, string> = root.openDB<LeaseValue, string>({ name: 'leases' });
   const held: Database<number, string> = root.openDB<number, string>({ name: 'held' });
 
   // Resolves after the transaction committed and then the environment's latest commit was fsynced.
@@ -477,16 +503,36 @@ export function openSpool(env: LmdbEnv): Spool {
           const e = isHeld ? parkHeld(key, value, nowMs, isHeld) : unheldAll(value);
           if (!e) continue;
           out.push(move(key, e, leaseUntilMs, e.attempts));
-          leases.put(e.id, leaseUntilMs);
+          leases.put(e.id, [leaseUntilMs, selfTag]);
         }
         return out;
       });
     },
 
-    async recoverLeases(nowMs) {
+    async recoverLeases(nowMs, isAlive = processAlive(self)) {
       checkTime(nowMs, 'nowMs');
+      // Asked once per owner per pass (a few processes, however many leases).
+      const verdicts = new Map<string, boolean>();
+      const gone = (value: LeaseValue): boolean => {
+        if (!Array.isArray(value)) return true;
+        const tag = value[1];
+        let dead = verdicts.get(tag);
+        if (dead === undefined) {
+          const owner = parseOwnerTag(tag);
+          dead = !owner || (!sameOwner(owner, self) && !isAlive(owner));
+          verdicts.set(tag, dead);
+        }
+        return dead;
+      };
+      // A read first: a process starting beside live siblings finds nothing to take and writes nothing.
+      let any = false;
+      for (const { value } of leases.getRange({})) if ((any = gone(value))) break;
+      if (!any) return 0;
       return durable(() => {
-        const ids = [...leases.getKeys()];
+        // Collect first, then move (a move removes the lease under the cursor). Read again here: a lease
+        // ended or taken anew since the read pass is no longer this owner's to lose.
+        const ids: string[] = [];
+        for (const { key, value } of leases.getRange({})) if (gone(value)) ids.push(key);
         let n = 0;
         for (const id of ids) {
           const key = index.get(id);

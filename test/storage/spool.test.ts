@@ -2,12 +2,20 @@
 // group commit, and the crash guarantee (issue 5, item 3): kill -9 loses no acknowledged message.
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openLmdb, type LmdbEnv } from '../../storage/lmdb/env.js';
-import { HELD_RECHECK_MS, openSpool, type Spool, type SpoolEntry } from '../../storage/lmdb/spool.js';
+import {
+  HELD_RECHECK_MS,
+  openSpool,
+  type Spool,
+  type SpoolEntry,
+  type SpoolOptions,
+} from '../../storage/lmdb/spool.js';
+import { currentOwner, processAlive, type LeaseOwner } from '../../storage/lmdb/lease-owner.js';
 import { crashBody, crashSeq } from './spool-crash-child.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -20,7 +28,7 @@ async function tempDir(t: Test): Promise<string> {
   return dir;
 }
 
-async function open(t: Test, dir: string): Promise<{ env: LmdbEnv; spool: Spool }> {
+async function open(t: Test, dir: string, opts: SpoolOptions = {}): Promise<{ env: LmdbEnv; spool: Spool }> {
   const env = await openLmdb(dir);
   let closed = false;
   const close = env.close;
@@ -30,8 +38,11 @@ async function open(t: Test, dir: string): Promise<{ env: LmdbEnv; spool: Spool 
     await close();
   };
   t.teardown(() => env.close());
-  return { env, spool: openSpool(env) };
+  return { env, spool: openSpool(env, opts) };
 }
+
+// A process of this boot and pid namespace that cannot exist: above the largest pid_max Linux allows (2^22).
+const GONE: LeaseOwner = { ...currentOwner(), pid: 4_194_305, start: '1' };
 
 function entry(id: string, domain: string, nextAttemptMs: number, extra: Partial<SpoolEntry> = {}): SpoolEntry {
   return {
@@ -311,7 +322,8 @@ t.test(
   'recoverLeases: after a restart, leased entries are due at once; rescheduled and removed ones are not leases',
   async (t) => {
     const dir = await tempDir(t);
-    const first = await open(t, dir);
+    // The first MTA process, now gone (the kernel's own check, lease-owner.ts, says so).
+    const first = await open(t, dir, { owner: GONE });
     for (const id of ['a', 'b', 'c', 'd']) await first.spool.enqueue(entry(id, 'a.test', 100), bodyOf(id));
     await first.spool.enqueue(entry('later', 'a.test', 50_000), bodyOf('later'));
     t.same(ids(await first.spool.lease(1_000, 4, 600_000)), ['a', 'b', 'c', 'd']);
@@ -329,6 +341,75 @@ t.test(
     t.equal(await spool.recoverLeases(3_000), 0, 'recovered once');
   },
 );
+
+t.test('recoverLeases: several processes on one spool take back only the leases of owners that are gone', async (t) => {
+  const dir = await tempDir(t);
+  const me = await open(t, dir);
+  const self = currentOwner();
+  // Other processes on the same environment, as their spools would name them.
+  const sibling: LeaseOwner = { ...self, pid: 101, start: '5000' };
+  const dead: LeaseOwner = { ...self, pid: 102, start: '6000' };
+  const siblingSpool = openSpool(me.env, { owner: sibling });
+  const deadSpool = openSpool(me.env, { owner: dead });
+  for (let i = 0; i < 9; i++) await me.spool.enqueue(entry(`m${i}`, 'a.test', 100 + i), bodyOf(`m${i}`));
+  t.same(ids(await me.spool.lease(1_000, 2, 600_000)), ['m0', 'm1'], 'this process leases two');
+  t.same(ids(await siblingSpool.lease(1_000, 2, 600_000)), ['m2', 'm3'], 'a live sibling two');
+  t.same(ids(await deadSpool.lease(1_000, 2, 600_000)), ['m4', 'm5'], 'a process since killed two');
+  // A lease as an earlier version wrote it: the lease end alone.
+  t.same(ids(await me.spool.lease(1_000, 1, 600_000)), ['m6']);
+  await me.env.root.openDB<number, string>({ name: 'leases' }).put('m6', 600_000);
+
+  const asked: LeaseOwner[] = [];
+  const isAlive = (o: LeaseOwner) => {
+    asked.push(o);
+    return o.pid === sibling.pid;
+  };
+  t.equal(await me.spool.recoverLeases(2_000, isAlive), 3, 'the dead owner’s two and the ownerless one');
+  t.same(ids(me.spool.due(2_000, 10)), ['m7', 'm8', 'm4', 'm5', 'm6'], 'taken back: due now (after the never-leased)');
+  for (const id of ['m0', 'm1', 'm2', 'm3']) t.equal(me.spool.get(id)?.nextAttemptMs, 600_000, `${id} still leased`);
+  t.same(
+    asked.map((o) => o.pid).sort(),
+    [101, 102],
+    'each other owner asked about once; this process never (its leases are in flight here)',
+  );
+  t.equal(await me.spool.recoverLeases(3_000, isAlive), 0, 'nothing more while the sibling lives');
+  t.equal(
+    await me.spool.holdUnsent('m2', { moveToMs: 9_000 }),
+    'started',
+    'a sibling’s lease is a lease to holdUnsent',
+  );
+
+  // The sibling dies too: the next process to start takes its leases; a process restarted under another
+  // owner takes this one's.
+  const next = openSpool(me.env, { owner: { ...self, pid: 103, start: '7000' } });
+  t.equal(await next.recoverLeases(4_000, (o) => o.pid === 103), 4, 'the sibling’s two and the old process’s two');
+  t.same(ids(next.due(4_000, 10)).sort(), ['m0', 'm1', 'm2', 'm3', 'm4', 'm5', 'm6', 'm7', 'm8']);
+});
+
+t.test('the kernel’s answer: alive, exited, a reused pid, another boot, another pid namespace', async (t) => {
+  const self = currentOwner();
+  t.ok(self.start && self.boot && self.pidns, 'this Linux names its processes fully');
+  const alive = processAlive(self);
+  t.ok(alive(self), 'this process');
+  const child = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60_000)'], { stdio: 'ignore' });
+  t.teardown(() => child.kill('SIGKILL'));
+  const pid = child.pid!;
+  const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
+  const owner: LeaseOwner = { ...self, pid, start };
+  t.ok(alive(owner), 'a running sibling');
+  t.notOk(alive({ ...owner, start: String(Number(start) - 1) }), 'its pid, another start time: the pid was reused');
+  t.notOk(alive({ ...owner, boot: 'another-boot' }), 'an owner of an earlier boot is gone');
+  t.notOk(
+    alive({ ...owner, pidns: '1' }),
+    'an owner of another pid namespace (an earlier run of the container) is gone',
+  );
+  t.notOk(alive(GONE), 'no such pid');
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGKILL');
+  await exited;
+  t.notOk(alive(owner), 'killed -9 and reaped');
+});
 
 t.test('close and reopen keeps everything', async (t) => {
   const dir = await tempDir(t);
