@@ -8,7 +8,6 @@ import MailComposer from 'nodemailer/lib/mail-composer';
 import addressparser from 'nodemailer/lib/addressparser';
 import { detectMimeType, encodeWord } from 'nodemailer/lib/mime-funcs';
 import type MimeNode from 'nodemailer/lib/mime-node';
-import { isAscii } from 'node:buffer';
 import { convert as htmlToText } from 'html-to-text';
 import { normalizeDomain } from './domain-names.js';
 import { base64Lines, quotedPrintable, textTransferEncoding } from './mime-encode.js';
@@ -307,26 +306,29 @@ function crlf(body: string): string {
 /**
  * The last line of defence on the bytes: CRLF only, every line within RFC 5322 §2.1.1's 998 octets,
  * and 7-bit clean (every non-ASCII value went through an encoded word or a transfer encoding, so the
- * message needs neither 8BITMIME nor SMTPUTF8), no NUL (RFC 5321 §4.1.4 / RFC 5322 §2.1). Native scans
- * (isAscii, indexOf) and one step per line rather than per octet.
+ * message needs neither 8BITMIME nor SMTPUTF8), no NUL (RFC 5321 §4.1.4 / RFC 5322 §2.1). Run on the
+ * message's text before it becomes bytes: ASCII text is its own octets. One native regex scan, then one step
+ * per line with V8's indexOf.
  */
-function assertWireSafe(buf: Buffer): void {
-  if (!isAscii(buf) || buf.indexOf(0) >= 0) throw new Error('compose: NUL or 8-bit octet in output');
+function assertWireSafe(text: string): void {
+  if (NOT_WIRE_SAFE.test(text)) throw new Error('compose: NUL or 8-bit octet in output');
+  const len = text.length;
   let lineStart = 0;
   for (;;) {
-    const cr = buf.indexOf(0x0d, lineStart);
-    const lf = buf.indexOf(0x0a, lineStart);
+    const cr = text.indexOf('\r', lineStart);
+    const lf = text.indexOf('\n', lineStart);
     if (cr < 0) {
       if (lf >= 0) throw new Error('compose: bare LF in output');
-      if (buf.length - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
+      if (len - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
       return;
     }
-    if (buf[cr + 1] !== 0x0a) throw new Error('compose: bare CR in output');
-    if (lf < cr) throw new Error('compose: bare LF in output');
+    if (lf !== cr + 1)
+      throw new Error(lf >= 0 && lf < cr ? 'compose: bare LF in output' : 'compose: bare CR in output');
     if (cr - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
     lineStart = cr + 2;
   }
 }
+const NOT_WIRE_SAFE = /[^\x01-\x7f]/;
 
 /** Whether `text` holds an LF that is not the end of a CRLF: one step per line, not per character. */
 function hasBareLf(text: string): boolean {
@@ -341,9 +343,10 @@ function plainTextOf(html: string): string {
 }
 
 export async function composeMessage(m: ComposeInput): Promise<Buffer> {
-  const out = serializeMime(compileMessage(m));
-  assertWireSafe(out);
-  return out;
+  const text = serializeMimeText(compileMessage(m));
+  assertWireSafe(text);
+  // 7-bit: latin1 and UTF-8 give the same octets, latin1 without the encoder's work.
+  return Buffer.from(text, 'latin1');
 }
 
 /** The validated message as nodemailer's MIME tree, ready to serialize. */
@@ -468,15 +471,17 @@ export function compileMessage(m: ComposeInput): MimeNode {
  * Each text part's transfer encoding, decided once. MimeNode.getTransferEncoding() weighs a quoted-printable
  * against a base64 text by counting its letters in a loop over the whole body each time it is asked, and
  * buildHeaders and serializeMime both ask (a sixth of a 100 kB message's composition). textTransferEncoding
- * gives its answer (test/mail/mime-encode.test.ts), and set as the part's Content-Transfer-Encoding it is read
- * back as is: the bytes do not change.
+ * gives its answer (test/mail/mime-encode.test.ts, test/mail/compose.test.ts), and set as the part's
+ * Content-Transfer-Encoding it is read back as is: the bytes do not change.
  */
 function pinTransferEncodings(node: MimeNode): void {
   const content = node.content;
   if (typeof content === 'string' && content && !node.getHeader('Content-Transfer-Encoding')) {
     const type = String(node.getHeader('Content-Type') ?? '').trim();
     if (/^text\//i.test(type)) {
-      const encoding = textTransferEncoding(content);
+      // MimeNode.setContent has already asked mime-funcs' isPlainText (its `_isPlainText`): not a third scan.
+      const known = (node as unknown as { _isPlainText?: unknown })._isPlainText;
+      const encoding = textTransferEncoding(content, typeof known === 'boolean' ? known : undefined);
       if (encoding !== '7bit') node.setHeader('Content-Transfer-Encoding', encoding);
     }
   }
@@ -520,6 +525,11 @@ function bracketAddresses(root: MimeNode): void {
  * (LastNewline, LeWindows). test/control/compose.test.ts proves the bytes equal build()'s.
  */
 export function serializeMime(root: MimeNode): Buffer {
+  // Header and encoded text are ASCII; an unencoded (7bit) part is too, or assertWireSafe refuses it.
+  return Buffer.from(serializeMimeText(root), 'utf8');
+}
+
+function serializeMimeText(root: MimeNode): string {
   const out: string[] = [];
   const walk = (node: MimeNode) => {
     const encoding = node.getTransferEncoding();
@@ -553,6 +563,5 @@ export function serializeMime(root: MimeNode): Buffer {
   // LastNewline: the message ends with a line break; LeWindows: every LF is part of a CRLF.
   if (!text.endsWith('\n')) text += text.endsWith('\r') ? '\n' : '\r\n';
   if (hasBareLf(text)) text = text.replace(/(?<!\r)\n/g, '\r\n');
-  // Header and encoded text are ASCII; an unencoded (7bit) part is too, or assertWireSafe refuses it.
-  return Buffer.from(text, 'utf8');
+  return text;
 }

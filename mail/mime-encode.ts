@@ -306,8 +306,12 @@ const LETTER = /[A-Za-z]/;
  * quoted-printable when the text has more ASCII letters than controls and non-ASCII code units, else base64.
  * The same answer in one pass at most, with the plain case left to two native regex scans.
  */
-export function textTransferEncoding(text: string): '7bit' | 'quoted-printable' | 'base64' {
-  if (!NOT_PLAIN.test(text)) {
+export function textTransferEncoding(
+  text: string,
+  /** Whether the text is plain (isPlainText), when the caller knows it already. */
+  plain: boolean = !NOT_PLAIN.test(text),
+): '7bit' | 'quoted-printable' | 'base64' {
+  if (plain) {
     if (text.length <= 128 * 1024 && !LONG_LINE.test(text)) return '7bit';
     // Plain: nothing to weigh against the letters.
     return LETTER.test(text) ? 'quoted-printable' : 'base64';
