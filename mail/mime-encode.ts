@@ -210,9 +210,9 @@ export function quotedPrintableBytes(text: string): string {
 }
 
 /**
- * qpWrap's rules for encoded text whose only line breaks are CRLF; null for any other text. A line (CRLF excluded) of up to
- * lineLength - 2 characters is taken whole with its CRLF; so is a last line (none after it) of up to
- * lineLength - margin. Only longer ones get soft breaks, where a window of lineLength characters from the
+ * qpWrap's rules for encoded text whose only line breaks are CRLF; null for any other text. A line (CRLF
+ * excluded) of up to lineLength - 2 characters is taken whole with its CRLF; so is a last line (none after it)
+ * of up to lineLength - margin. Only longer ones get soft breaks, where a window of lineLength characters from the
  * current position may reach the line's CR but never past it.
  */
 function wrapCrlfText(s: string, lineLength: number): string | null {
