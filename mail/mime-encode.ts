@@ -2,9 +2,10 @@
 // for speed and byte for byte what nodemailer's encoders write (`wrap(encode(x), 76)` of its lib/qp and
 // lib/base64, which its MimeNode.build() streams also produce), so serializeMime's output does not depend on
 // which of the two made it. Theirs run a regex per output line and build the result by string
-// concatenation: a quarter of a 100 kB message's composition (docs/decisions.md #59). Ours are two loops
-// over bytes: encode into one buffer, then soft-wrap by the same rules. test/mail/mime-encode.test.ts
-// compares both on random inputs.
+// concatenation: a quarter of a 100 kB message's composition (docs/decisions.md #59). Ours escape by one
+// native regex pass and look character by character only at the lines long enough for soft breaks; text
+// with a lone CR or LF (compose never makes one) is soft-wrapped by an octet loop with the same rules.
+// test/mail/mime-encode.test.ts compares ours with theirs on random inputs.
 
 /** RFC 2045 §6.8 / §6.7: encoded lines hold at most 76 characters. */
 export const MAX_ENCODED_LINE = 76;
