@@ -8,10 +8,9 @@ import MailComposer from 'nodemailer/lib/mail-composer';
 import addressparser from 'nodemailer/lib/addressparser';
 import { detectMimeType, encodeWord } from 'nodemailer/lib/mime-funcs';
 import type MimeNode from 'nodemailer/lib/mime-node';
-import { encode as qpencode, wrap as qpwrap } from 'nodemailer/lib/qp';
-import { encode as b64encode, wrap as b64wrap } from 'nodemailer/lib/base64';
 import { convert as htmlToText } from 'html-to-text';
 import { normalizeDomain } from './domain-names.js';
+import { base64Lines, quotedPrintable, textTransferEncoding } from './mime-encode.js';
 
 export interface Mailbox {
   /** Display name, or null for a bare address. */
@@ -298,32 +297,44 @@ function assertHeaderSafe(field: string, value: string): void {
 }
 
 // RFC 5322 §2.3: CR and LF occur in a body only together, as CRLF. A bare one would reach the wire as
-// is in a 7bit part (MailComposer converts a lone LF but not a lone CR).
+// is in a 7bit part (MailComposer converts a lone LF but not a lone CR). Text without a CR (what JSON
+// bodies mostly are) takes a plain string replacement instead of the regex.
 function crlf(body: string): string {
-  return body.replace(/\r\n|\r|\n/g, '\r\n');
+  return body.includes('\r') ? body.replace(/\r\n|\r|\n/g, '\r\n') : body.replaceAll('\n', '\r\n');
 }
 
 /**
  * The last line of defence on the bytes: CRLF only, every line within RFC 5322 §2.1.1's 998 octets,
  * and 7-bit clean (every non-ASCII value went through an encoded word or a transfer encoding, so the
- * message needs neither 8BITMIME nor SMTPUTF8), no NUL (RFC 5321 §4.1.4 / RFC 5322 §2.1).
+ * message needs neither 8BITMIME nor SMTPUTF8), no NUL (RFC 5321 §4.1.4 / RFC 5322 §2.1). Run on the
+ * message's text before it becomes bytes: ASCII text is its own octets. One native regex scan, then one step
+ * per line with V8's indexOf.
  */
-function assertWireSafe(buf: Buffer): void {
+function assertWireSafe(text: string): void {
+  if (NOT_WIRE_SAFE.test(text)) throw new Error('compose: NUL or 8-bit octet in output');
+  const len = text.length;
   let lineStart = 0;
-  for (let i = 0; i < buf.length; i++) {
-    const b = buf[i] as number;
-    if (b === 0x0d) {
-      if (buf[i + 1] !== 0x0a) throw new Error('compose: bare CR in output');
-      if (i - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
-      i++;
-      lineStart = i + 1;
-    } else if (b === 0x0a) {
-      throw new Error('compose: bare LF in output');
-    } else if (b === 0 || b > 0x7f) {
-      throw new Error('compose: NUL or 8-bit octet in output');
+  for (;;) {
+    const cr = text.indexOf('\r', lineStart);
+    const lf = text.indexOf('\n', lineStart);
+    if (cr < 0) {
+      if (lf >= 0) throw new Error('compose: bare LF in output');
+      if (len - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
+      return;
     }
+    if (lf !== cr + 1)
+      throw new Error(lf >= 0 && lf < cr ? 'compose: bare LF in output' : 'compose: bare CR in output');
+    if (cr - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
+    lineStart = cr + 2;
   }
-  if (buf.length - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
+}
+const NOT_WIRE_SAFE = /[^\x01-\x7f]/;
+
+/** Whether `text` holds an LF that is not the end of a CRLF: one step per line, not per character. */
+function hasBareLf(text: string): boolean {
+  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1))
+    if (i === 0 || text.charCodeAt(i - 1) !== 0x0d) return true;
+  return false;
 }
 
 /** The text alternative of an html body: words, links as `text [url]`, no images, lines of at most 76. */
@@ -332,9 +343,10 @@ function plainTextOf(html: string): string {
 }
 
 export async function composeMessage(m: ComposeInput): Promise<Buffer> {
-  const out = serializeMime(compileMessage(m));
-  assertWireSafe(out);
-  return out;
+  const text = serializeMimeText(compileMessage(m));
+  assertWireSafe(text);
+  // 7-bit: latin1 and UTF-8 give the same octets, latin1 without the encoder's work.
+  return Buffer.from(text, 'latin1');
 }
 
 /** The validated message as nodemailer's MIME tree, ready to serialize. */
@@ -445,6 +457,7 @@ export function compileMessage(m: ComposeInput): MimeNode {
   });
   const root = composer.compile();
   bracketAddresses(root);
+  pinTransferEncodings(root);
   // RFC 5322 §2.1.1 / §2.2.3: a header is folded only at whitespace, so an ASCII subject with a word
   // too long to fit a line would go out over 998 octets. As encoded words (RFC 2047 §2: at most 75
   // characters each, separated by folding whitespace) any text fits.
@@ -452,6 +465,27 @@ export function compileMessage(m: ComposeInput): MimeNode {
     root.setHeader('Subject', { prepared: true, foldLines: true, value: encodeWord(m.subject, 'Q', 52) });
   }
   return root;
+}
+
+/**
+ * Each text part's transfer encoding, decided once. MimeNode.getTransferEncoding() weighs a quoted-printable
+ * against a base64 text by counting its letters in a loop over the whole body each time it is asked, and
+ * buildHeaders and serializeMime both ask (a sixth of a 100 kB message's composition). textTransferEncoding
+ * gives its answer (test/mail/mime-encode.test.ts, test/mail/compose.test.ts), and set as the part's
+ * Content-Transfer-Encoding it is read back as is: the bytes do not change.
+ */
+function pinTransferEncodings(node: MimeNode): void {
+  const content = node.content;
+  if (typeof content === 'string' && content && !node.getHeader('Content-Transfer-Encoding')) {
+    const type = String(node.getHeader('Content-Type') ?? '').trim();
+    if (/^text\//i.test(type)) {
+      // MimeNode.setContent has already asked mime-funcs' isPlainText (its `_isPlainText`): not a third scan.
+      const known = (node as unknown as { _isPlainText?: unknown })._isPlainText;
+      const encoding = textTransferEncoding(content, typeof known === 'boolean' ? known : undefined);
+      if (encoding !== '7bit') node.setHeader('Content-Transfer-Encoding', encoding);
+    }
+  }
+  for (const child of node.childNodes ?? []) pinTransferEncodings(child);
 }
 
 interface AddressInternals {
@@ -491,6 +525,11 @@ function bracketAddresses(root: MimeNode): void {
  * (LastNewline, LeWindows). test/control/compose.test.ts proves the bytes equal build()'s.
  */
 export function serializeMime(root: MimeNode): Buffer {
+  // Header and encoded text are ASCII; an unencoded (7bit) part is too, or assertWireSafe refuses it.
+  return Buffer.from(serializeMimeText(root), 'utf8');
+}
+
+function serializeMimeText(root: MimeNode): string {
   const out: string[] = [];
   const walk = (node: MimeNode) => {
     const encoding = node.getTransferEncoding();
@@ -503,11 +542,11 @@ export function serializeMime(root: MimeNode): Buffer {
       if (typeof content !== 'string' && encoding !== 'base64') throw new Error('compose: a binary part not in base64');
       out.push(
         typeof content !== 'string'
-          ? b64wrap(content.toString('base64'), 76)
+          ? base64Lines(content)
           : encoding === 'base64'
-            ? b64wrap(b64encode(content), 76)
+            ? base64Lines(content)
             : encoding === 'quoted-printable'
-              ? qpwrap(qpencode(content), 76)
+              ? quotedPrintable(content)
               : content,
       );
     }
@@ -523,7 +562,6 @@ export function serializeMime(root: MimeNode): Buffer {
   let text = out.join('');
   // LastNewline: the message ends with a line break; LeWindows: every LF is part of a CRLF.
   if (!text.endsWith('\n')) text += text.endsWith('\r') ? '\n' : '\r\n';
-  text = text.replace(/(?<!\r)\n/g, '\r\n');
-  // Header and encoded text are ASCII; an unencoded (7bit) part is too, or assertWireSafe refuses it.
-  return Buffer.from(text, 'utf8');
+  if (hasBareLf(text)) text = text.replace(/(?<!\r)\n/g, '\r\n');
+  return text;
 }

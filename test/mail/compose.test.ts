@@ -2,6 +2,7 @@
 // MIME message built from customer JSON (issue 5 item 2).
 import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';
+import MimeNode from 'nodemailer/lib/mime-node';
 import {
   compileMessage,
   composeMessage,
@@ -325,6 +326,32 @@ t.test("serializeMime writes exactly the bytes of nodemailer's own streaming bui
     'the cases cover every transfer encoding compose uses',
   );
   t.equal((await composeMessage(BASE)).length > 0, true, 'composeMessage goes through serializeMime');
+});
+
+t.test("each text part's pinned transfer encoding is the one MimeNode chooses for its content", async (t) => {
+  const texts = [
+    'short',
+    'x'.repeat(77),
+    'Grüße aus Köln',
+    'Привет мир, как дела? '.repeat(20),
+    '1'.repeat(100),
+    `${'a '.repeat(70000)}`,
+    'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.\n'.repeat(50),
+  ];
+  const encodings = new Set<string>();
+  for (const text of texts) {
+    for (const change of [{ text }, { text: undefined, html: text }, { text, html: `<p>${text}</p>` }]) {
+      const root = compileMessage({ ...BASE, ...change } as ComposeInput);
+      const parts = [root, ...root.childNodes];
+      for (const node of parts.filter((n) => typeof n.content === 'string' && n.content)) {
+        const fresh = new MimeNode(String(node.getHeader('Content-Type'))).setContent(node.content as string);
+        const pinned = node.getTransferEncoding();
+        encodings.add(String(pinned));
+        t.equal(pinned, fresh.getTransferEncoding(), `${JSON.stringify(text.slice(0, 30))}`);
+      }
+    }
+  }
+  t.same([...encodings].sort(), ['7bit', 'base64', 'quoted-printable']);
 });
 
 t.test('text only: a single text/plain part with the standard headers', async (t) => {

@@ -4,7 +4,8 @@ import t from 'tap';
 import { createPrivateKey } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { generateDkimKey } from '../../mail/dkim-keys.js';
-import { dkimSign, dkimSignatures, DkimSignError, OVERSIGNED_HEADERS } from '../../mail/dkim-sign.js';
+import { dkimSign, dkimSignatures, DkimSignError, OVERSIGNED_HEADERS, relaxedBodyHash } from '../../mail/dkim-sign.js';
+import { composeMessage } from '../../mail/compose.js';
 import { dkimTxtValue } from '../../mail/dkim-keys.js';
 import { verifyDkim } from '../helpers/dkim-verify.js';
 
@@ -33,6 +34,14 @@ const message = Buffer.from(
   ].join('\r\n'),
 );
 const signTime = Date.UTC(2026, 10, 21, 10, 0, 0);
+const { dkimBody } = require('mailauth/lib/dkim/body/index.js') as {
+  dkimBody(c: 'relaxed', h: 'sha256', l: false): { update(b: Buffer): void; digest(e: 'base64'): string };
+};
+const mailauthBodyHash = (b: Buffer) => {
+  const h = dkimBody('relaxed', 'sha256', false);
+  h.update(b);
+  return h.digest('base64');
+};
 
 /** Verdicts of mailauth's verifier and of python3-dkim, the key published at `<selector>._domainkey`. */
 async function verdicts(raw: Buffer, k: { algorithm: 'rsa' | 'ed25519'; selector: string; publicKey: string }) {
@@ -115,4 +124,63 @@ t.test('fails closed', async (t) => {
       ),
     /no From/,
   );
+});
+
+t.test("relaxedBodyHash is mailauth's relaxed body hash (RFC 6376 §3.4.4) for random bodies", async (t) => {
+  const pieces = [
+    'a',
+    'b',
+    ' ',
+    ' ',
+    '\t',
+    '\r\n',
+    '\r\n',
+    '\r\n',
+    '\r',
+    '\n',
+    'é',
+    '  \t ',
+    'word ',
+    '.',
+    '\r\n\r\n',
+    ' \r\n',
+  ];
+  let seed = 7;
+  const rnd = () => (seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff;
+  let mismatches = 0;
+  for (let i = 0; i < 20000; i++) {
+    const n = Math.floor(rnd() * 200);
+    let s = '';
+    for (let j = 0; j < n; j++) s += pieces[Math.floor(rnd() * pieces.length)];
+    // Two in three CRLF-only (the one-pass path), one of those ending without a CRLF (mailauth's path).
+    if (i % 3) s = s.replace(/\r\n|\r|\n/g, '\r\n');
+    if (i % 3 === 1 && !s.endsWith('\r\n')) s += '\r\n';
+    const b = Buffer.from(s);
+    if (relaxedBodyHash(b) !== mailauthBodyHash(b) && mismatches++ < 3) t.fail(`differs for ${JSON.stringify(s)}`);
+  }
+  t.equal(mismatches, 0, '20000 bodies');
+  for (const s of ['', '\r\n', '\r\n\r\n', ' \r\n\t\r\n', 'a\r\n\r\n\r\n', 'a  b\t\tc \r\n  d\r\n'])
+    t.equal(relaxedBodyHash(Buffer.from(s)), mailauthBodyHash(Buffer.from(s)), JSON.stringify(s));
+});
+
+t.test('a composed 100 kB text and html message: signed, verified by mailauth and python3-dkim', async (t) => {
+  const line = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.  Grüße\t ';
+  const text = Array.from({ length: 1200 }, (_, i) => (i % 7 ? line : '')).join('\n');
+  const raw = await composeMessage({
+    from: { name: 'Ana', address: 'ana@example.test' },
+    to: 'bo@dest.test',
+    subject: 'Large',
+    text,
+    html: `<p>${text.replace(/\n/g, '</p>\n<p>')}</p>`,
+    messageId: 'x2@example.test',
+    date: new Date(signTime),
+  });
+  t.ok(raw.length > 200_000);
+  const k = await generateDkimKey('rsa');
+  const signed = dkimSign(
+    raw,
+    [{ domain: 'example.test', selector: k.selector, key: createPrivateKey(k.privatePem) }],
+    signTime,
+  );
+  t.same(await verdicts(signed, { ...k, algorithm: 'rsa' }), { mailauth: 'pass', python: true });
 });

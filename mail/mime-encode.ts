@@ -1,0 +1,328 @@
+// Transfer encodings of a composed part's body (RFC 2045 §6.7 quoted-printable, §6.8 base64), written
+// for speed and byte for byte what nodemailer's encoders write (`wrap(encode(x), 76)` of its lib/qp and
+// lib/base64, which its MimeNode.build() streams also produce), so serializeMime's output does not depend on
+// which of the two made it. Theirs run a regex per output line and build the result by string
+// concatenation: a quarter of a 100 kB message's composition (docs/decisions.md #59). Ours escape by one
+// native regex pass and look character by character only at the lines long enough for soft breaks; text
+// with a lone CR or LF (compose never makes one) is soft-wrapped by an octet loop with the same rules.
+// test/mail/mime-encode.test.ts compares ours with theirs on random inputs.
+
+/** RFC 2045 §6.8 / §6.7: encoded lines hold at most 76 characters. */
+export const MAX_ENCODED_LINE = 76;
+
+const CR = 0x0d;
+const LF = 0x0a;
+const EQ = 0x3d;
+
+// RFC 2045 §6.7 (1), (2), (3): octets written as themselves. TAB, CR, LF, 33-60 and 62-126, and space.
+const LITERAL = new Uint8Array(256);
+for (let i = 0; i < 256; i++)
+  LITERAL[i] = i === 0x09 || i === LF || i === CR || (i >= 0x20 && i <= 0x7e && i !== EQ) ? 1 : 0;
+const HEX = Buffer.from('0123456789ABCDEF', 'latin1');
+// Where a soft break may follow (nodemailer's wrap breaks after the last of these within a line's last third).
+const BREAK_AFTER = new Uint8Array(256);
+for (const c of ' \t.,!?') BREAK_AFTER[c.charCodeAt(0)] = 1;
+
+/** The quoted-printable octets of `src`, unwrapped (nodemailer's qp.encode). */
+function qpEncodeBytes(src: Uint8Array): { buf: Buffer; len: number } {
+  const n = src.length;
+  const out = Buffer.allocUnsafe(n * 3);
+  let o = 0;
+  for (let i = 0; i < n; i++) {
+    const c = src[i] as number;
+    if (LITERAL[c]) {
+      // RFC 2045 §6.7 (3): space or tab at the end of a line (or of the text) is encoded.
+      if (c === 0x20 || c === 0x09) {
+        const next = i + 1 < n ? src[i + 1] : -1;
+        if (next !== -1 && next !== LF && next !== CR) {
+          out[o++] = c;
+          continue;
+        }
+      } else {
+        out[o++] = c;
+        continue;
+      }
+    }
+    out[o++] = EQ;
+    out[o++] = HEX[c >> 4] as number;
+    out[o++] = HEX[c & 15] as number;
+  }
+  return { buf: out, len: o };
+}
+
+/**
+ * Soft line breaks (RFC 2045 §6.7 (5)) into encoded text, by nodemailer's qp.wrap rules: a line ends at its
+ * first CRLF when that fits; else after the last space or punctuation of its last third; else before an
+ * escape sequence it would cut, and before the continuation octets of a UTF-8 character; a full-length
+ * line gives up one character for the "=".
+ */
+function qpWrap(s: Buffer, len: number, lineLength: number): string {
+  if (len <= lineLength) return s.toString('latin1', 0, len);
+  const margin = Math.floor(lineLength / 3);
+  // A soft break adds 3 octets to a line of at least 51 characters (62 when it backs off a UTF-8 character):
+  // twice the input is room enough.
+  const out = Buffer.allocUnsafe(len * 2 + 3);
+  let o = 0;
+  let pos = 0;
+  // A byte loop: lines are short, and Buffer#copy's own overhead is more than the bytes it moves.
+  const copy = (from: number, to: number) => {
+    for (let i = from; i < to; i++) out[o++] = s[i] as number;
+  };
+  while (pos < len) {
+    const end = Math.min(pos + lineLength, len);
+    // A CRLF within the line: the line ends there.
+    let crlf = -1;
+    for (let i = pos; i < end - 1; i++) {
+      if (s[i] === CR && s[i + 1] === LF) {
+        crlf = i;
+        break;
+      }
+    }
+    if (crlf >= 0) {
+      copy(pos, crlf + 2);
+      pos = crlf + 2;
+      continue;
+    }
+    if (s[end - 1] === LF) {
+      copy(pos, end);
+      pos = end;
+      continue;
+    }
+    // A bare LF in the last third, with no line-break character after it: the line ends after it.
+    const tailStart = Math.max(pos, end - margin);
+    let lastTerm = -1;
+    for (let i = end - 1; i >= tailStart; i--) {
+      if (s[i] === LF || s[i] === CR) {
+        lastTerm = i;
+        break;
+      }
+    }
+    if (lastTerm >= 0 && s[lastTerm] === LF) {
+      copy(pos, lastTerm + 1);
+      pos = lastTerm + 1;
+      continue;
+    }
+    let lineEnd = end;
+    let brokeAtSpace = false;
+    if (end - pos > lineLength - margin) {
+      for (let i = end - 1; i >= tailStart; i--) {
+        if (BREAK_AFTER[s[i] as number]) {
+          lineEnd = i + 1;
+          brokeAtSpace = true;
+          break;
+        }
+      }
+    }
+    if (
+      !brokeAtSpace &&
+      (s[end - 1] === EQ || (end - 2 >= pos && s[end - 2] === EQ) || (end - 3 >= pos && s[end - 3] === EQ))
+    ) {
+      // An escape cut short goes to the next line whole.
+      if (s[end - 1] === EQ) lineEnd = end - 1;
+      else if (end - 2 >= pos && s[end - 2] === EQ) lineEnd = end - 2;
+      // And so do the octets of a UTF-8 character: continuation octets, then their lead octet.
+      while (lineEnd - pos > 3 && lineEnd - pos < len - pos && !onlyEscapes(s, pos, lineEnd) && s[lineEnd - 3] === EQ) {
+        const code = (hexValue(s[lineEnd - 2] as number) << 4) | hexValue(s[lineEnd - 1] as number);
+        if (code < 0x80) break;
+        lineEnd -= 3;
+        if (code >= 0xc0) break;
+      }
+    }
+    if (lineEnd === pos) lineEnd = end;
+    if (lineEnd < len && s[lineEnd - 1] !== LF) {
+      if (lineEnd - pos === lineLength) lineEnd -= s[lineEnd - 3] === EQ ? 3 : 1;
+      copy(pos, lineEnd);
+      out[o++] = EQ;
+      out[o++] = CR;
+      out[o++] = LF;
+    } else {
+      copy(pos, lineEnd);
+    }
+    pos = lineEnd;
+  }
+  return out.toString('latin1', 0, o);
+}
+
+/** Whether s[from, to) is one to four escape sequences and nothing else. */
+function onlyEscapes(s: Buffer, from: number, to: number): boolean {
+  const n = to - from;
+  if (n % 3 !== 0 || n < 3 || n > 12) return false;
+  for (let i = from; i < to; i += 3)
+    if (s[i] !== EQ || !isHex(s[i + 1] as number) || !isHex(s[i + 2] as number)) return false;
+  return true;
+}
+const isHex = (c: number) => (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66);
+const hexValue = (c: number) => (c <= 0x39 ? c - 0x30 : (c | 0x20) - 0x57);
+
+// What quoted-printable writes as an escape: an octet outside RFC 2045 §6.7 (2)'s literal range (a run of them,
+// which covers every non-ASCII character's UTF-8 octets), and a space or tab that ends a line or the text.
+const ESCAPED = /[^\t\r\n\x20-\x3c\x3e-\x7e]+|[ \t](?=[\r\n]|$)/g;
+const ESCAPE: string[] = [];
+for (let b = 0; b < 256; b++) ESCAPE.push(`=${b < 16 ? '0' : ''}${b.toString(16).toUpperCase()}`);
+/** The escapes of a run's UTF-8 octets (a lone surrogate as U+FFFD, as Buffer.from writes it). */
+function escapeRun(run: string): string {
+  let out = '';
+  for (let i = 0; i < run.length; i++) {
+    let c = run.charCodeAt(i);
+    if (c < 0x80) {
+      out += ESCAPE[c];
+      continue;
+    }
+    if (c < 0x800) {
+      out += (ESCAPE[0xc0 | (c >> 6)] as string) + ESCAPE[0x80 | (c & 63)];
+      continue;
+    }
+    if (c >= 0xd800 && c <= 0xdfff) {
+      const d = i + 1 < run.length ? run.charCodeAt(i + 1) : 0;
+      if (c <= 0xdbff && d >= 0xdc00 && d <= 0xdfff) {
+        const cp = ((c - 0xd800) << 10) + (d - 0xdc00) + 0x10000;
+        out +=
+          (ESCAPE[0xf0 | (cp >> 18)] as string) +
+          ESCAPE[0x80 | ((cp >> 12) & 63)] +
+          ESCAPE[0x80 | ((cp >> 6) & 63)] +
+          ESCAPE[0x80 | (cp & 63)];
+        i++;
+        continue;
+      }
+      c = 0xfffd;
+    }
+    out += (ESCAPE[0xe0 | (c >> 12)] as string) + ESCAPE[0x80 | ((c >> 6) & 63)] + ESCAPE[0x80 | (c & 63)];
+  }
+  return out;
+}
+
+/**
+ * `text` (UTF-8) as quoted-printable lines of at most 76 characters: nodemailer's `qp.wrap(qp.encode(text), 76)`.
+ * Text whose line breaks are all CRLF (what compose makes) takes the fast path: escapes by one native regex
+ * pass, and only the lines long enough to be wrapped are looked at character by character.
+ */
+export function quotedPrintable(text: string): string {
+  // The escapes are the same whatever the line breaks (CR and LF are literal, and whitespace before either is
+  // escaped); the soft breaks of text with a lone CR or LF are qpWrap's.
+  const enc = text.replace(ESCAPED, escapeRun);
+  if (enc.length <= MAX_ENCODED_LINE) return enc;
+  return wrapCrlfText(enc, MAX_ENCODED_LINE) ?? qpWrap(Buffer.from(enc, 'latin1'), enc.length, MAX_ENCODED_LINE);
+}
+
+/** `text` as quoted-printable by the octet loops alone: what quotedPrintable's fast path is checked against. */
+export function quotedPrintableBytes(text: string): string {
+  const { buf, len } = qpEncodeBytes(Buffer.from(text, 'utf8'));
+  return qpWrap(buf, len, MAX_ENCODED_LINE);
+}
+
+/**
+ * qpWrap's rules for encoded text whose only line breaks are CRLF; null for any other text. A line (CRLF
+ * excluded) of up to lineLength - 2 characters is taken whole with its CRLF; so is a last line (none after it)
+ * of up to lineLength - margin. Only longer ones get soft breaks, where a window of lineLength characters from the
+ * current position may reach the line's CR but never past it.
+ */
+function wrapCrlfText(s: string, lineLength: number): string | null {
+  const len = s.length;
+  const margin = Math.floor(lineLength / 3);
+  const parts: string[] = [];
+  let copied = 0;
+  let start = 0;
+  while (start < len) {
+    // Native single-character scans: the next CR must be the next LF's own, else null (not CRLF-only text).
+    const cr = s.indexOf('\r', start);
+    const lf = s.indexOf('\n', start);
+    if (cr < 0 ? lf >= 0 : lf !== cr + 1) return null;
+    const lineEnd = cr < 0 ? len : cr;
+    const hasBreak = cr >= 0;
+    if (lineEnd - start > (hasBreak ? lineLength - 2 : lineLength - margin)) {
+      if (start > copied) parts.push(s.slice(copied, start));
+      let p = start;
+      // With a CRLF after it, the rest of the line is taken with it once a window holds both.
+      while (hasBreak ? lineEnd - p > lineLength - 2 : p < lineEnd) {
+        const end = Math.min(p + lineLength, hasBreak ? lineEnd + 1 : lineEnd);
+        const tail = Math.max(p, end - margin);
+        let cut = end;
+        let brokeAtSpace = false;
+        if (end - p > lineLength - margin) {
+          for (let i = end - 1; i >= tail; i--) {
+            if (BREAK_AFTER[s.charCodeAt(i)]) {
+              cut = i + 1;
+              brokeAtSpace = true;
+              break;
+            }
+          }
+        }
+        if (!brokeAtSpace) {
+          const at1 = s.charCodeAt(end - 1) === EQ;
+          const at2 = end - 2 >= p && s.charCodeAt(end - 2) === EQ;
+          if (at1 || at2 || (end - 3 >= p && s.charCodeAt(end - 3) === EQ)) {
+            if (at1) cut = end - 1;
+            else if (at2) cut = end - 2;
+            while (cut - p > 3 && cut < len && !onlyEscapesText(s, p, cut) && s.charCodeAt(cut - 3) === EQ) {
+              const code = (hexValue(s.charCodeAt(cut - 2)) << 4) | hexValue(s.charCodeAt(cut - 1));
+              if (code < 0x80) break;
+              cut -= 3;
+              if (code >= 0xc0) break;
+            }
+          }
+        }
+        if (cut === p) cut = end;
+        if (cut < len) {
+          if (cut - p === lineLength) cut -= s.charCodeAt(cut - 3) === EQ ? 3 : 1;
+          parts.push(s.slice(p, cut), '=\r\n');
+        } else {
+          parts.push(s.slice(p, cut));
+        }
+        p = cut;
+      }
+      copied = p;
+    }
+    start = hasBreak ? cr + 2 : len;
+  }
+  if (copied < len) parts.push(s.slice(copied));
+  return parts.join('');
+}
+
+function onlyEscapesText(s: string, from: number, to: number): boolean {
+  const n = to - from;
+  if (n % 3 !== 0 || n < 3 || n > 12) return false;
+  for (let i = from; i < to; i += 3)
+    if (s.charCodeAt(i) !== EQ || !isHex(s.charCodeAt(i + 1)) || !isHex(s.charCodeAt(i + 2))) return false;
+  return true;
+}
+
+/** `data` (UTF-8 when a string) as base64 lines of 76 characters, CRLF between them and none after the last. */
+export function base64Lines(data: string | Buffer): string {
+  const b64 = (typeof data === 'string' ? Buffer.from(data, 'utf8') : data).toString('base64');
+  if (b64.length <= MAX_ENCODED_LINE) return b64;
+  const lines: string[] = [];
+  for (let i = 0; i < b64.length; i += MAX_ENCODED_LINE) lines.push(b64.slice(i, i + MAX_ENCODED_LINE));
+  return lines.join('\r\n');
+}
+
+// nodemailer's mime-funcs isPlainText: C0 controls other than TAB, LF, CR, and every non-ASCII code unit.
+const NOT_PLAIN = /[\x00-\x08\x0b\x0c\x0e-\x1f\u0080-\uffff]/;
+// nodemailer's hasLongerLines(s, 76): a line of 77 characters or more ("." stops at CR, LF, U+2028, U+2029).
+const LONG_LINE = /^.{77,}/m;
+const LETTER = /[A-Za-z]/;
+
+/**
+ * The transfer encoding nodemailer's MimeNode gives a text/* part of string content (getTransferEncoding):
+ * 7bit for plain text with short lines (nothing over 128 kB is measured: such a text counts as long); else
+ * quoted-printable when the text has more ASCII letters than controls and non-ASCII code units, else base64.
+ * The same answer in one pass at most, with the plain case left to two native regex scans.
+ */
+export function textTransferEncoding(
+  text: string,
+  /** Whether the text is plain (isPlainText), when the caller knows it already. */
+  plain: boolean = !NOT_PLAIN.test(text),
+): '7bit' | 'quoted-printable' | 'base64' {
+  if (plain) {
+    if (text.length <= 128 * 1024 && !LONG_LINE.test(text)) return '7bit';
+    // Plain: nothing to weigh against the letters.
+    return LETTER.test(text) ? 'quoted-printable' : 'base64';
+  }
+  let other = 0;
+  let letters = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c >= 0x80 || c <= 0x08 || c === 0x0b || c === 0x0c || (c >= 0x0e && c <= 0x1f)) other++;
+    else if ((c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a)) letters++;
+  }
+  return other < letters ? 'quoted-printable' : 'base64';
+}

@@ -1,0 +1,151 @@
+// mail/mime-encode.ts: our quoted-printable and base64 writers give nodemailer's bytes (qp.wrap(qp.encode(x), 76),
+// base64.wrap(base64.encode(x), 76)), valid RFC 2045 lines that decode back to the text, and the transfer
+// encoding nodemailer's MimeNode would choose (docs/decisions.md #59).
+import t, { type Test } from 'tap';
+import { createRequire } from 'node:module';
+import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
+import { encode as b64Encode, wrap as b64Wrap } from 'nodemailer/lib/base64';
+import MimeNode from 'nodemailer/lib/mime-node';
+import { base64Lines, quotedPrintable, quotedPrintableBytes, textTransferEncoding } from '../../mail/mime-encode.js';
+
+const require = createRequire(import.meta.url);
+const libqp = require('libqp') as { decode(s: string): Buffer };
+
+const theirsQp = (s: string) => qpWrap(qpEncode(s), 76);
+
+// Pieces that reach every rule: long lines, trailing whitespace, "=" and "." at line starts, UTF-8 of 2, 3
+// and 4 octets (and a lone surrogate), controls, bare CR and LF, words near the 76th column.
+const PIECES = [
+  'a',
+  'Z',
+  '0',
+  ' ',
+  ' ',
+  '\t',
+  '.',
+  ',',
+  '!',
+  '?',
+  '=',
+  '\r\n',
+  '\r\n',
+  '\n',
+  '\r',
+  'é',
+  '€',
+  '😀',
+  '\ud800',
+  '\udc00x',
+  '\u0000',
+  '\x7f',
+  'x'.repeat(80),
+  'y'.repeat(70),
+  ' '.repeat(5),
+  '=\r\n',
+  '.\r\n',
+  '\r\n.',
+  '\r\n=',
+  'ééééééé',
+  '日本語',
+  'word ',
+];
+
+function randomText(rnd: () => number, max: number): string {
+  const n = Math.floor(rnd() * max);
+  let s = '';
+  for (let i = 0; i < n; i++) s += PIECES[Math.floor(rnd() * PIECES.length)];
+  return s;
+}
+function seeded(seed: number) {
+  return () => (seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff;
+}
+
+/** RFC 2045 §6.7: lines of at most 76 characters, CRLF between them, soft breaks as a final "=". */
+function assertValidQp(t: Test, qp: string, what: string): boolean {
+  const lines = qp.split('\r\n');
+  const bad = lines.find((l) => l.length > 76 || /[^\t\x20-\x7e]/.test(l) || /[ \t]$/.test(l));
+  if (bad !== undefined) {
+    t.fail(`${what}: line ${JSON.stringify(bad)}`);
+    return false;
+  }
+  return true;
+}
+
+t.test('quotedPrintable writes the bytes of nodemailer for random text, CRLF-only or not', async (t) => {
+  const rnd = seeded(1);
+  let mismatches = 0;
+  for (let i = 0; i < 20000; i++) {
+    let s = randomText(rnd, 300);
+    if (i % 2) s = s.replace(/\r\n|\r|\n/g, '\r\n');
+    const ours = quotedPrintable(s);
+    if (ours !== theirsQp(s) || quotedPrintableBytes(s) !== ours) {
+      if (mismatches++ < 3) t.fail(`differs for ${JSON.stringify(s)}`);
+      continue;
+    }
+    // Lone CR/LF are written literally by both (compose never gives them one); the CRLF-only text must be valid
+    // and decode back.
+    if (i % 2 && !assertValidQp(t, ours, JSON.stringify(s))) mismatches++;
+    if (i % 2 && !libqp.decode(ours).equals(Buffer.from(s, 'utf8'))) {
+      if (mismatches++ < 3) t.fail(`does not decode back: ${JSON.stringify(s)}`);
+    }
+  }
+  t.equal(mismatches, 0, '20000 random texts');
+});
+
+t.test('quotedPrintable: the cases by name', async (t) => {
+  const cases: Record<string, string> = {
+    empty: '',
+    'a 100 kB body of 80-character lines':
+      'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.\r\n'.repeat(1300),
+    'a line of 75 and of 76 before CRLF': `${'a'.repeat(75)}\r\n${'b'.repeat(76)}\r\n${'c'.repeat(77)}`,
+    'a last line of 60 with a space': `x\r\n${'w'.repeat(40)} ${'v'.repeat(19)}`,
+    'trailing spaces and tabs': 'end with space \r\nand tab\t\r\n\r\nlast ',
+    'dots and = at line starts': '.\r\n..\r\n=\r\n=3D\r\n.leading dot',
+    'a line of = signs': '='.repeat(300),
+    'long UTF-8 lines': 'Привет мир, как дела? '.repeat(40) + '\r\n' + '日本語のテキスト'.repeat(40),
+    'emoji across breaks': '😀'.repeat(100),
+    'no spaces at all': 'z'.repeat(1000),
+  };
+  for (const [what, s] of Object.entries(cases)) {
+    const ours = quotedPrintable(s);
+    t.equal(ours, theirsQp(s), what);
+    assertValidQp(t, ours, what);
+    t.ok(libqp.decode(ours).equals(Buffer.from(s, 'utf8')), `${what}: decodes back`);
+  }
+});
+
+t.test('base64Lines writes the bytes of nodemailer: 76-character lines, CRLF between them', async (t) => {
+  const rnd = seeded(2);
+  for (let n = 0; n < 400; n++) {
+    const buf = Buffer.from(Array.from({ length: n * 7 }, () => Math.floor(rnd() * 256)));
+    const ours = base64Lines(buf);
+    t.equal(ours, b64Wrap(b64Encode(buf), 76), `${buf.length} octets`);
+    t.ok(ours.split('\r\n').every((l) => l.length <= 76));
+    t.ok(Buffer.from(ours.replace(/\r\n/g, ''), 'base64').equals(buf));
+  }
+  t.equal(base64Lines('Grüße'), b64Wrap(b64Encode('Grüße'), 76), 'a string is taken as UTF-8');
+});
+
+t.test("textTransferEncoding is MimeNode's choice for a text part", async (t) => {
+  const rnd = seeded(3);
+  const texts = [
+    'short',
+    'x'.repeat(77),
+    'x'.repeat(76),
+    `${'a '.repeat(70000)}`,
+    '1234 5678',
+    '1'.repeat(100),
+    'Grüße',
+    'Привет',
+    '\u0001\u0002ab',
+    'a\u2028'.repeat(50),
+  ];
+  for (let i = 0; i < 3000; i++) texts.push(randomText(rnd, 100));
+  let mismatches = 0;
+  for (const s of texts) {
+    const node = new MimeNode('text/plain').setContent(s);
+    const theirs = s ? node.getTransferEncoding() : '7bit';
+    if (textTransferEncoding(s) !== theirs && mismatches++ < 3) t.fail(`differs for ${JSON.stringify(s.slice(0, 80))}`);
+  }
+  t.equal(mismatches, 0, `${texts.length} texts`);
+});
