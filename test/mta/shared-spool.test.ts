@@ -82,6 +82,9 @@ async function setup(t: Test) {
     SVC_OUTBOUND_PORT: String(sink.port),
     SVC_ALLOW_PRIVATE_MX: '1',
     SVC_LOG_LEVEL: 'info',
+    // Each child one process, so that the owners of the leases are the children this test starts and kills
+    // (`svc start` with several workers is test/cli/cluster.test.ts's).
+    SVC_WORKERS: '1',
   };
   const control = svc(t, ['start', '--role', 'control'], env);
   const url = String((await listening(control)).publicUrl);
