@@ -80,7 +80,14 @@ t.test(
       },
       { timeoutMs: 90_000, what: "'all workers started'" },
     );
-    const listening = logged(s, 'control plane listening');
+    // A worker's lines and the primary's reach the pipe in no fixed order: wait for both workers' own.
+    const listening = await waitFor(
+      () => {
+        const lines = logged(s, 'control plane listening');
+        return lines.length >= 2 && lines;
+      },
+      { timeoutMs: 10_000, what: "both workers' 'control plane listening'" },
+    );
     t.same(new Set(listening.map((l) => l.worker)), new Set([0, 1]), 'each worker runs the control plane');
     const port = listening[0]!.http as number;
     t.ok(

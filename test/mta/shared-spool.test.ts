@@ -85,6 +85,10 @@ async function setup(t: Test) {
     // Each child one process, so that the owners of the leases are the children this test starts and kills
     // (`svc start` with several workers is test/cli/cluster.test.ts's).
     SVC_WORKERS: '1',
+    // Which process leases a message is a race, and the sink holds every session it gets: room for many held
+    // sessions to the one sink host, so that a process that keeps winning never waits for one (at 10, the
+    // default, one that won six times in a row did, and the message never reached DATA).
+    SVC_MAX_SESSIONS_PER_HOST: '100',
   };
   const control = svc(t, ['start', '--role', 'control'], env);
   const url = String((await listening(control)).publicUrl);
