@@ -353,10 +353,15 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
         const from = Math.max(0, start);
         const to = Math.max(from, end);
         if (to <= p) return ref.prefix.subarray(from, to);
-        const body = blobs.read
-          ? await blobs.read(ref.blobAddress, Math.max(0, from - p), to - p)
-          : ((await blobs.get(ref.blobAddress))?.subarray(Math.max(0, from - p), to - p) ?? null);
-        if (body) return from >= p ? body : Buffer.concat([ref.prefix.subarray(from), body]);
+        const before = from < p ? ref.prefix.subarray(from) : undefined;
+        if (blobs.read) {
+          // The prefix goes into the same buffer as the body's range: one copy of the served bytes.
+          const served = await blobs.read(ref.blobAddress, Math.max(0, from - p), to - p, before);
+          if (served) return served;
+        } else {
+          const body = (await blobs.get(ref.blobAddress))?.subarray(Math.max(0, from - p), to - p);
+          if (body) return before ? Buffer.concat([before, body]) : body;
+        }
         // Released meanwhile: the message was expunged (or its body is lost); the row says which.
       }
       await ownMailbox(user, mailboxId);

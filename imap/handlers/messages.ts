@@ -6,7 +6,16 @@ import type { CommandOf, FetchAttribute, Section } from '../command-types.js';
 import type { Handler, Outcome } from '../commands.js';
 import { BackendError, type MailboxBackend, type MessageMeta, type StoreResult } from '../backend.js';
 import { announceExpunged, markReported, seqOf, type SelectedMailbox, type Session } from '../session.js';
-import { atom, formatDateTime, literal, sectionLabel, statusResponse, untagged, type ImapValue } from '../response.js';
+import {
+  atom,
+  formatDateTime,
+  literal,
+  sectionLabel,
+  statusResponse,
+  untagged,
+  untaggedChunks,
+  type ImapValue,
+} from '../response.js';
 import { resolveSequenceNumbers, resolveUids, type SequenceSet } from '../sequence-set.js';
 import { envelopeValue } from '../render-envelope.js';
 import { bodyValue } from '../render-bodystructure.js';
@@ -19,6 +28,8 @@ const READ_ONLY: Outcome = { status: 'NO', text: 'the mailbox is read-only' };
 
 /** FETCH works through the metadata in batches, so that \Seen is set once per batch, not per message. */
 const FETCH_BATCH = 256;
+/** FETCH responses queued before they are sent in one write (imap/session.ts Session.flush). */
+const FLUSH_BYTES = 128 * 1024;
 
 /**
  * The UIDs a command's set names, ascending. UID forms: UIDs not in the mailbox are ignored (RFC 3501
@@ -198,11 +209,21 @@ async function fetch(
         throw err;
       }
       found++;
-      session.send(untagged([seq, atom('FETCH'), values]));
+      for (const chunk of untaggedChunks([seq, atom('FETCH'), values])) {
+        session.send(chunk);
+        queued += chunk.length;
+      }
+      if (queued < FLUSH_BYTES) continue;
+      // Many responses, one write: a syscall per message would cost more than the copying it saves.
+      queued = 0;
+      session.flush?.();
       const wait = session.writable?.();
       if (wait) await wait;
     }
+    if (queued) session.flush?.();
+    queued = 0;
   };
+  let queued = 0;
   let found = 0;
   let batch: MessageMeta[] = [];
   const metas = backend.fetchMeta(session.principal, sel.snapshot.mailboxId, uids, {
