@@ -42,7 +42,7 @@ import {
 
 const INBOX = 'INBOX';
 /** FETCH metadata is read in pages of this many messages, so `1:*` on a large mailbox is never one read. */
-const META_PAGE = 500;
+const META_PAGE = 1000;
 
 /** The stored name of a mailbox as given by a client; throws BackendError for a name we cannot hold. */
 export function canonicalName(name: string, opts: { trailingDelimiter?: boolean } = {}): string {
@@ -322,7 +322,6 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
     },
 
     async *fetchMeta(user, mailboxId, uids, opts) {
-      await ownMailbox(user, mailboxId);
       const withTree = opts.tree !== false;
       const changedSince = opts.changedSince !== null ? Number(opts.changedSince) : null;
       // The next page is asked for while this one is answered, so the database and the socket overlap.
@@ -330,7 +329,15 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
         i < uids.length
           ? imapMessageRows(db, mailboxId, uids.slice(i, i + META_PAGE), { changedSince, tree: withTree })
           : null;
+      // The first page is asked for together with the ownership check, one round trip instead of two;
+      // nothing of it is used before the check has passed.
       let next = page(0);
+      try {
+        await ownMailbox(user, mailboxId);
+      } catch (err) {
+        next?.catch(() => {});
+        throw err;
+      }
       for (let i = 0; next; i += META_PAGE) {
         const rows = await next;
         next = page(i + META_PAGE);
@@ -376,8 +383,15 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
       // same); an ASCII needle can be looked for there by Postgres (storage/pg/imap-mailboxes.ts).
       const column = ENVELOPE_TEXT[field];
       if (!column || !/^[\x20-\x7e]*$/.test(needle)) return null;
-      await ownMailbox(user, mailboxId);
-      return envelopeCandidates(db, mailboxId, uids, column, needle);
+      // Asked together with the ownership check (one round trip), and used only once it has passed.
+      const found = envelopeCandidates(db, mailboxId, uids, column, needle);
+      try {
+        await ownMailbox(user, mailboxId);
+      } catch (err) {
+        found.catch(() => {});
+        throw err;
+      }
+      return found;
     },
 
     markSeen(user, mailboxId, uids) {
