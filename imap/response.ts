@@ -93,7 +93,7 @@ class Out {
 }
 
 /** Literals at least this long are written as their own buffers (untaggedChunks), not copied into a response. */
-const SEPARATE_LITERAL = 16 * 1024;
+const SEPARATE_LITERAL = 4 * 1024;
 
 function writeString(out: Out, s: string): void {
   if (QUOTABLE.test(s) && s.length <= MAX_QUOTED) return out.str(`"${s.replace(/(["\\])/g, '\\$1')}"`);

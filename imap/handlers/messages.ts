@@ -101,6 +101,14 @@ function setsSeen(a: FetchAttribute): boolean {
   return (a.kind === 'BODY[]' && !a.peek) || a.kind === 'RFC822' || a.kind === 'RFC822.TEXT';
 }
 
+/** bodyItem once per item of a command, not once per message (its label is a string built each time). */
+const bodyItems = new WeakMap<FetchAttribute, ReturnType<typeof bodyItem>>();
+function bodyItemOf(a: FetchAttribute): ReturnType<typeof bodyItem> {
+  let b = bodyItems.get(a);
+  if (b === undefined) bodyItems.set(a, (b = bodyItem(a)));
+  return b;
+}
+
 /** One message's `FETCH (...)` items, in the order asked, reading its bytes once if any item needs them. */
 async function fetchItems(
   session: Session,
@@ -113,7 +121,7 @@ async function fetchItems(
 ): Promise<ImapValue[]> {
   const tree = m.tree ?? { size: m.size - m.prefixLength, headerEnd: m.headerEnd };
   const bodies = items.map((a) => {
-    const b = bodyItem(a);
+    const b = bodyItemOf(a);
     return b ? { ...b, plan: planSection(tree, m.prefixLength, b.section, b.partial) } : null;
   });
   const plans = bodies.flatMap((b) => (b?.plan ? [b.plan] : []));

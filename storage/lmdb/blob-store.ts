@@ -24,6 +24,10 @@ interface BlobMeta {
 
 type ChunkKey = [address: string, index: number];
 
+/** The slabs `read` cuts its buffers from, and the largest buffer it cuts from one (larger ones stand alone). */
+const SLAB = 1024 * 1024;
+const SLAB_PIECE = 64 * 1024;
+
 export function openLocalBlobStore(env: LmdbEnv): BlobStore {
   const { root } = env;
   const meta: Database<BlobMeta, string> = root.openDB<BlobMeta, string>({ name: 'blob_meta' });
@@ -43,6 +47,26 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
   }
 
   /**
+   * Buffers for `read`, cut from slabs of SLAB bytes (as Node's own pool does for small buffers): IMAP reads
+   * every body of a mailbox for a FETCH 1:* BODY[], and one ArrayBuffer each would be 10,000 allocations for
+   * the garbage collector to track and free. A slab lives while any buffer cut from it does; `read`'s
+   * callers (IMAP) hold them only until written, and `get` (whose caller may keep the body) never uses them.
+   */
+  let slab = Buffer.allocUnsafeSlow(0);
+  let slabUsed = 0;
+  function cut(size: number, pooled: boolean): Buffer {
+    if (!pooled || size > SLAB_PIECE) return Buffer.allocUnsafe(size);
+    if (slab.length - slabUsed < size) {
+      slab = Buffer.allocUnsafeSlow(SLAB);
+      slabUsed = 0;
+    }
+    const out = slab.subarray(slabUsed, slabUsed + size);
+    // 8-byte aligned, as Node's pool keeps its pieces.
+    slabUsed += (size + 7) & ~7;
+    return out;
+  }
+
+  /**
    * Octets [start, end) of a blob, after `before` (copied in front), copied once out of LMDB's own memory:
    * getBinaryFast lends a view that holds until the next read, and only the range is copied out of it (a
    * header of a large body is a small copy; the whole body one copy, not one per chunk and another to join
@@ -50,7 +74,7 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
    * the blob's meta record, and a chunk shorter than that size is the last: a read of a small body is one
    * LMDB lookup. null when the blob is absent.
    */
-  function range(address: string, start: number, end: number, before?: Uint8Array): Buffer | null {
+  function range(address: string, start: number, end: number, before?: Uint8Array, pooled = false): Buffer | null {
     const from = Math.max(0, start);
     const first = Math.floor(from / BLOB_CHUNK_BYTES);
     const head = before?.length ?? 0;
@@ -59,7 +83,7 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
       // No such chunk: the blob is absent, empty, or shorter than `from`; its meta record says which.
       const m = meta.get(address);
       if (!m) return null;
-      const out = Buffer.allocUnsafe(head);
+      const out = cut(head, pooled);
       if (before) out.set(before, 0);
       return out;
     }
@@ -77,7 +101,7 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
       c = lent.subarray(0, (chunks as unknown as { lastSize: number }).lastSize);
     }
     to = Math.max(from, to);
-    const out = Buffer.allocUnsafe(head + to - from);
+    const out = cut(head + to - from, pooled);
     if (before) out.set(before, 0);
     let at = head;
     for (let i = first; ;) {
@@ -120,7 +144,7 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
 
     async read(address, start, end, before) {
       checkBlobAddress(address);
-      return range(address, start, end, before);
+      return range(address, start, end, before, true);
     },
 
     async stream(address) {
