@@ -62,7 +62,38 @@ class Out {
     if (this.parts.length === 1 && typeof this.parts[0] === 'string') return Buffer.from(this.parts[0], 'utf8');
     return Buffer.concat(this.parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : p)));
   }
+
+  /**
+   * The response as buffers to write one after the other: literals of `separate` octets or more stay the
+   * caller's buffers (a body is not copied into the response at all), the rest is joined around them.
+   */
+  chunks(separate: number): Buffer[] {
+    if (this.text) this.parts.push(this.text);
+    this.text = '';
+    const out: Buffer[] = [];
+    let run: (string | Uint8Array)[] = [];
+    const close = () => {
+      if (!run.length) return;
+      out.push(
+        run.length === 1 && typeof run[0] === 'string'
+          ? Buffer.from(run[0], 'utf8')
+          : Buffer.concat(run.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : p))),
+      );
+      run = [];
+    };
+    for (const p of this.parts) {
+      if (typeof p !== 'string' && p.length >= separate) {
+        close();
+        out.push(Buffer.isBuffer(p) ? p : Buffer.from(p.buffer, p.byteOffset, p.byteLength));
+      } else run.push(p);
+    }
+    close();
+    return out;
+  }
 }
+
+/** Literals at least this long are written as their own buffers (untaggedChunks), not copied into a response. */
+const SEPARATE_LITERAL = 4 * 1024;
 
 function writeString(out: Out, s: string): void {
   if (QUOTABLE.test(s) && s.length <= MAX_QUOTED) return out.str(`"${s.replace(/(["\\])/g, '\\$1')}"`);
@@ -109,6 +140,18 @@ export function untagged(values: readonly ImapValue[]): Buffer {
   writeValues(out, values);
   out.str(CRLF);
   return out.join();
+}
+
+/**
+ * `untagged` as buffers to write in order, its large literals not copied (a FETCH of bodies sends each
+ * body as the buffer it was read into).
+ */
+export function untaggedChunks(values: readonly ImapValue[]): Buffer[] {
+  const out = new Out();
+  out.str('* ');
+  writeValues(out, values);
+  out.str(CRLF);
+  return out.chunks(SEPARATE_LITERAL);
 }
 
 /** RFC 3501 §7.5 `continue-req` = "+" SP (resp-text / base64) CRLF. */

@@ -248,6 +248,7 @@ function serve(raw: net.Socket, ip: string, secure: boolean, deps: ServeDeps): C
     remoteAddress: ip,
     config,
     send: write,
+    flush,
     writable,
     readLine(signal) {
       return new Promise((resolve) => {

@@ -83,6 +83,11 @@ export interface Session {
   /** Writes bytes (untagged responses, continuations) to the client, in order. */
   send(data: Buffer): void;
   /**
+   * Sends what `send` has queued now, in one write to the socket (a command that sends many responses
+   * calls it every so many octets, so that they leave in a few large writes). Absent: sent as written.
+   */
+  flush?(): void;
+  /**
    * Backpressure for a command that sends much: a promise while the client has yet to read a good part
    * of what was sent (await it before sending more), null when more can go now. Absent: never waits.
    */

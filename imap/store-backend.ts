@@ -42,7 +42,7 @@ import {
 
 const INBOX = 'INBOX';
 /** FETCH metadata is read in pages of this many messages, so `1:*` on a large mailbox is never one read. */
-const META_PAGE = 500;
+const META_PAGE = 1000;
 
 /** The stored name of a mailbox as given by a client; throws BackendError for a name we cannot hold. */
 export function canonicalName(name: string, opts: { trailingDelimiter?: boolean } = {}): string {
@@ -322,7 +322,6 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
     },
 
     async *fetchMeta(user, mailboxId, uids, opts) {
-      await ownMailbox(user, mailboxId);
       const withTree = opts.tree !== false;
       const changedSince = opts.changedSince !== null ? Number(opts.changedSince) : null;
       // The next page is asked for while this one is answered, so the database and the socket overlap.
@@ -330,7 +329,15 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
         i < uids.length
           ? imapMessageRows(db, mailboxId, uids.slice(i, i + META_PAGE), { changedSince, tree: withTree })
           : null;
+      // The first page is asked for together with the ownership check, one round trip instead of two;
+      // nothing of it is used before the check has passed.
       let next = page(0);
+      try {
+        await ownMailbox(user, mailboxId);
+      } catch (err) {
+        next?.catch(() => {});
+        throw err;
+      }
       for (let i = 0; next; i += META_PAGE) {
         const rows = await next;
         next = page(i + META_PAGE);
@@ -353,10 +360,15 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
         const from = Math.max(0, start);
         const to = Math.max(from, end);
         if (to <= p) return ref.prefix.subarray(from, to);
-        const body = blobs.read
-          ? await blobs.read(ref.blobAddress, Math.max(0, from - p), to - p)
-          : ((await blobs.get(ref.blobAddress))?.subarray(Math.max(0, from - p), to - p) ?? null);
-        if (body) return from >= p ? body : Buffer.concat([ref.prefix.subarray(from), body]);
+        const before = from < p ? ref.prefix.subarray(from) : undefined;
+        if (blobs.read) {
+          // The prefix goes into the same buffer as the body's range: one copy of the served bytes.
+          const served = await blobs.read(ref.blobAddress, Math.max(0, from - p), to - p, before);
+          if (served) return served;
+        } else {
+          const body = (await blobs.get(ref.blobAddress))?.subarray(Math.max(0, from - p), to - p);
+          if (body) return before ? Buffer.concat([before, body]) : body;
+        }
         // Released meanwhile: the message was expunged (or its body is lost); the row says which.
       }
       await ownMailbox(user, mailboxId);
@@ -371,8 +383,15 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
       // same); an ASCII needle can be looked for there by Postgres (storage/pg/imap-mailboxes.ts).
       const column = ENVELOPE_TEXT[field];
       if (!column || !/^[\x20-\x7e]*$/.test(needle)) return null;
-      await ownMailbox(user, mailboxId);
-      return envelopeCandidates(db, mailboxId, uids, column, needle);
+      // Asked together with the ownership check (one round trip), and used only once it has passed.
+      const found = envelopeCandidates(db, mailboxId, uids, column, needle);
+      try {
+        await ownMailbox(user, mailboxId);
+      } catch (err) {
+        found.catch(() => {});
+        throw err;
+      }
+      return found;
     },
 
     markSeen(user, mailboxId, uids) {

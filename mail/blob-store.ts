@@ -34,9 +34,11 @@ export interface BlobStore {
   get(address: string): Promise<Buffer | null>;
   /**
    * Optional: octets [start, end) of the blob (end clipped to its size), copied once and nothing else
-   * read, or null when absent. IMAP reads a header or a part this way (imap/store-backend.ts).
+   * read, or null when absent; with `before`, those bytes come first in the same buffer (IMAP's receipt
+   * prefix, so that a served message is one copy, not two). IMAP reads a header or a part this way
+   * (imap/store-backend.ts).
    */
-  read?(address: string, start: number, end: number): Promise<Buffer | null>;
+  read?(address: string, start: number, end: number, before?: Uint8Array): Promise<Buffer | null>;
   /** The blob as a stream of chunks (never buffered whole), or null when absent. */
   stream(address: string): Promise<Readable | null>;
   has(address: string): Promise<boolean>;

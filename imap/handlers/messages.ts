@@ -6,7 +6,16 @@ import type { CommandOf, FetchAttribute, Section } from '../command-types.js';
 import type { Handler, Outcome } from '../commands.js';
 import { BackendError, type MailboxBackend, type MessageMeta, type StoreResult } from '../backend.js';
 import { announceExpunged, markReported, seqOf, type SelectedMailbox, type Session } from '../session.js';
-import { atom, formatDateTime, literal, sectionLabel, statusResponse, untagged, type ImapValue } from '../response.js';
+import {
+  atom,
+  formatDateTime,
+  literal,
+  sectionLabel,
+  statusResponse,
+  untagged,
+  untaggedChunks,
+  type ImapValue,
+} from '../response.js';
 import { resolveSequenceNumbers, resolveUids, type SequenceSet } from '../sequence-set.js';
 import { envelopeValue } from '../render-envelope.js';
 import { bodyValue } from '../render-bodystructure.js';
@@ -19,6 +28,8 @@ const READ_ONLY: Outcome = { status: 'NO', text: 'the mailbox is read-only' };
 
 /** FETCH works through the metadata in batches, so that \Seen is set once per batch, not per message. */
 const FETCH_BATCH = 256;
+/** FETCH responses queued before they are sent in one write (imap/session.ts Session.flush). */
+const FLUSH_BYTES = 128 * 1024;
 
 /**
  * The UIDs a command's set names, ascending. UID forms: UIDs not in the mailbox are ignored (RFC 3501
@@ -90,6 +101,14 @@ function setsSeen(a: FetchAttribute): boolean {
   return (a.kind === 'BODY[]' && !a.peek) || a.kind === 'RFC822' || a.kind === 'RFC822.TEXT';
 }
 
+/** bodyItem once per item of a command, not once per message (its label is a string built each time). */
+const bodyItems = new WeakMap<FetchAttribute, ReturnType<typeof bodyItem>>();
+function bodyItemOf(a: FetchAttribute): ReturnType<typeof bodyItem> {
+  let b = bodyItems.get(a);
+  if (b === undefined) bodyItems.set(a, (b = bodyItem(a)));
+  return b;
+}
+
 /** One message's `FETCH (...)` items, in the order asked, reading its bytes once if any item needs them. */
 async function fetchItems(
   session: Session,
@@ -102,7 +121,7 @@ async function fetchItems(
 ): Promise<ImapValue[]> {
   const tree = m.tree ?? { size: m.size - m.prefixLength, headerEnd: m.headerEnd };
   const bodies = items.map((a) => {
-    const b = bodyItem(a);
+    const b = bodyItemOf(a);
     return b ? { ...b, plan: planSection(tree, m.prefixLength, b.section, b.partial) } : null;
   });
   const plans = bodies.flatMap((b) => (b?.plan ? [b.plan] : []));
@@ -198,11 +217,21 @@ async function fetch(
         throw err;
       }
       found++;
-      session.send(untagged([seq, atom('FETCH'), values]));
+      for (const chunk of untaggedChunks([seq, atom('FETCH'), values])) {
+        session.send(chunk);
+        queued += chunk.length;
+      }
+      if (queued < FLUSH_BYTES) continue;
+      // Many responses, one write: a syscall per message would cost more than the copying it saves.
+      queued = 0;
+      session.flush?.();
       const wait = session.writable?.();
       if (wait) await wait;
     }
+    if (queued) session.flush?.();
+    queued = 0;
   };
+  let queued = 0;
   let found = 0;
   let batch: MessageMeta[] = [];
   const metas = backend.fetchMeta(session.principal, sel.snapshot.mailboxId, uids, {

@@ -14,7 +14,7 @@ import { Readable } from 'node:stream';
 import type { Database } from 'lmdb';
 import type { LmdbEnv } from './env.js';
 import { BlobNotFoundError, checkBlobAddress, checkRefStep, type BlobStore } from '../../mail/blob-store.js';
-import { readChunks } from '../blob-chunks.js';
+import { BLOB_CHUNK_BYTES, readChunks } from '../blob-chunks.js';
 
 interface BlobMeta {
   size: number;
@@ -23,6 +23,10 @@ interface BlobMeta {
 }
 
 type ChunkKey = [address: string, index: number];
+
+/** The slabs `read` cuts its buffers from, and the largest buffer it cuts from one (larger ones stand alone). */
+const SLAB = 1024 * 1024;
+const SLAB_PIECE = 64 * 1024;
 
 export function openLocalBlobStore(env: LmdbEnv): BlobStore {
   const { root } = env;
@@ -43,24 +47,73 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
   }
 
   /**
-   * Octets [start, end) of a blob, copied once out of LMDB's own memory: getBinaryFast lends a view that
-   * holds until the next read, and only the range is copied out of it (a header of a large body is a
-   * small copy; the whole body one copy, not one per chunk and another to join them).
+   * Buffers for `read`, cut from slabs of SLAB bytes (as Node's own pool does for small buffers): IMAP reads
+   * every body of a mailbox for a FETCH 1:* BODY[], and one ArrayBuffer each would be 10,000 allocations for
+   * the garbage collector to track and free. A slab lives while any buffer cut from it does; `read`'s
+   * callers (IMAP) hold them only until written, and `get` (whose caller may keep the body) never uses them.
    */
-  function range(address: string, m: BlobMeta, start: number, end: number): Buffer {
+  let slab = Buffer.allocUnsafeSlow(0);
+  let slabUsed = 0;
+  function cut(size: number, pooled: boolean): Buffer {
+    if (!pooled || size > SLAB_PIECE) return Buffer.allocUnsafe(size);
+    if (slab.length - slabUsed < size) {
+      slab = Buffer.allocUnsafeSlow(SLAB);
+      slabUsed = 0;
+    }
+    const out = slab.subarray(slabUsed, slabUsed + size);
+    // 8-byte aligned, as Node's pool keeps its pieces.
+    slabUsed += (size + 7) & ~7;
+    return out;
+  }
+
+  /**
+   * Octets [start, end) of a blob, after `before` (copied in front), copied once out of LMDB's own memory:
+   * getBinaryFast lends a view that holds until the next read, and only the range is copied out of it (a
+   * header of a large body is a small copy; the whole body one copy, not one per chunk and another to join
+   * them). The chunks have a fixed size (storage/blob-chunks.ts), so the range finds its first chunk without
+   * the blob's meta record, and a chunk shorter than that size is the last: a read of a small body is one
+   * LMDB lookup. null when the blob is absent.
+   */
+  function range(address: string, start: number, end: number, before?: Uint8Array, pooled = false): Buffer | null {
     const from = Math.max(0, start);
-    const to = Math.min(m.size, end);
-    const out = Buffer.allocUnsafe(Math.max(0, to - from));
-    let at = 0;
-    let pos = 0;
-    for (let i = 0; i < m.chunks && pos < to; i++) {
-      const lent = chunks.getBinaryFast([address, i]);
+    const first = Math.floor(from / BLOB_CHUNK_BYTES);
+    const head = before?.length ?? 0;
+    let lent = chunks.getBinaryFast([address, first]);
+    if (!lent) {
+      // No such chunk: the blob is absent, empty, or shorter than `from`; its meta record says which.
+      const m = meta.get(address);
+      if (!m) return null;
+      const out = cut(head, pooled);
+      if (before) out.set(before, 0);
+      return out;
+    }
+    let c = lent.subarray(0, (chunks as unknown as { lastSize: number }).lastSize);
+    let pos = first * BLOB_CHUNK_BYTES;
+    let to = Math.min(end, pos + c.length);
+    if (end > to && c.length === BLOB_CHUNK_BYTES) {
+      // The range goes on past a full chunk: the blob's size (its meta record) says how far.
+      const m = meta.get(address);
+      if (!m) throw new BlobNotFoundError(address);
+      to = Math.min(end, m.size);
+      // That read took back the lent view: the chunk again.
+      lent = chunks.getBinaryFast([address, first]);
+      if (!lent) throw new BlobNotFoundError(address);
+      c = lent.subarray(0, (chunks as unknown as { lastSize: number }).lastSize);
+    }
+    to = Math.max(from, to);
+    const out = cut(head + to - from, pooled);
+    if (before) out.set(before, 0);
+    let at = head;
+    for (let i = first; ;) {
+      if (pos + c.length > from && pos < to) {
+        at += c.copy(out, at, Math.max(from, pos) - pos, Math.min(to, pos + c.length) - pos);
+      }
+      pos += c.length;
+      if (pos >= to || c.length < BLOB_CHUNK_BYTES) break;
+      lent = chunks.getBinaryFast([address, ++i]);
       // Only a release by a caller that held no reference can remove a blob under a reader.
       if (!lent) throw new BlobNotFoundError(address);
-      // The lent buffer may be longer than the value: lmdb-js gives the value's size as lastSize.
-      const c = lent.subarray(0, (chunks as unknown as { lastSize: number }).lastSize);
-      if (pos + c.length > from) at += c.copy(out, at, Math.max(from, pos) - pos, Math.min(to, pos + c.length) - pos);
-      pos += c.length;
+      c = lent.subarray(0, (chunks as unknown as { lastSize: number }).lastSize);
     }
     return at === out.length ? out : out.subarray(0, at);
   }
@@ -86,14 +139,12 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
 
     async get(address) {
       checkBlobAddress(address);
-      const m = meta.get(address);
-      return m ? range(address, m, 0, m.size) : null;
+      return range(address, 0, Infinity);
     },
 
-    async read(address, start, end) {
+    async read(address, start, end, before) {
       checkBlobAddress(address);
-      const m = meta.get(address);
-      return m ? range(address, m, start, end) : null;
+      return range(address, start, end, before, true);
     },
 
     async stream(address) {

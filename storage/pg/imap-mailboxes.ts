@@ -68,14 +68,17 @@ export async function imapMessageRows(
   uids: readonly number[],
   opts: { changedSince: number | null; tree: boolean },
 ): Promise<ImapMessageRow[]> {
+  if (!uids.length) return [];
+  // The bounds let Postgres walk the (mailbox_id, uid) index over the page's range alone: with `= ANY` only,
+  // it may read every row of the mailbox for each page.
   const rows = await q.query<ImapMessageRow>(
     `SELECT uid, modseq, flags, internal_date AS "internalDate", size, prefix, blob_address AS "blobAddress",
-       (structure->'body'->>'bodyStart')::int AS "headerEnd",
-       CASE WHEN $4::boolean THEN structure::text END AS structure
+       header_end AS "headerEnd", CASE WHEN $4::boolean THEN structure::text END AS structure
      FROM mail_messages
-     WHERE mailbox_id = $1 AND uid = ANY($2::bigint[]) AND ($3::bigint IS NULL OR modseq > $3::bigint)
+     WHERE mailbox_id = $1 AND uid BETWEEN $5 AND $6 AND uid = ANY($2::bigint[])
+       AND ($3::bigint IS NULL OR modseq > $3::bigint)
      ORDER BY uid`,
-    [mailboxId, uids, opts.changedSince, opts.tree],
+    [mailboxId, uids, opts.changedSince, opts.tree, uids[0], uids[uids.length - 1]],
   );
   for (const r of rows) {
     // pg returns bytea as a Buffer, PGlite as a Uint8Array.
@@ -103,16 +106,44 @@ export async function envelopeCandidates(
   field: EnvelopeTextField,
   needle: string,
 ): Promise<{ candidates: number[]; matched: number[] }> {
+  if (!uids.length) return { candidates: [], matched: [] };
   const pattern = `%${needle.replace(/[\\%_]/g, '\\$&')}%`;
-  const rows = await q.query<{ uid: number; sure: boolean }>(
-    `SELECT uid, (envelope IS NOT NULL AND v NOT LIKE '%=?%' AND v !~ '[^\\x01-\\x7e]') AS sure
-     FROM (SELECT uid, envelope, envelope->>$3 AS v FROM mail_messages
-       WHERE mailbox_id = $1 AND uid = ANY($2::bigint[])) m
-     WHERE envelope IS NULL OR v ILIKE $4 OR v LIKE '%=?%' OR v ~ '[^\\x01-\\x7e]'
-     ORDER BY uid`,
-    [mailboxId, uids, field, pattern],
-  );
-  return { candidates: rows.map((r) => Number(r.uid)), matched: rows.filter((r) => r.sure).map((r) => Number(r.uid)) };
+  // `uids` ascending: a dense set (SEARCH over the whole mailbox) is read as its range and filtered here,
+  // instead of sending thousands of UIDs for Postgres to compare every row with.
+  const low = uids[0]!;
+  const high = uids[uids.length - 1]!;
+  const dense = uids.length * 2 >= high - low + 1;
+  const set = dense ? null : uids;
+  // The Subject has a column of its own (migration 0021): a plain one is decided by ILIKE there, and only a
+  // row without one (no envelope, no subject, or one whose decoded form may differ) looks into the jsonb.
+  const rows =
+    field === 'subject'
+      ? await q.query<{ uid: number; sure: boolean }>(
+          `SELECT uid, subject_plain IS NOT NULL AS sure FROM mail_messages
+           WHERE mailbox_id = $1 AND uid BETWEEN $2 AND $3 AND ($4::bigint[] IS NULL OR uid = ANY($4::bigint[]))
+             AND (subject_plain ILIKE $5
+               OR (subject_plain IS NULL AND (envelope IS NULL OR envelope->>'subject' IS NOT NULL)))
+           ORDER BY uid`,
+          [mailboxId, low, high, set, pattern],
+        )
+      : await q.query<{ uid: number; sure: boolean }>(
+          `SELECT uid, (envelope IS NOT NULL AND v NOT LIKE '%=?%' AND v !~ '[^\\x01-\\x7e]') AS sure
+           FROM (SELECT uid, envelope, envelope->>$5 AS v FROM mail_messages
+             WHERE mailbox_id = $1 AND uid BETWEEN $2 AND $3 AND ($4::bigint[] IS NULL OR uid = ANY($4::bigint[]))) m
+           WHERE envelope IS NULL OR v ILIKE $6 OR v LIKE '%=?%' OR v ~ '[^\\x01-\\x7e]'
+           ORDER BY uid`,
+          [mailboxId, low, high, set, field, pattern],
+        );
+  const wanted = dense ? new Set(uids) : null;
+  const candidates: number[] = [];
+  const matched: number[] = [];
+  for (const r of rows) {
+    const uid = Number(r.uid);
+    if (wanted && !wanted.has(uid)) continue;
+    candidates.push(uid);
+    if (r.sure) matched.push(uid);
+  }
+  return { candidates, matched };
 }
 
 /**

@@ -191,6 +191,15 @@ t.test('SEARCH: SUBJECT, FROM, BODY, UNSEEN, UID ranges', async (t) => {
   await raw.until(/\* SEARCH 4\r\nu4 OK/);
   raw.send('u5 SEARCH SUBJECT "%"');
   await raw.until(/\* SEARCH\r\nu5 OK/);
+  // Sets with gaps: a dense one is read as its range and filtered, a sparse one asked for UID by UID.
+  raw.send('u6 UID SEARCH UID 1,4,5 SUBJECT invoice');
+  await raw.until(/\* SEARCH 1 4 5\r\nu6 OK/);
+  raw.send('u7 UID SEARCH UID 2,5 SUBJECT invoice');
+  await raw.until(/\* SEARCH 5\r\nu7 OK/);
+  raw.send('u8 UID SEARCH UID 1,5 SUBJECT invoice');
+  await raw.until(/\* SEARCH 1 5\r\nu8 OK/);
+  raw.send('u9 UID SEARCH UID 2,5 HEADER Subject lunch');
+  await raw.until(/\* SEARCH 2\r\nu9 OK/);
 });
 
 t.test('STORE +FLAGS \\Flagged is seen by a second session at NOOP; CONDSTORE CHANGEDSINCE', async (t) => {

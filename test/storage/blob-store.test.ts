@@ -75,6 +75,26 @@ async function contract(t: Test, blobs: BlobStore) {
     t.equal((await blobs.read(a.address, 700 * 1024, 800 * 1024))?.length, 0, 'past the end: empty');
     t.equal(await blobs.read(sha256(Buffer.from('absent')), 0, 10), null, 'absent: null');
     t.same(await blobs.get(a.address), body, 'get is the whole range');
+    // `before` comes first in the same buffer (IMAP's receipt prefix), whatever the range.
+    const before = Buffer.from('Return-Path: <a@b.test>\r\n');
+    t.same(await blobs.read(a.address, 0, 100, before), Buffer.concat([before, body.subarray(0, 100)]), 'before');
+    t.same(
+      await blobs.read(a.address, ...across, before),
+      Buffer.concat([before, body.subarray(...across)]),
+      'before, across chunks',
+    );
+    t.same(await blobs.read(a.address, 700 * 1024, 800 * 1024, before), before, 'before, past the end');
+    t.equal(await blobs.read(sha256(Buffer.from('absent')), 0, 10, before), null, 'before, absent: null');
+    // A body of one short chunk, and one of exactly two full chunks (no short last chunk to stop at).
+    const small = randomBytes(3000);
+    const s = await blobs.put(small);
+    t.same(await blobs.read(s.address, 10, 1e9), small.subarray(10), 'one short chunk, clipped');
+    t.same(await blobs.get(s.address), small, 'one short chunk, whole');
+    const even = randomBytes(512 * 1024);
+    const e = await blobs.put(even);
+    t.same(await blobs.get(e.address), even, 'two full chunks, whole');
+    t.same(await blobs.read(e.address, 300 * 1024, 1e9), even.subarray(300 * 1024), 'two full chunks, from the second');
+    t.equal((await blobs.read(e.address, 512 * 1024, 1e9))?.length, 0, 'two full chunks, at the end: empty');
   });
 
   t.test('an empty body is a blob too', async (t) => {
