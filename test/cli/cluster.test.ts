@@ -84,7 +84,7 @@ t.test(
     const listening = await waitFor(
       () => {
         const lines = logged(s, 'control plane listening');
-        return lines.length >= 2 && lines;
+        return lines.length >= 2 ? lines : null;
       },
       { timeoutMs: 10_000, what: "both workers' 'control plane listening'" },
     );
