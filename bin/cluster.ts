@@ -61,6 +61,17 @@ export function workerIndex(): number | null {
 }
 
 /**
+ * In a worker, before anything opens: when the primary is gone (killed, crashed), end at once, as a crash does
+ * (what this process had leased comes back to the next one). Node's own reaction, process.exit() from its
+ * 'disconnect' listener, can hang for good: exit joins libuv's threads, and lmdb-js's write thread may be waiting
+ * for the main thread to run a transaction's callbacks (seen: orphaned workers stuck there). Prepended, so that it
+ * runs before Node's; SIGKILL runs no exit handler.
+ */
+export function endWithPrimary(): void {
+  process.prependListener('disconnect', () => process.kill(process.pid, 'SIGKILL'));
+}
+
+/**
  * In a worker, once its service runs: answers the primary's metric requests from `registry`, says it is ready,
  * and returns what GET /metrics on the HTTP port serves: the whole cluster's sum, asked of the primary.
  */

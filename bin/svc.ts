@@ -106,6 +106,7 @@ async function main(argv: string[]): Promise<number> {
       const log = createLogger(config.logLevel);
       if (workers > 1 && cluster.workerIndex() === null) return cluster.runPrimary(config, role, workers, log);
       const index = cluster.workerIndex();
+      if (index !== null) cluster.endWithPrimary();
       if (index === null && config.workers !== null && config.workers > 1 && !config.databaseUrl)
         log.info(
           { workers: config.workers },
