@@ -111,7 +111,12 @@ function tooLarge(req: IncomingMessage, res: ServerResponse, limit: number): Api
   return fail('payload_too_large', `Request body is larger than ${limit} bytes.`, { limit });
 }
 
-/** The answer says the connection closes; once written, a little more of the body is dropped, then it does. */
+/**
+ * The answer says the connection closes; once written, a little more of the body is dropped (a client that sends
+ * all of it before reading then hears the answer), then nothing more is read and the connection closes when the
+ * client has sent it all or at DRAIN_MS. Not at once past DRAIN_BYTES: closing a socket with unread data sends a
+ * reset, which throws away what the client had received and not yet read, the answer included.
+ */
 function closeAfter(req: IncomingMessage, res: ServerResponse): void {
   res.setHeader('Connection', 'close');
   res.once('finish', () => {
@@ -123,7 +128,10 @@ function closeAfter(req: IncomingMessage, res: ServerResponse): void {
     };
     const onData = (chunk: Buffer) => {
       seen += chunk.length;
-      if (seen > DRAIN_BYTES) stop();
+      if (seen <= DRAIN_BYTES) return;
+      // The kernel's buffers fill and the client's writes wait: no memory of ours, and the timer ends it.
+      req.removeListener('data', onData);
+      req.socket.pause();
     };
     const timer = setTimeout(stop, DRAIN_MS);
     timer.unref();
