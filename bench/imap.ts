@@ -37,7 +37,7 @@ import { parseArgs } from 'node:util';
 import { createClient, type Client } from '@svc-mail/sdk';
 import { openPostgres } from '../storage/pg/client.js';
 import { markInboundVerified } from '../storage/pg/domains.js';
-import { memoryOf, memoryOfAll, startDovecot, writeMaildir, type MaildirMessage } from './dovecot.js';
+import { memoryOfAll, startDovecot, writeMaildir, type MaildirMessage } from './dovecot.js';
 import { ADMIN_KEY, startChild } from './service.js';
 import { benchDatabase, freePort, sleep } from './util.js';
 
@@ -505,7 +505,8 @@ try {
       port: imapPort,
       username: inbox.address,
       password: inbox.password,
-      memory: () => ({ ...memoryOf(svcPid), processes: 1 }),
+      // The service's processes: `svc start` and, with SVC_WORKERS (one per core by default), its workers.
+      memory: () => memoryOfAll([svcPid, ...childPids(svcPid)]),
     },
     dovecot: {
       name: 'dovecot',
@@ -684,7 +685,7 @@ console.log(
       return `  ${o.command.padEnd(34)} ${cols.join(' ')}`;
     }),
     `  ${CONNECTIONS} idle connections (LOGIN, SELECT INBOX): memory growth (the runs: see above)`,
-    memoryLine('svc process RSS', memory.svcRssGrowth, null),
+    memoryLine('svc processes RSS sum', memory.svcRssGrowth, null),
     memoryLine('Dovecot processes RSS sum', memory.dovecotRssGrowth, memory.ratioRss),
     memoryLine('Dovecot processes PSS sum', memory.dovecotPssGrowth, memory.ratioPss),
   ].join('\n'),
@@ -702,19 +703,26 @@ process.exit(0);
 
 /** The service child (`svc start`), found among our children: its memory is what the bench reads. */
 function childPid(): number {
+  const [pid] = childPids(process.pid);
+  if (pid === undefined) throw new Error('the service process is not among our children');
+  return pid;
+}
+
+/** The children of `parent` that run the service (`svc start`; a cluster primary's workers). */
+function childPids(parent: number): number[] {
+  const out: number[] = [];
   for (const name of readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue;
     try {
       const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
       const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === process.pid && readFileSync(`/proc/${name}/cmdline`, 'latin1').includes('bin/svc.ts')) {
-        return Number(name);
-      }
+      if (ppid === parent && readFileSync(`/proc/${name}/cmdline`, 'latin1').includes('bin/svc.ts'))
+        out.push(Number(name));
     } catch {
       // gone meanwhile
     }
   }
-  throw new Error('the service process is not among our children');
+  return out;
 }
 
 interface BenchInbox {
