@@ -1,7 +1,14 @@
 // The master key and the sealing of secrets the server must use again (HMAC secrets, DKIM keys,
 // mail carrying one-time links). AES-256-GCM; the associated data binds a sealed value to its row,
 // so a ciphertext copied into another row does not open.
-import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  createSecretKey,
+  randomBytes,
+  type KeyObject,
+} from 'node:crypto';
 import { open, readFile, mkdir, link, unlink } from 'node:fs/promises';
 import path from 'node:path';
 
@@ -19,16 +26,23 @@ const VERSION = 'v1';
 
 export function createSealer(key: Buffer): Sealer {
   if (key.length !== 32) throw new Error('master key must be 32 bytes');
-  const macKeys = new Map<string, Buffer>();
+  // The keys as KeyObjects, made once: on Node 24, createHmac and createCipheriv given a Buffer key spend ~20 µs
+  // a call deciding that it is not a KeyObject (measured: 20 µs against 2 with a KeyObject), and `mac` runs for
+  // every message sent (its VERP return path, mail/verp.ts).
+  const master = createSecretKey(key);
+  const macKeys = new Map<string, KeyObject>();
   return {
     mac(purpose, data) {
       let k = macKeys.get(purpose);
-      if (!k) macKeys.set(purpose, (k = createHmac('sha256', key).update(`svc-mail mac ${purpose}`).digest()));
+      if (!k) {
+        k = createSecretKey(createHmac('sha256', master).update(`svc-mail mac ${purpose}`).digest());
+        macKeys.set(purpose, k);
+      }
       return createHmac('sha256', k).update(data).digest('hex');
     },
     seal(plaintext, aad) {
       const iv = randomBytes(12);
-      const c = createCipheriv('aes-256-gcm', key, iv);
+      const c = createCipheriv('aes-256-gcm', master, iv);
       c.setAAD(Buffer.from(aad));
       const ct = Buffer.concat([c.update(plaintext, 'utf8'), c.final()]);
       return `${VERSION}.${Buffer.concat([iv, c.getAuthTag(), ct]).toString('base64')}`;
@@ -37,7 +51,7 @@ export function createSealer(key: Buffer): Sealer {
       const [version, body] = sealed.split('.');
       if (version !== VERSION || !body) throw new Error('unknown sealed format');
       const buf = Buffer.from(body, 'base64');
-      const d = createDecipheriv('aes-256-gcm', key, buf.subarray(0, 12));
+      const d = createDecipheriv('aes-256-gcm', master, buf.subarray(0, 12));
       d.setAAD(Buffer.from(aad));
       d.setAuthTag(buf.subarray(12, 28));
       return Buffer.concat([d.update(buf.subarray(28)), d.final()]).toString('utf8');
