@@ -71,10 +71,7 @@ export function endWithPrimary(): void {
   process.prependListener('disconnect', () => process.kill(process.pid, 'SIGKILL'));
 }
 
-/**
- * In a worker, once its service runs: answers the primary's metric requests from `registry`, says it is ready,
- * and returns what GET /metrics on the HTTP port serves: the whole cluster's sum, asked of the primary.
- */
+/** In a worker, once its service runs: answers the primary's metric requests from `registry`, and says it is ready. */
 export function joinCluster(registry: Registry): void {
   AggregatorRegistry.setRegistries([registry]);
   // The constructor is what installs prom-client's responder to the primary's requests (lib/cluster.js).
