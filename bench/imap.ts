@@ -26,7 +26,7 @@
 //
 //   node --import tsx bench/imap.ts [--messages 10000] [--runs 3] [--reps 3] [--connections 1000]
 //                                   [--pg URL] [--cpu-prof]
-import { accessSync, constants, readFileSync, readdirSync } from 'node:fs';
+import { accessSync, constants } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
@@ -39,7 +39,7 @@ import { openPostgres } from '../storage/pg/client.js';
 import { markInboundVerified } from '../storage/pg/domains.js';
 import { memoryOfAll, startDovecot, writeMaildir, type MaildirMessage } from './dovecot.js';
 import { ADMIN_KEY, startChild } from './service.js';
-import { benchDatabase, freePort, sleep } from './util.js';
+import { benchDatabase, freePort, sleep, svcChildren } from './util.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -506,7 +506,7 @@ try {
       username: inbox.address,
       password: inbox.password,
       // The service's processes: `svc start` and, with SVC_WORKERS (one per core by default), its workers.
-      memory: () => memoryOfAll([svcPid, ...childPids(svcPid)]),
+      memory: () => memoryOfAll([svcPid, ...svcChildren(svcPid)]),
     },
     dovecot: {
       name: 'dovecot',
@@ -703,26 +703,9 @@ process.exit(0);
 
 /** The service child (`svc start`), found among our children: its memory is what the bench reads. */
 function childPid(): number {
-  const [pid] = childPids(process.pid);
+  const [pid] = svcChildren(process.pid);
   if (pid === undefined) throw new Error('the service process is not among our children');
   return pid;
-}
-
-/** The children of `parent` that run the service (`svc start`; a cluster primary's workers). */
-function childPids(parent: number): number[] {
-  const out: number[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === parent && readFileSync(`/proc/${name}/cmdline`, 'latin1').includes('bin/svc.ts'))
-        out.push(Number(name));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
 }
 
 interface BenchInbox {

@@ -1,9 +1,12 @@
 // Small helpers shared by the bench modules.
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import pg from 'pg';
 
 export { freePort } from '../test/helpers/postfix.js';
+import { processes, type Proc } from '../test/helpers/processes.js';
+
+export { processes, svcChildren, type Proc } from '../test/helpers/processes.js';
 
 /** uid/gid of a system user, from /etc/passwd (Node has no getpwnam). */
 export function user(name: string): { uid: number; gid: number } {
@@ -39,44 +42,6 @@ export async function waitPort(port: number, timeoutMs: number, dead: () => stri
     if (Date.now() > deadline) throw new Error(`nothing listens on 127.0.0.1:${port} after ${timeoutMs} ms`);
     await sleep(25);
   }
-}
-
-export interface Proc {
-  pid: number;
-  ppid: number;
-  pgrp: number;
-  cmdline: string;
-  /** CPU time (user + system) so far, in seconds. */
-  cpu: number;
-  /** CPU time of its children that exited and were reaped, in seconds. */
-  reapedCpu: number;
-}
-
-/** Every process now running, from /proc (Linux). */
-export function processes(): Proc[] {
-  const out: Proc[] = [];
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      // Fields after "pid (comm) ": state ppid pgrp … utime(14) stime(15) cutime(16) cstime(17), in 1/100 s.
-      const f = stat
-        .slice(stat.lastIndexOf(')') + 2)
-        .split(' ')
-        .map(Number);
-      out.push({
-        pid: Number(name),
-        ppid: f[1]!,
-        pgrp: f[2]!,
-        cmdline: readFileSync(`/proc/${name}/cmdline`, 'latin1'),
-        cpu: (f[11]! + f[12]!) / 100,
-        reapedCpu: (f[13]! + f[14]!) / 100,
-      });
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
 }
 
 /** CPU seconds used so far by the processes `match` picks. */

@@ -5,9 +5,10 @@
 import t from 'tap';
 import http from 'node:http';
 import net from 'node:net';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { waitFor } from '../helpers/wait-for.js';
 import { databaseEnv, listenEnv, svc, tempDir, type Svc } from '../helpers/child.js';
+import { svcChildren } from '../helpers/processes.js';
 
 const needsPostgres = process.env.SVC_DATABASE_URL
   ? false
@@ -24,22 +25,6 @@ function get(port: number, path: string): Promise<{ status: number; body: string
       })
       .on('error', reject);
   });
-}
-
-/** The process ids of the primary's children that run the service (not tsx's esbuild helper). */
-function workerPids(primary: number): number[] {
-  return readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .filter((d) => {
-      try {
-        const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-        return ppid === primary && readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('svc.ts');
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
 }
 
 const logged = (s: Svc, msg: string) => s.logs().filter((l) => l.msg === msg);
@@ -130,7 +115,7 @@ t.test(
       'a gauge of the shared spool appears once',
     );
 
-    const before = workerPids(s.child.pid!);
+    const before = svcChildren(s.child.pid!);
     t.equal(before.length, 2, `two worker processes (${before.join(', ')})`);
     process.kill(before[0]!, 'SIGKILL');
     await waitFor(() => logged(s, 'worker exited; starting another').length === 1, {
@@ -142,7 +127,7 @@ t.test(
       timeoutMs: 60_000,
       what: 'the new worker listening',
     });
-    const after = workerPids(s.child.pid!);
+    const after = svcChildren(s.child.pid!);
     t.equal(after.length, 2, 'two workers again');
     t.notOk(after.includes(before[0]!), 'the killed one replaced');
 
@@ -150,7 +135,7 @@ t.test(
     const exit = await s.exited;
     t.same(exit, { code: 0, signal: null }, 'SIGTERM drains every worker and exits 0');
     t.equal(logged(s, 'stopped').filter((l) => l.worker !== undefined).length, 2, 'each worker stopped');
-    t.same(workerPids(s.child.pid!), [], 'no worker left behind');
+    t.same(svcChildren(s.child.pid!), [], 'no worker left behind');
   },
 );
 
@@ -164,7 +149,7 @@ t.test('the primary killed with -9: its workers end too', { skip: needsPostgres 
     },
     { timeoutMs: 90_000, what: "'all workers started'" },
   );
-  const workers = workerPids(s.child.pid!);
+  const workers = svcChildren(s.child.pid!);
   t.equal(workers.length, 2, 'two workers');
   // Node's own exit on the lost channel could hang in lmdb-js when a spool write was under way (orphans seen
   // after test/mta/crash-cycles.test.ts under load); an idle worker exits either way, so this guards the rule
@@ -210,7 +195,7 @@ t.test('with the embedded database one process runs, whatever SVC_WORKERS says',
     'it says so',
   );
   t.equal(logged(s, 'starting workers').length, 0, 'no cluster');
-  t.same(workerPids(s.child.pid!), [], 'no worker process');
+  t.same(svcChildren(s.child.pid!), [], 'no worker process');
   s.child.kill('SIGTERM');
   t.equal((await s.exited).code, 0, 'drains and exits 0');
 });
