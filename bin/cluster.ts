@@ -15,7 +15,10 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { Scrape } from '../control/middleware/ops.js';
 import { listenMetrics } from './metrics.js';
+import { createLogger } from '../config/context.js';
 import type { Role } from './start.js';
+
+const ignore = () => {};
 
 /** A worker that dies sooner than this after its start is restarted after a growing delay (a crash loop). */
 const STABLE_MS = 10_000;
@@ -202,4 +205,49 @@ export async function runPrimary(config: Readonly<Config>, role: Role, workers: 
   await closeMetrics();
   log.info({ code }, 'stopped');
   return code;
+}
+
+/**
+ * `svc start --role <role>`: the primary of SVC_WORKERS workers, one of those workers, or the one process (a
+ * single worker, or the embedded database). Resolves with the exit code once drained after SIGTERM or SIGINT.
+ */
+export async function startCommand(config: Readonly<Config>, role: Role): Promise<number> {
+  const workers = workerCount(config);
+  const log = createLogger(config.logLevel);
+  const index = workerIndex();
+  // The primary loads none of the roles' code.
+  if (workers > 1 && index === null) return runPrimary(config, role, workers, log);
+  if (index !== null) endWithPrimary();
+  const { startService } = await import('./start.js');
+  if (index === null && config.workers !== null && config.workers > 1 && !config.databaseUrl)
+    log.info(
+      { workers: config.workers },
+      'one process: the embedded database lives in one (SVC_WORKERS needs SVC_DATABASE_URL)',
+    );
+  const svc =
+    index === null
+      ? await startService(config, { role, log })
+      : await startService(perWorker(config, workers), {
+          role,
+          log: log.child({ worker: index }),
+          metricsListener: false,
+          scrape: clusterScrape(),
+        });
+  if (index !== null) joinCluster(svc.metrics);
+  await new Promise<void>((resolve) => {
+    // A worker hears a signal twice (the terminal's SIGINT reaches the whole process group, and the primary
+    // passes SIGTERM on): the first drains, later ones must not kill it mid-drain.
+    const onSignal = (sig: string) => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+      if (index !== null) process.on('SIGTERM', ignore).on('SIGINT', ignore);
+      svc.ctx.log.info({ signal: sig }, 'draining');
+      resolve();
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+  await svc.stop();
+  svc.ctx.log.info('stopped');
+  return 0;
 }

@@ -97,55 +97,13 @@ async function main(argv: string[]): Promise<number> {
         console.error(`svc start: unknown role ${JSON.stringify(role)} (all, control, mta or imap)`);
         return 2;
       }
-      const [{ startService }, cluster, { createLogger }] = await Promise.all([
-        import('./start.js'),
-        import('./cluster.js'),
-        import('../config/context.js'),
-      ]);
-      const workers = cluster.workerCount(config);
-      const log = createLogger(config.logLevel);
-      if (workers > 1 && cluster.workerIndex() === null) return cluster.runPrimary(config, role, workers, log);
-      const index = cluster.workerIndex();
-      if (index !== null) cluster.endWithPrimary();
-      if (index === null && config.workers !== null && config.workers > 1 && !config.databaseUrl)
-        log.info(
-          { workers: config.workers },
-          'one process: the embedded database lives in one (SVC_WORKERS needs SVC_DATABASE_URL)',
-        );
-      const svc =
-        index === null
-          ? await startService(config, { role, log })
-          : await startService(cluster.perWorker(config, workers), {
-              role,
-              log: log.child({ worker: index }),
-              metricsListener: false,
-              scrape: cluster.clusterScrape(),
-            });
-      if (index !== null) cluster.joinCluster(svc.metrics);
-      await new Promise<void>((resolve) => {
-        // A worker hears a signal twice (the terminal's SIGINT reaches the whole process group, and the primary
-        // passes SIGTERM on): the first drains, later ones must not kill it mid-drain.
-        const onSignal = (sig: string) => {
-          process.off('SIGTERM', onSignal);
-          process.off('SIGINT', onSignal);
-          if (index !== null) process.on('SIGTERM', ignore).on('SIGINT', ignore);
-          svc.ctx.log.info({ signal: sig }, 'draining');
-          resolve();
-        };
-        process.on('SIGTERM', onSignal);
-        process.on('SIGINT', onSignal);
-      });
-      await svc.stop();
-      svc.ctx.log.info('stopped');
-      return 0;
+      return (await import('./cluster.js')).startCommand(config, role);
     }
     default:
       console.error(`svc: unknown command ${JSON.stringify(command)}\n${usage}`);
       return 2;
   }
 }
-
-const ignore = () => {};
 
 // Exit only once stdout has drained: a piped `svc openapi` is far larger than one pipe buffer.
 const exit = (code: number) => process.stdout.write('', () => process.exit(code));
