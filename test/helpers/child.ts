@@ -91,6 +91,9 @@ export async function databaseEnv(t: Test): Promise<Record<string, string>> {
   return { SVC_DATABASE_URL: db.url };
 }
 
+/** The platform admin key every test service is started with (SVC_PLATFORM_ADMIN_KEY). */
+export const ADMIN_KEY = 'test-platform-admin-key-0123456789';
+
 export const listenEnv = (dataDir: string) => ({
   SVC_DATA_DIR: dataDir,
   SVC_HTTP_PORT: '0',
@@ -99,6 +102,24 @@ export const listenEnv = (dataDir: string) => ({
   SVC_HOSTNAME: 'mta.test',
   SVC_LOG_LEVEL: 'info',
 });
+
+/**
+ * The environment of an `svc start` child whose mail goes through this test: listenEnv on its own data
+ * directory, a fresh database (databaseEnv), the admin key, the test's DNS zone (`host:port`), and, given the
+ * port of a receiver here, outbound SMTP to that port on loopback (which the MTA refuses otherwise).
+ */
+export async function serviceEnv(
+  t: Test,
+  o: { dataDir: string; dns: string; outboundPort?: number },
+): Promise<Record<string, string>> {
+  return {
+    ...listenEnv(o.dataDir),
+    ...(await databaseEnv(t)),
+    SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY,
+    SVC_DNS_SERVERS: o.dns,
+    ...(o.outboundPort !== undefined && { SVC_OUTBOUND_PORT: String(o.outboundPort), SVC_ALLOW_PRIVATE_MX: '1' }),
+  };
+}
 
 /** Waits for the 'control plane listening' line, failing early when the child exits instead. */
 export async function listening(s: Svc): Promise<Record<string, unknown>> {

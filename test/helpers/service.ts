@@ -13,7 +13,9 @@ import { createClient, type Client, type Credential } from '@svc-mail/sdk';
 import { testClock, type TestClock } from './clock.js';
 import { createTestDatabase, prepareEmbedded, type TestDatabase } from './database.js';
 
-export const ADMIN_KEY = 'test-platform-admin-key-0123456789';
+import { ADMIN_KEY } from './child.js';
+
+export { ADMIN_KEY };
 
 export interface TestService {
   url: string;

@@ -6,8 +6,8 @@
 // before a kill and whose client never heard back. Postgres only (the Postgres pass of .ci/run).
 import t from 'tap';
 import { randomInt } from 'node:crypto';
-import { ADMIN_KEY, clientsFor } from '../helpers/service.js';
-import { databaseEnv, listenEnv, listening, svc, tempDir, SERVER_URL, type Svc } from '../helpers/child.js';
+import { clientsFor } from '../helpers/service.js';
+import { listening, serviceEnv, svc, tempDir, SERVER_URL, type Svc } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
@@ -24,15 +24,8 @@ else
     zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
     const sink = await startSmtpSink(t);
     const dataDir = await tempDir(t);
-    const dbEnv = await databaseEnv(t);
-    const env = {
-      ...listenEnv(dataDir),
-      ...dbEnv,
-      SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY,
-      SVC_DNS_SERVERS: zone.hostPort,
-      SVC_OUTBOUND_PORT: String(sink.port),
-      SVC_ALLOW_PRIVATE_MX: '1',
-      SVC_LOG_LEVEL: 'info',
+    const env: Record<string, string> = {
+      ...(await serviceEnv(t, { dataDir, dns: zone.hostPort, outboundPort: sink.port })),
       // One process, killed at random moments: what a crash of a worker under SVC_WORKERS does to its leases is
       // test/cli/cluster.test.ts's and the spool's lease tests' concern.
       SVC_WORKERS: '1',
@@ -102,7 +95,7 @@ else
     });
     t.same(missing(), [], `all ${acked.size} acknowledged messages delivered`);
 
-    const db = openPostgres(dbEnv.SVC_DATABASE_URL!, 1);
+    const db = openPostgres(env.SVC_DATABASE_URL!, 1);
     t.teardown(() => db.close());
     const unfinished = () =>
       db.query<{ id: string; status: string }>(

@@ -2,8 +2,8 @@
 // sends while it is delivering; after a restart on the same data, every message that was answered 200
 // reaches the sink (at least once: a duplicate after a crash mid-delivery is allowed, a loss is not).
 import t from 'tap';
-import { ADMIN_KEY, clientsFor } from '../helpers/service.js';
-import { databaseEnv, listenEnv, listening, svc, tempDir, type Svc } from '../helpers/child.js';
+import { clientsFor } from '../helpers/service.js';
+import { listening, serviceEnv, svc, tempDir, type Svc } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
@@ -19,18 +19,9 @@ t.test('kill -9 during a burst loses no acknowledged message', async (t) => {
   // Slow enough that deliveries are in progress when the kill lands.
   const sink = await startSmtpSink(t);
   const dataDir = await tempDir(t);
-  const env = {
-    ...listenEnv(dataDir),
-    ...(await databaseEnv(t)),
-    SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY,
-    SVC_DNS_SERVERS: zone.hostPort,
-    SVC_OUTBOUND_PORT: String(sink.port),
-    // The sink is on loopback, which the MTA refuses otherwise.
-    SVC_ALLOW_PRIVATE_MX: '1',
-    SVC_LOG_LEVEL: 'warn',
-  };
+  const env = await serviceEnv(t, { dataDir, dns: zone.hostPort, outboundPort: sink.port });
   const boot = async (): Promise<{ child: Svc; url: string }> => {
-    const child = svc(t, ['start'], { ...env, SVC_LOG_LEVEL: 'info' });
+    const child = svc(t, ['start'], env);
     const line = await listening(child);
     return { child, url: String(line.publicUrl) };
   };

@@ -6,8 +6,8 @@
 import t from 'tap';
 import { loadConfig } from '../../config/load.js';
 import { startService, type RunningService } from '../../bin/start.js';
-import { ADMIN_KEY, clientsFor } from '../helpers/service.js';
-import { databaseEnv, listenEnv, listening, svc, tempDir, type Svc } from '../helpers/child.js';
+import { clientsFor } from '../helpers/service.js';
+import { listening, serviceEnv, svc, tempDir, type Svc } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { addInbox, inboundDomain, inboxNow, readMailbox } from '../helpers/inbox.js';
 import { sendOnce } from '../helpers/smtp-client.js';
@@ -19,12 +19,7 @@ const BEFORE_KILL = 120;
 t.test('kill -9 during inbound deliveries loses no acknowledged message', async (t) => {
   const zone = await startDnsZone(t);
   const dataDir = await tempDir(t);
-  const env = {
-    ...listenEnv(dataDir),
-    ...(await databaseEnv(t)),
-    SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY,
-    SVC_DNS_SERVERS: zone.hostPort,
-  };
+  const env = await serviceEnv(t, { dataDir, dns: zone.hostPort });
   // The same data, opened in this process while no child runs: to set up, and to look afterwards.
   const inProcess = async <T>(fn: (s: RunningService) => Promise<T>): Promise<T> => {
     const s = await startService(loadConfig({ ...env, SVC_LOG_LEVEL: 'silent' }), { passwordLogN: 10, mta: false });

@@ -6,8 +6,8 @@
 // Postgres only (.ci/run's pg_tests): the embedded database lives inside one process.
 import t, { type Test } from 'tap';
 import { SMTPServer } from 'smtp-server';
-import { ADMIN_KEY, clientsFor } from '../helpers/service.js';
-import { databaseEnv, listenEnv, listening, svc, tempDir, type Svc } from '../helpers/child.js';
+import { clientsFor } from '../helpers/service.js';
+import { listening, serviceEnv, svc, tempDir, type Svc } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -23,6 +23,8 @@ interface GatedSink {
   received: { id: string; rcpt: string }[];
   /** DATA of messages to held.test waiting for release(). */
   waiting: number;
+  /** Resolves once `n` messages are held in DATA. */
+  holding(n: number): Promise<void>;
   release(): void;
 }
 
@@ -35,7 +37,15 @@ function idOf(mailFrom: string): string {
 async function gatedSink(t: Test): Promise<GatedSink> {
   let open!: () => void;
   const gate = new Promise<void>((r) => (open = r));
-  const sink: GatedSink = { port: 0, received: [], waiting: 0, release: () => open() };
+  const sink: GatedSink = {
+    port: 0,
+    received: [],
+    waiting: 0,
+    holding: async (n) => {
+      await waitFor(() => sink.waiting === n, { timeoutMs: 30_000, what: `${n} held messages in DATA` });
+    },
+    release: () => open(),
+  };
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ['AUTH'],
@@ -75,13 +85,7 @@ async function setup(t: Test) {
   const sink = await gatedSink(t);
   const dataDir = await tempDir(t);
   const env = {
-    ...listenEnv(dataDir),
-    ...(await databaseEnv(t)),
-    SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY,
-    SVC_DNS_SERVERS: zone.hostPort,
-    SVC_OUTBOUND_PORT: String(sink.port),
-    SVC_ALLOW_PRIVATE_MX: '1',
-    SVC_LOG_LEVEL: 'info',
+    ...(await serviceEnv(t, { dataDir, dns: zone.hostPort, outboundPort: sink.port })),
     // Each child one process, so that the owners of the leases are the children this test starts and kills
     // (`svc start` with several workers is test/cli/cluster.test.ts's).
     SVC_WORKERS: '1',
@@ -142,10 +146,7 @@ t.test(
     const a = await mta();
     // A's deliveries in progress: their DATA held at the receiver, their leases live.
     const held = await send(s, 'held.test', 8, 'h');
-    await waitFor(() => sink.waiting === held.length, {
-      timeoutMs: 30_000,
-      what: 'every held message in DATA',
-    });
+    await sink.holding(held.length);
 
     const b = await mta();
     // B's poll loop starts only once its recoverLeases is done: a message it delivers shows it is past that.
@@ -201,10 +202,7 @@ t.test(
     // the second holds some too (which process leases a due message is a race the spool settles).
     const a = await mta();
     const held = await send(s, 'held.test', 4, 'h');
-    await waitFor(() => sink.waiting === held.length, {
-      timeoutMs: 30_000,
-      what: 'the first held messages in DATA',
-    });
+    await sink.holding(held.length);
     const b = await mta();
     // Who holds which, as the spool says (read here, a third process on the environment).
     const byPid = async () => {
@@ -215,10 +213,7 @@ t.test(
     const pids = await waitFor(
       async () => {
         held.push(...(await send(s, 'held.test', 1, `h${held.length}-`)));
-        await waitFor(() => sink.waiting === held.length, {
-          timeoutMs: 30_000,
-          what: 'every held message in DATA',
-        });
+        await sink.holding(held.length);
         const pids = await byPid();
         return pids.get(b.child.pid!) ? pids : null;
       },
