@@ -3,11 +3,12 @@
 // has SVC_DATABASE_URL, children that touch the database get a fresh database on that server.
 import type { Test } from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 import path from 'node:path';
 import { waitFor } from './wait-for.js';
+import { removeTree } from './tree.js';
 import { createTestDatabase } from './database.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -78,7 +79,7 @@ export function svc(t: Test, args: string[], env: Record<string, string>): Svc {
 
 export async function tempDir(t: Test): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-cli-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  t.teardown(() => removeTree(dir));
   return dir;
 }
 

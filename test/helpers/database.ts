@@ -2,13 +2,14 @@
 // (creating a PGlite cluster costs seconds, copying one a fraction). Real Postgres
 // (SVC_DATABASE_URL set for the test run): a fresh database per service, dropped at the end.
 import { createHash, randomBytes } from 'node:crypto';
-import { cp, mkdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, rename, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { openEmbedded } from '../../storage/pg/client.js';
 import { listMigrations, migrate } from '../../storage/pg/migrate.js';
+import { copyTree, removeTree } from './tree.js';
 
 const exists = (p: string) =>
   stat(p).then(
@@ -30,13 +31,13 @@ async function templateDir(): Promise<string> {
   await migrate(db);
   await db.close();
   // Test files run in parallel: the first to finish wins, the others discard their copy.
-  await rename(tmp, dir).catch(() => rm(tmp, { recursive: true, force: true }));
+  await rename(tmp, dir).catch(() => removeTree(tmp));
   return dir;
 }
 
 export async function prepareEmbedded(dataDir: string): Promise<void> {
   await mkdir(dataDir, { recursive: true });
-  await cp(await templateDir(), path.join(dataDir, 'pg'), { recursive: true });
+  await copyTree(await templateDir(), path.join(dataDir, 'pg'));
 }
 
 export interface TestDatabase {

@@ -1,6 +1,6 @@
 // Starts the real service in-process on 127.0.0.1:0 with a temporary data directory, the platform
 // key set and a controllable clock; stops and cleans up in the test's teardown.
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -12,6 +12,7 @@ import type { WebhookDispatcherOptions } from '../../mta/webhooks/dispatcher.js'
 import { createClient, type Client, type Credential } from '@svc-mail/sdk';
 import { testClock, type TestClock } from './clock.js';
 import { createTestDatabase, prepareEmbedded, type TestDatabase } from './database.js';
+import { removeTree } from './tree.js';
 
 import { ADMIN_KEY } from './child.js';
 
@@ -131,7 +132,7 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
       stopped = true;
       await running.stop();
       await database?.drop();
-      await rm(dataDir, { recursive: true, force: true });
+      await removeTree(dataDir);
     },
     ...clientsFor(() => svc.url, clock.now),
   };
