@@ -163,6 +163,15 @@ async function contract(t: Test, blobs: BlobStore) {
   t.test('bad input is refused before anything is stored', async (t) => {
     await t.rejects(blobs.get('not-an-address'), TypeError);
     await t.rejects(blobs.addRef('A'.repeat(64)), TypeError, 'upper-case hex is not an address');
+    for (const bad of [
+      'a'.repeat(63),
+      'a'.repeat(65),
+      `${'a'.repeat(63)}g`,
+      `${'a'.repeat(63)}/`,
+      `${'0'.repeat(63)}:`,
+    ]) {
+      await t.rejects(blobs.has(bad), TypeError, `${bad.length} characters ending ${bad.slice(-1)}: not an address`);
+    }
     await t.rejects(blobs.addRef(sha256(Buffer.from('x')), 0), RangeError);
     await t.rejects(
       blobs.put(
