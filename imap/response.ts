@@ -74,6 +74,8 @@ class Out implements Sink {
 const SEPARATE_LITERAL = 4 * 1024;
 /** The blocks a ResponseBuffer writes its text into and lends out through `alloc`. */
 const BLOCK = 256 * 1024;
+/** A FETCH's first block: most FETCHes answer a few messages' flags, and should not take 256 KiB for that. */
+const FIRST_BLOCK = 16 * 1024;
 const NO_BYTES = Buffer.alloc(0);
 
 /**
@@ -126,7 +128,7 @@ export class ResponseBuffer implements Sink {
 
   /** Octets of the blocks in use since the last `recycle`. */
   get held(): number {
-    return this.inUse.length * BLOCK;
+    return this.inUse.reduce((n, b) => n + b.length, 0);
   }
 
   take(): Buffer[] {
@@ -141,7 +143,7 @@ export class ResponseBuffer implements Sink {
   /** `size` octets of memory, valid until `recycle` (larger than a block: a buffer of its own). */
   readonly alloc = (size: number): Buffer => {
     if (size > BLOCK) return Buffer.allocUnsafe(size);
-    if (this.lend.length - this.lent < size) [this.lend, this.lent] = [this.newBlock(), 0];
+    if (this.lend.length - this.lent < size) [this.lend, this.lent] = [this.newBlock(size), 0];
     const b = this.lend.subarray(this.lent, this.lent + size);
     this.lent += size;
     return b;
@@ -159,8 +161,11 @@ export class ResponseBuffer implements Sink {
     this.at = this.from = this.lent = 0;
   }
 
-  private newBlock(): Buffer {
-    const b = this.spare.pop() ?? Buffer.allocUnsafeSlow(BLOCK);
+  /** A block of at least `need` octets (at most BLOCK): a spare one, else a small first one, else BLOCK. */
+  private newBlock(need: number): Buffer {
+    const i = this.spare.findIndex((b) => b.length >= need);
+    const fresh = this.inUse.length + this.spare.length === 0 ? Math.max(need, FIRST_BLOCK) : BLOCK;
+    const b = i >= 0 ? this.spare.splice(i, 1)[0]! : Buffer.allocUnsafeSlow(fresh);
     this.inUse.push(b);
     return b;
   }
@@ -179,7 +184,7 @@ export class ResponseBuffer implements Sink {
   private reserve(n: number): void {
     if (this.block.length - this.at >= n) return;
     this.cut();
-    this.block = n > BLOCK ? Buffer.allocUnsafe(n) : this.newBlock();
+    this.block = n > BLOCK ? Buffer.allocUnsafe(n) : this.newBlock(n);
     this.at = this.from = 0;
   }
 
