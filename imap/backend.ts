@@ -84,6 +84,14 @@ export interface MessageMeta {
   ref?: unknown;
 }
 
+/** One range of `readBodies`: octets [start, end) of message `uid` as served, `ref` its MessageMeta.ref. */
+export interface BodyRange {
+  uid: number;
+  start: number;
+  end: number;
+  ref?: unknown;
+}
+
 export interface StoreRequest {
   op: 'replace' | 'add' | 'remove';
   flags: string[];
@@ -163,13 +171,15 @@ export interface MailboxBackend {
   /**
    * Metadata of the given UIDs (ascending), optionally only those changed after `changedSince`; with
    * `tree: false` without the MIME tree (MessageMeta.tree null), which saves reading and decoding it.
+   * In pages (each ascending, none empty): a FETCH of 10,000 messages then waits a few times, not once
+   * per message.
    */
   fetchMeta(
     user: Principal,
     mailboxId: string,
     uids: readonly number[],
     opts: { changedSince: bigint | null; tree?: boolean },
-  ): AsyncIterable<MessageMeta>;
+  ): AsyncIterable<MessageMeta[]>;
   /**
    * Octets [start, end) of a message as served: the receipt prefix, then the stored body (BODY[] is
    * octets [0, size)). FETCH asks for the one range covering the sections it returns, SEARCH for the
@@ -179,6 +189,18 @@ export interface MailboxBackend {
    * MessageMeta.ref when the caller has it.
    */
   readBody(user: Principal, mailboxId: string, uid: number, start: number, end: number, ref?: unknown): Promise<Buffer>;
+  /**
+   * Optional: `readBody` of many messages in one call (FETCH asks for a batch's ranges at once, so that a
+   * FETCH of 1,000 headers costs a few waits, not 1,000), in the order given; null for a message
+   * expunged meanwhile. The caller bounds the octets it asks for in one call. With `alloc`, the octets
+   * are copied into `alloc(size)` where the store can (memory the caller reuses once it has sent them).
+   */
+  readBodies?(
+    user: Principal,
+    mailboxId: string,
+    ranges: readonly BodyRange[],
+    alloc?: (size: number) => Buffer,
+  ): Promise<Array<Buffer | null>>;
   /**
    * Optional, for SEARCH: a superset of the UIDs among `uids` whose header `field` (lower case) may
    * contain `needle`, without regard to case (RFC 3501 §6.4.4 HEADER and SUBJECT), found without

@@ -38,11 +38,17 @@ const CRLF = '\r\n';
 const QUOTABLE = /^[\x01-\x09\x0b\x0c\x0e-\x7f]*$/;
 const MAX_QUOTED = 1024;
 
+/** Where writeValue puts a response: runs of text and literal bytes, in order. */
+interface Sink {
+  str(s: string): void;
+  bytes(b: Uint8Array): void;
+}
+
 /**
  * A response is built as text runs and literal bytes, joined into one buffer at the end: a message body
  * inside `* n FETCH (BODY[] {…}` is copied once, not once per level of nesting around it.
  */
-class Out {
+class Out implements Sink {
   readonly parts: (string | Uint8Array)[] = [];
   private text = '';
 
@@ -62,50 +68,143 @@ class Out {
     if (this.parts.length === 1 && typeof this.parts[0] === 'string') return Buffer.from(this.parts[0], 'utf8');
     return Buffer.concat(this.parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : p)));
   }
+}
+
+/** Literals at least this long are passed on as their own buffers by ResponseBuffer, not copied. */
+const SEPARATE_LITERAL = 4 * 1024;
+/** The blocks a ResponseBuffer writes its text into and lends out through `alloc`. */
+const BLOCK = 256 * 1024;
+/** A FETCH's first block: most FETCHes answer a few messages' flags, and should not take 256 KiB for that. */
+const FIRST_BLOCK = 16 * 1024;
+const NO_BYTES = Buffer.alloc(0);
+
+/**
+ * Many responses written into few buffers, for a FETCH of thousands of messages: the text straight into
+ * a block of bytes, a small literal copied in beside it, a large one (a body) passed on as the caller's
+ * buffer, not copied at all. `take` hands over what is written, as buffers to send in order; a block
+ * goes on being written after the part taken, which stays as it was.
+ *
+ * `alloc` lends memory from the same blocks for the literals themselves (bodies read into it), and
+ * `recycle` reuses every block once all that was taken has been sent: a FETCH of 140 MB of bodies then
+ * cycles through a few blocks instead of allocating 140 MB for the garbage collector to find (which,
+ * outside V8's heap, it counts only slowly, and then pays for in full collections).
+ */
+export class ResponseBuffer implements Sink {
+  private written = 0;
+  private text = '';
+  /** The block the text goes into, the octets written to it, and where the part not yet taken begins. */
+  private block: Buffer = NO_BYTES;
+  private at = 0;
+  private from = 0;
+  /** The block `alloc` lends from, and the octets lent. */
+  private lend: Buffer = NO_BYTES;
+  private lent = 0;
+  private out: Buffer[] = [];
+  /** Blocks in use since the last `recycle`, and those free again. */
+  private inUse: Buffer[] = [];
+  private spare: Buffer[] = [];
+
+  str(s: string): void {
+    this.text += s;
+  }
+
+  bytes(b: Uint8Array): void {
+    this.writeText();
+    if (b.length >= SEPARATE_LITERAL) {
+      this.cut();
+      this.out.push(Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+    } else {
+      this.reserve(b.length);
+      this.block.set(b, this.at);
+      this.at += b.length;
+    }
+    this.written += b.length;
+  }
+
+  /** About the octets written and not yet taken (text not yet encoded counted by its length). */
+  get length(): number {
+    return this.written + this.text.length;
+  }
+
+  /** Octets of the blocks in use since the last `recycle`. */
+  get held(): number {
+    return this.inUse.reduce((n, b) => n + b.length, 0);
+  }
+
+  take(): Buffer[] {
+    this.writeText();
+    this.cut();
+    const out = this.out;
+    this.out = [];
+    this.written = 0;
+    return out;
+  }
+
+  /** `size` octets of memory, valid until `recycle` (larger than a block: a buffer of its own). */
+  readonly alloc = (size: number): Buffer => {
+    if (size > BLOCK) return Buffer.allocUnsafe(size);
+    if (this.lend.length - this.lent < size) [this.lend, this.lent] = [this.newBlock(size), 0];
+    const b = this.lend.subarray(this.lent, this.lent + size);
+    this.lent += size;
+    return b;
+  };
 
   /**
-   * The response as buffers to write one after the other: literals of `separate` octets or more stay the
-   * caller's buffers (a body is not copied into the response at all), the rest is joined around them.
+   * Everything taken has been sent (and nothing was written since): the blocks are written and lent
+   * again from the start. Buffers `take` or `alloc` returned before must no longer be used.
    */
-  chunks(separate: number): Buffer[] {
-    if (this.text) this.parts.push(this.text);
+  recycle(): void {
+    if (this.text || this.out.length) throw new Error('ResponseBuffer.recycle with responses not taken');
+    this.spare.push(...this.inUse);
+    this.inUse = [];
+    this.block = this.lend = NO_BYTES;
+    this.at = this.from = this.lent = 0;
+  }
+
+  /** A block of at least `need` octets (at most BLOCK): a spare one, else a small first one, else BLOCK. */
+  private newBlock(need: number): Buffer {
+    const i = this.spare.findIndex((b) => b.length >= need);
+    const fresh = this.inUse.length + this.spare.length === 0 ? Math.max(need, FIRST_BLOCK) : BLOCK;
+    const b = i >= 0 ? this.spare.splice(i, 1)[0]! : Buffer.allocUnsafeSlow(fresh);
+    this.inUse.push(b);
+    return b;
+  }
+
+  private writeText(): void {
+    const t = this.text;
+    if (!t) return;
     this.text = '';
-    const out: Buffer[] = [];
-    let run: (string | Uint8Array)[] = [];
-    const close = () => {
-      if (!run.length) return;
-      out.push(
-        run.length === 1 && typeof run[0] === 'string'
-          ? Buffer.from(run[0], 'utf8')
-          : Buffer.concat(run.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : p))),
-      );
-      run = [];
-    };
-    for (const p of this.parts) {
-      if (typeof p !== 'string' && p.length >= separate) {
-        close();
-        out.push(Buffer.isBuffer(p) ? p : Buffer.from(p.buffer, p.byteOffset, p.byteLength));
-      } else run.push(p);
-    }
-    close();
-    return out;
+    // At most 3 octets of UTF-8 per UTF-16 unit (the text is ASCII but for a rare quoted name).
+    this.reserve(t.length * 3);
+    const n = this.block.write(t, this.at, 'utf8');
+    this.at += n;
+    this.written += n;
+  }
+
+  private reserve(n: number): void {
+    if (this.block.length - this.at >= n) return;
+    this.cut();
+    this.block = n > BLOCK ? Buffer.allocUnsafe(n) : this.newBlock(n);
+    this.at = this.from = 0;
+  }
+
+  private cut(): void {
+    if (this.at > this.from) this.out.push(this.block.subarray(this.from, this.at));
+    this.from = this.at;
   }
 }
 
-/** Literals at least this long are written as their own buffers (untaggedChunks), not copied into a response. */
-const SEPARATE_LITERAL = 4 * 1024;
-
-function writeString(out: Out, s: string): void {
+function writeString(out: Sink, s: string): void {
   if (QUOTABLE.test(s) && s.length <= MAX_QUOTED) return out.str(`"${s.replace(/(["\\])/g, '\\$1')}"`);
   writeLiteral(out, Buffer.from(s, 'utf8'));
 }
 
-function writeLiteral(out: Out, bytes: Uint8Array): void {
+function writeLiteral(out: Sink, bytes: Uint8Array): void {
   out.str(`{${bytes.length}}${CRLF}`);
   out.bytes(bytes);
 }
 
-function writeValue(out: Out, v: ImapValue): void {
+function writeValue(out: Sink, v: ImapValue): void {
   if (v === null) return out.str('NIL');
   if (typeof v === 'number' || typeof v === 'bigint') return out.str(String(v));
   if (typeof v === 'string') return writeString(out, v);
@@ -120,11 +219,11 @@ function writeValue(out: Out, v: ImapValue): void {
   writeLiteral(out, tagged.bytes);
 }
 
-function writeValues(out: Out, values: readonly ImapValue[]): void {
-  values.forEach((v, i) => {
+function writeValues(out: Sink, values: readonly ImapValue[]): void {
+  for (let i = 0; i < values.length; i++) {
     if (i > 0) out.str(' ');
-    writeValue(out, v);
-  });
+    writeValue(out, values[i]!);
+  }
 }
 
 export function encodeValue(v: ImapValue): Buffer {
@@ -142,16 +241,11 @@ export function untagged(values: readonly ImapValue[]): Buffer {
   return out.join();
 }
 
-/**
- * `untagged` as buffers to write in order, its large literals not copied (a FETCH of bodies sends each
- * body as the buffer it was read into).
- */
-export function untaggedChunks(values: readonly ImapValue[]): Buffer[] {
-  const out = new Out();
+/** `untagged` written into a ResponseBuffer (a FETCH's many responses, its bodies not copied). */
+export function writeUntagged(out: ResponseBuffer, values: readonly ImapValue[]): void {
   out.str('* ');
   writeValues(out, values);
   out.str(CRLF);
-  return out.chunks(SEPARATE_LITERAL);
 }
 
 /** RFC 3501 §7.5 `continue-req` = "+" SP (resp-text / base64) CRLF. */

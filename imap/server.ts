@@ -80,6 +80,7 @@ export const DEFAULTS = {
  * the socket's 16 KiB mark, so that a FETCH of many bodies leaves in writes of many responses each.
  */
 const WRITE_BUFFER = 256 * 1024;
+const NO_BYTES = Buffer.alloc(0);
 
 interface Connection {
   /** Says BYE (now, or after the command in flight) and ends the connection. */
@@ -238,6 +239,15 @@ function serve(raw: net.Socket, ip: string, secure: boolean, deps: ServeDeps): C
     });
   };
 
+  // Flushed and written: nothing of what was sent is held by the socket any more. An empty write's
+  // callback runs once every write before it is done (or failed with the connection), in order; 'drain'
+  // would not come for less than the socket's high-water mark.
+  const drained = (): Promise<void> | null => {
+    flush();
+    if (closed || !socket.writable || socket.writableLength === 0) return null;
+    return new Promise<void>((resolve) => void socket.write(NO_BYTES, () => resolve()));
+  };
+
   const session: Session = {
     state: 'not-authenticated',
     principal: null,
@@ -250,6 +260,7 @@ function serve(raw: net.Socket, ip: string, secure: boolean, deps: ServeDeps): C
     send: write,
     flush,
     writable,
+    drained,
     readLine(signal) {
       return new Promise((resolve) => {
         if (closed || signal?.aborted) return resolve(null);

@@ -93,6 +93,11 @@ export interface Session {
    */
   writable?(): Promise<void> | null;
   /**
+   * null when everything sent so far has been handed to the operating system (its buffers are free to
+   * be reused), else a promise of that moment (or of the connection's end). Absent: never known.
+   */
+  drained?(): Promise<void> | null;
+  /**
    * The client's next line, for a command that asked for one after a continuation (AUTHENTICATE's
    * response, RFC 3501 §6.2.2; IDLE's DONE, RFC 2177 §3). null when the connection closed (or the line
    * was over the limit) first. `signal` stops waiting (resolving null).

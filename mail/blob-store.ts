@@ -22,6 +22,14 @@ export interface BlobRef {
 /** What `put` accepts: the bytes, or a stream of them (hashed as it arrives). */
 export type BlobSource = Uint8Array | AsyncIterable<Uint8Array>;
 
+/** One range of `readMany`: octets [start, end) of a blob, after `before` (see `read`). */
+export interface BlobRead {
+  address: string;
+  start: number;
+  end: number;
+  before?: Uint8Array;
+}
+
 export interface BlobStore {
   readonly kind: 'local' | 'postgres';
   /**
@@ -39,6 +47,14 @@ export interface BlobStore {
    * (imap/store-backend.ts).
    */
   read?(address: string, start: number, end: number, before?: Uint8Array): Promise<Buffer | null>;
+  /**
+   * Optional: `read` of many ranges in one call, in order; null for a blob that is absent (or released
+   * while read). A store that reads synchronously (LMDB) answers a FETCH batch with one wait, not one per
+   * message. Each range is copied into `alloc(size)`, memory the caller may reuse once it has written it;
+   * without `alloc`, into buffers of the store's own that may share memory with others (hold them only
+   * until they are written).
+   */
+  readMany?(reads: readonly BlobRead[], alloc?: (size: number) => Buffer): Promise<Array<Buffer | null>>;
   /** The blob as a stream of chunks (never buffered whole), or null when absent. */
   stream(address: string): Promise<Readable | null>;
   has(address: string): Promise<boolean>;
@@ -61,10 +77,17 @@ export class BlobNotFoundError extends Error {
   }
 }
 
-const ADDRESS = /^[0-9a-f]{64}$/;
-
+/**
+ * 64 lower-case hex digits. A loop rather than /^[0-9a-f]{64}$/: IMAP checks every address it reads, 10,000
+ * for a FETCH of a mailbox's headers, and the expression cost more than the rest of the address's handling.
+ */
 export function isBlobAddress(s: unknown): s is string {
-  return typeof s === 'string' && ADDRESS.test(s);
+  if (typeof s !== 'string' || s.length !== 64) return false;
+  for (let i = 0; i < 64; i++) {
+    const c = s.charCodeAt(i);
+    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return false;
+  }
+  return true;
 }
 
 /** Throws a TypeError unless `s` is a blob address (checked before any storage is touched). */

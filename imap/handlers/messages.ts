@@ -10,10 +10,11 @@ import {
   atom,
   formatDateTime,
   literal,
+  ResponseBuffer,
   sectionLabel,
   statusResponse,
   untagged,
-  untaggedChunks,
+  writeUntagged,
   type ImapValue,
 } from '../response.js';
 import { resolveSequenceNumbers, resolveUids, type SequenceSet } from '../sequence-set.js';
@@ -109,66 +110,170 @@ function bodyItemOf(a: FetchAttribute): ReturnType<typeof bodyItem> {
   return b;
 }
 
-/** One message's `FETCH (...)` items, in the order asked, reading its bytes once if any item needs them. */
-async function fetchItems(
-  session: Session,
-  sel: SelectedMailbox,
-  backend: MailboxBackend,
-  items: readonly FetchAttribute[],
-  m: MessageMeta,
-  recent: boolean,
-  flagsChanged: boolean,
-): Promise<ImapValue[]> {
-  const tree = m.tree ?? { size: m.size - m.prefixLength, headerEnd: m.headerEnd };
+const FETCH = atom('FETCH');
+const ITEM = {
+  UID: atom('UID'),
+  FLAGS: atom('FLAGS'),
+  INTERNALDATE: atom('INTERNALDATE'),
+  'RFC822.SIZE': atom('RFC822.SIZE'),
+  ENVELOPE: atom('ENVELOPE'),
+  BODY: atom('BODY'),
+  BODYSTRUCTURE: atom('BODYSTRUCTURE'),
+  MODSEQ: atom('MODSEQ'),
+} as const;
+
+/** A FETCH's items as worked out once per command: each body item's section and the atom it is answered as. */
+interface FetchPlan {
+  items: readonly FetchAttribute[];
+  bodies: ReadonlyArray<{ section: Section; partial: SectionPlan['partial']; label: ImapValue } | null>;
+  hasBody: boolean;
+  hasFlags: boolean;
+  hasModseq: boolean;
+}
+
+function fetchPlan(items: readonly FetchAttribute[]): FetchPlan {
   const bodies = items.map((a) => {
     const b = bodyItemOf(a);
-    return b ? { ...b, plan: planSection(tree, m.prefixLength, b.section, b.partial) } : null;
+    return b && { section: b.section, partial: b.partial, label: atom(b.label) };
   });
-  const plans = bodies.flatMap((b) => (b?.plan ? [b.plan] : []));
-  let source: Buffer = Buffer.alloc(0);
-  let sourceStart = 0;
-  if (plans.length) {
-    // One read covering every section asked (a FETCH of BODY.PEEK[HEADER] reads the header alone).
-    sourceStart = Math.min(...plans.map((p) => p.start));
-    const end = Math.max(...plans.map((p) => p.end));
-    if (end > sourceStart) {
-      source = await backend.readBody(session.principal!, sel.snapshot.mailboxId, m.uid, sourceStart, end, m.ref);
-    }
+  return {
+    items,
+    bodies,
+    hasBody: bodies.some((b) => b !== null),
+    hasFlags: items.some((a) => a.kind === 'FLAGS'),
+    hasModseq: items.some((a) => a.kind === 'MODSEQ'),
+  };
+}
+
+/** One message of a FETCH: its sections' plans and the one range of its bytes that covers them all. */
+interface Planned {
+  m: MessageMeta;
+  seq: number;
+  plans: Array<SectionPlan | null> | null;
+  start: number;
+  end: number;
+}
+
+function planMessage(plan: FetchPlan, m: MessageMeta, seq: number): Planned {
+  if (!plan.hasBody) return { m, seq, plans: null, start: 0, end: 0 };
+  const tree = m.tree ?? { size: m.size - m.prefixLength, headerEnd: m.headerEnd };
+  const plans: Array<SectionPlan | null> = [];
+  // One read covering every section asked (a FETCH of BODY.PEEK[HEADER] reads the header alone).
+  let start = Infinity;
+  let end = 0;
+  for (const b of plan.bodies) {
+    const p = b && planSection(tree, m.prefixLength, b.section, b.partial);
+    plans.push(p);
+    if (!p) continue;
+    if (p.start < start) start = p.start;
+    if (p.end > end) end = p.end;
   }
+  return { m, seq, plans, start: end > start ? start : 0, end: end > start ? end : 0 };
+}
+
+/** One message's `FETCH (...)` items, in the order asked; `source` is octets [start, end) of it. */
+function fetchItems(
+  session: Session,
+  plan: FetchPlan,
+  p: Planned,
+  source: Buffer,
+  recent: boolean,
+  flagsChanged: boolean,
+): ImapValue[] {
+  const { m } = p;
   const out: ImapValue[] = [];
-  items.forEach((a, i) => {
-    const body = bodies[i];
+  const { items } = plan;
+  for (let i = 0; i < items.length; i++) {
+    const a = items[i]!;
+    const body = plan.bodies[i];
     if (body) {
-      out.push(atom(body.label), body.plan ? literal(sectionBytes(body.plan, source, sourceStart)) : null);
-      return;
+      const section = p.plans![i];
+      out.push(body.label, section ? literal(sectionBytes(section, source, p.start)) : null);
+      continue;
     }
     switch (a.kind) {
       case 'UID':
-        return void out.push(atom('UID'), m.uid);
+        out.push(ITEM.UID, m.uid);
+        break;
       case 'FLAGS':
-        return void out.push(atom('FLAGS'), flagList(m.flags, recent));
+        out.push(ITEM.FLAGS, flagList(m.flags, recent));
+        break;
       case 'INTERNALDATE':
-        return void out.push(atom('INTERNALDATE'), formatDateTime(m.internalDate));
+        out.push(ITEM.INTERNALDATE, formatDateTime(m.internalDate));
+        break;
       case 'RFC822.SIZE':
-        return void out.push(atom('RFC822.SIZE'), m.size);
+        out.push(ITEM['RFC822.SIZE'], m.size);
+        break;
       case 'ENVELOPE':
-        return void out.push(atom('ENVELOPE'), envelopeValue(treeOf(m).envelope));
+        out.push(ITEM.ENVELOPE, envelopeValue(treeOf(m).envelope));
+        break;
       case 'BODY':
-        return void out.push(atom('BODY'), bodyValue(treeOf(m).body, false));
+        out.push(ITEM.BODY, bodyValue(treeOf(m).body, false));
+        break;
       case 'BODYSTRUCTURE':
-        return void out.push(atom('BODYSTRUCTURE'), bodyValue(treeOf(m).body, true));
+        out.push(ITEM.BODYSTRUCTURE, bodyValue(treeOf(m).body, true));
+        break;
       case 'MODSEQ': // RFC 7162 §3.1.4.1: "MODSEQ" SP "(" mod-sequence-value ")"
-        return void out.push(atom('MODSEQ'), [m.modseq]);
+        out.push(ITEM.MODSEQ, [m.modseq]);
+        break;
     }
-  });
+  }
   if (flagsChanged) {
     // RFC 3501 §6.4.5: when a fetch sets \Seen, the new flags go back in the same response; with
     // CONDSTORE their MODSEQ too (RFC 7162 §3.1).
-    if (!items.some((a) => a.kind === 'FLAGS')) out.push(atom('FLAGS'), flagList(m.flags, recent));
-    if (condstore(session) && !items.some((a) => a.kind === 'MODSEQ')) out.push(atom('MODSEQ'), [m.modseq]);
+    if (!plan.hasFlags) out.push(ITEM.FLAGS, flagList(m.flags, recent));
+    if (condstore(session) && !plan.hasModseq) out.push(ITEM.MODSEQ, [m.modseq]);
   }
   return out;
 }
+
+/**
+ * The ranges of `planned` (those that read any), null for a message expunged meanwhile: in one call where
+ * the backend reads many at once, else one by one.
+ */
+async function readRanges(
+  session: Session,
+  sel: SelectedMailbox,
+  backend: MailboxBackend,
+  planned: readonly Planned[],
+  alloc: (size: number) => Buffer,
+): Promise<Array<Buffer | null>> {
+  const user = session.principal!;
+  const mailboxId = sel.snapshot.mailboxId;
+  const wanted = planned.filter((p) => p.end > p.start);
+  const got: Array<Buffer | null> = backend.readBodies
+    ? wanted.length
+      ? await backend.readBodies(
+          user,
+          mailboxId,
+          wanted.map((p) => ({ uid: p.m.uid, start: p.start, end: p.end, ref: p.m.ref })),
+          alloc,
+        )
+      : []
+    : [];
+  if (!backend.readBodies) {
+    for (const p of wanted) {
+      try {
+        got.push(await backend.readBody(user, mailboxId, p.m.uid, p.start, p.end, p.m.ref));
+      } catch (err) {
+        // Expunged by another session between the index read and the body read: as if never found.
+        if (!(err instanceof BackendError && err.code === 'nonexistent')) throw err;
+        got.push(null);
+      }
+    }
+  }
+  const out: Array<Buffer | null> = [];
+  let j = 0;
+  for (const p of planned) out.push(p.end > p.start ? got[j++]! : NO_BYTES);
+  return out;
+}
+
+const NO_BYTES = Buffer.alloc(0);
+
+/** The bytes of one readBodies call at most (a message larger than that is read alone). */
+const READ_BYTES = 256 * 1024;
+/** The memory a FETCH's responses may hold before it waits for the socket to have written them all. */
+const HOLD_BYTES = 2 * 1024 * 1024;
 
 async function fetch(
   session: Session,
@@ -191,58 +296,85 @@ async function fetch(
   const recent = sel.recent;
   const name = byUid ? 'UID FETCH' : 'FETCH';
   if (!uids.length) return { status: 'OK', text: `${name} completed` };
+  const plan = fetchPlan(items);
+
+  // The responses are written into few buffers and sent every FLUSH_BYTES: many responses, one write (a
+  // syscall per message would cost more than the copying it saves). The bodies are read into the same
+  // buffer's memory, reused once the socket has written it: at once when it has, else after a wait once
+  // HOLD_BYTES are in use (with a session that cannot tell, never: fresh memory each time).
+  const out = new ResponseBuffer();
+  /** Sends what is written; `reuse` where no body read into `out` is still to be written. */
+  const send = async (reuse: boolean): Promise<void> => {
+    for (const b of out.take()) session.send(b);
+    session.flush?.();
+    const wait = session.writable?.();
+    if (wait) await wait;
+    if (!reuse) return;
+    const sent = session.drained?.();
+    if (sent === undefined || (sent !== null && out.held < HOLD_BYTES)) return;
+    await sent;
+    out.recycle();
+  };
+
+  /** Reads the group's bytes in one call and writes its responses. */
+  const answer = async (group: Planned[], changed: ReadonlySet<number>): Promise<void> => {
+    const sources = await readRanges(session, sel, backend, group, out.alloc);
+    for (let i = 0; i < group.length; i++) {
+      const source = sources[i];
+      if (!source) continue; // expunged meanwhile: as if never found
+      const p = group[i]!;
+      found++;
+      writeUntagged(out, [
+        p.seq,
+        FETCH,
+        fetchItems(session, plan, p, source, recent.has(p.m.uid), changed.has(p.m.uid)),
+      ]);
+      if (out.length >= FLUSH_BYTES) await send(false);
+    }
+    await send(true);
+  };
 
   const flush = async (batch: MessageMeta[]): Promise<void> => {
     const changed = new Set<number>();
     if (seen) {
       const unseen = batch.filter((m) => !isSeen(m.flags)).map((m) => m.uid);
       const result = unseen.length ? await backend.markSeen(session.principal!, sel.snapshot.mailboxId, unseen) : null;
-      for (const c of result?.changed ?? []) {
-        const m = batch.find((x) => x.uid === c.uid);
-        if (m) [m.flags, m.modseq] = [c.flags, c.modseq];
-        changed.add(c.uid);
-        // The FETCH below carries the new flags: the sync after the command need not repeat them.
-        markReported(sel, c.uid, c.modseq);
+      if (result?.changed.length) {
+        const byUid = new Map(batch.map((m) => [m.uid, m]));
+        for (const c of result.changed) {
+          const m = byUid.get(c.uid);
+          if (m) [m.flags, m.modseq] = [c.flags, c.modseq];
+          changed.add(c.uid);
+          // The FETCH below carries the new flags: the sync after the command need not repeat them.
+          markReported(sel, c.uid, c.modseq);
+        }
       }
     }
+    // The batch in groups of at most READ_BYTES to read, each read in one call.
+    let group: Planned[] = [];
+    let bytes = 0;
     for (const m of batch) {
       const seq = seqOf(sel, m.uid);
       if (!seq) continue;
-      let values;
-      try {
-        values = await fetchItems(session, sel, backend, items, m, recent.has(m.uid), changed.has(m.uid));
-      } catch (err) {
-        // Expunged by another session between the index read and the body read: as if never found.
-        if (err instanceof BackendError && err.code === 'nonexistent') continue;
-        throw err;
+      const p = planMessage(plan, m, seq);
+      if (group.length && bytes + (p.end - p.start) > READ_BYTES) {
+        await answer(group, changed);
+        [group, bytes] = [[], 0];
       }
-      found++;
-      for (const chunk of untaggedChunks([seq, atom('FETCH'), values])) {
-        session.send(chunk);
-        queued += chunk.length;
-      }
-      if (queued < FLUSH_BYTES) continue;
-      // Many responses, one write: a syscall per message would cost more than the copying it saves.
-      queued = 0;
-      session.flush?.();
-      const wait = session.writable?.();
-      if (wait) await wait;
+      group.push(p);
+      bytes += p.end - p.start;
     }
-    if (queued) session.flush?.();
-    queued = 0;
+    if (group.length) await answer(group, changed);
   };
-  let queued = 0;
   let found = 0;
-  let batch: MessageMeta[] = [];
-  const metas = backend.fetchMeta(session.principal, sel.snapshot.mailboxId, uids, {
+  const pages = backend.fetchMeta(session.principal, sel.snapshot.mailboxId, uids, {
     changedSince: command.changedSince,
     tree: needsTree(items),
   });
-  for await (const m of metas) {
-    batch.push(m);
-    if (batch.length >= FETCH_BATCH) [await flush(batch), (batch = [])];
+  for await (const page of pages) {
+    for (let i = 0; i < page.length; i += FETCH_BATCH) await flush(page.slice(i, i + FETCH_BATCH));
   }
-  await flush(batch);
+  if (out.length) await send(false);
   // RFC 2180 §4.1.3, RFC 5530 §3: messages this session still numbers but another expunged cannot be
   // fetched; the others are answered, then NO [EXPUNGEISSUED] says some were not (as Dovecot does). The
   // EXPUNGE responses follow at the next command that allows them (RFC 3501 §7.4.1). A UID FETCH names UIDs,
@@ -307,13 +439,15 @@ const searchHandler =
     const uncertain = certain.size ? candidates.filter((uid) => !certain.has(uid)) : candidates;
     let highest = 0n;
     if (uncertain.length) {
-      for await (const meta of backend.fetchMeta(user, sel.snapshot.mailboxId, uncertain, { changedSince: null })) {
-        const seq = seqOf(sel, meta.uid);
-        if (!seq) continue;
-        const m = { ...meta, tree: treeOf(meta), seq, recent: recent.has(meta.uid) };
-        if (!(await matchesSearch(criteria, m, scope))) continue;
-        hits.push(byUid ? meta.uid : seq);
-        if (meta.modseq > highest) highest = meta.modseq;
+      for await (const page of backend.fetchMeta(user, sel.snapshot.mailboxId, uncertain, { changedSince: null })) {
+        for (const meta of page) {
+          const seq = seqOf(sel, meta.uid);
+          if (!seq) continue;
+          const m = { ...meta, tree: treeOf(meta), seq, recent: recent.has(meta.uid) };
+          if (!(await matchesSearch(criteria, m, scope))) continue;
+          hits.push(byUid ? meta.uid : seq);
+          if (meta.modseq > highest) highest = meta.modseq;
+        }
       }
     }
     if (certain.size) hits.sort((a, b) => a - b);

@@ -54,8 +54,8 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
    */
   let slab = Buffer.allocUnsafeSlow(0);
   let slabUsed = 0;
-  function cut(size: number, pooled: boolean): Buffer {
-    if (!pooled || size > SLAB_PIECE) return Buffer.allocUnsafe(size);
+  function cut(size: number): Buffer {
+    if (size > SLAB_PIECE) return Buffer.allocUnsafe(size);
     if (slab.length - slabUsed < size) {
       slab = Buffer.allocUnsafeSlow(SLAB);
       slabUsed = 0;
@@ -72,9 +72,15 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
    * header of a large body is a small copy; the whole body one copy, not one per chunk and another to join
    * them). The chunks have a fixed size (storage/blob-chunks.ts), so the range finds its first chunk without
    * the blob's meta record, and a chunk shorter than that size is the last: a read of a small body is one
-   * LMDB lookup. null when the blob is absent.
+   * LMDB lookup. The copy goes into `alloc(size)`. null when the blob is absent.
    */
-  function range(address: string, start: number, end: number, before?: Uint8Array, pooled = false): Buffer | null {
+  function range(
+    address: string,
+    start: number,
+    end: number,
+    before: Uint8Array | undefined,
+    alloc: (size: number) => Buffer,
+  ): Buffer | null {
     const from = Math.max(0, start);
     const first = Math.floor(from / BLOB_CHUNK_BYTES);
     const head = before?.length ?? 0;
@@ -83,7 +89,7 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
       // No such chunk: the blob is absent, empty, or shorter than `from`; its meta record says which.
       const m = meta.get(address);
       if (!m) return null;
-      const out = cut(head, pooled);
+      const out = alloc(head);
       if (before) out.set(before, 0);
       return out;
     }
@@ -101,7 +107,7 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
       c = lent.subarray(0, (chunks as unknown as { lastSize: number }).lastSize);
     }
     to = Math.max(from, to);
-    const out = cut(head + to - from, pooled);
+    const out = alloc(head + to - from);
     if (before) out.set(before, 0);
     let at = head;
     for (let i = first; ;) {
@@ -139,12 +145,28 @@ export function openLocalBlobStore(env: LmdbEnv): BlobStore {
 
     async get(address) {
       checkBlobAddress(address);
-      return range(address, 0, Infinity);
+      return range(address, 0, Infinity, undefined, Buffer.allocUnsafe);
     },
 
     async read(address, start, end, before) {
       checkBlobAddress(address);
-      return range(address, start, end, before, true);
+      return range(address, start, end, before, cut);
+    },
+
+    // One synchronous pass over LMDB for the whole batch: one read transaction, no wait between the reads.
+    async readMany(reads, alloc = cut) {
+      const out: Array<Buffer | null> = new Array(reads.length);
+      for (let i = 0; i < reads.length; i++) {
+        const r = reads[i]!;
+        checkBlobAddress(r.address);
+        try {
+          out[i] = range(r.address, r.start, r.end, r.before, alloc);
+        } catch (err) {
+          if (!(err instanceof BlobNotFoundError)) throw err;
+          out[i] = null;
+        }
+      }
+      return out;
     },
 
     async stream(address) {

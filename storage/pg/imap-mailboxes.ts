@@ -47,7 +47,8 @@ export interface ImapMessageRow {
   uid: number;
   modseq: number;
   flags: string[];
-  internalDate: Date;
+  /** The internal date as milliseconds since the epoch (a number parses faster than a timestamp). */
+  internalMs: number;
   size: number;
   prefix: Buffer;
   blobAddress: string;
@@ -70,15 +71,20 @@ export async function imapMessageRows(
 ): Promise<ImapMessageRow[]> {
   if (!uids.length) return [];
   // The bounds let Postgres walk the (mailbox_id, uid) index over the page's range alone: with `= ANY` only,
-  // it may read every row of the mailbox for each page.
+  // it may read every row of the mailbox for each page. A page without gaps (FETCH 1:*) is that range and
+  // nothing else: no list of UIDs to send and compare.
+  const low = uids[0]!;
+  const high = uids[uids.length - 1]!;
+  const set = uids.length === high - low + 1 ? null : uids;
   const rows = await q.query<ImapMessageRow>(
-    `SELECT uid, modseq, flags, internal_date AS "internalDate", size, prefix, blob_address AS "blobAddress",
-       header_end AS "headerEnd", CASE WHEN $4::boolean THEN structure::text END AS structure
+    `SELECT uid, modseq, flags, trunc(extract(epoch FROM internal_date) * 1000)::float8 AS "internalMs", size,
+       prefix, blob_address AS "blobAddress", header_end AS "headerEnd",
+       CASE WHEN $4::boolean THEN structure::text END AS structure
      FROM mail_messages
-     WHERE mailbox_id = $1 AND uid BETWEEN $5 AND $6 AND uid = ANY($2::bigint[])
+     WHERE mailbox_id = $1 AND uid BETWEEN $5 AND $6 AND ($2::bigint[] IS NULL OR uid = ANY($2::bigint[]))
        AND ($3::bigint IS NULL OR modseq > $3::bigint)
      ORDER BY uid`,
-    [mailboxId, uids, opts.changedSince, opts.tree, uids[0], uids[uids.length - 1]],
+    [mailboxId, set, opts.changedSince, opts.tree, low, high],
   );
   for (const r of rows) {
     // pg returns bytea as a Buffer, PGlite as a Uint8Array.

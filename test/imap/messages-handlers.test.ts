@@ -104,13 +104,16 @@ function memoryBackend() {
     setSubscribed: unused,
     status: unused,
     select: unused,
-    async *fetchMeta(_u, mailboxId, uids, opts): AsyncIterable<MessageMeta> {
+    // In pages of two, so that the handlers' paging is exercised on three messages.
+    async *fetchMeta(_u, mailboxId, uids, opts): AsyncIterable<MessageMeta[]> {
       calls.push(`fetchMeta ${uids.join(',')}`);
       const b = byId(mailboxId);
+      let page: MessageMeta[] = [];
       for (const uid of uids) {
         const m = b.messages.get(uid);
         if (!m || (opts.changedSince !== null && m.modseq <= opts.changedSince)) continue;
-        yield {
+        if (page.length === 2) [yield page, (page = [])];
+        page.push({
           uid,
           modseq: m.modseq,
           flags: [...m.flags],
@@ -119,8 +122,9 @@ function memoryBackend() {
           tree: parseMimeTree(m.blob),
           headerEnd: parseMimeTree(m.blob).body.bodyStart,
           prefixLength: m.prefix.length,
-        };
+        });
       }
+      if (page.length) yield page;
     },
     async readBody(_u, mailboxId, uid, start, end) {
       calls.push(`readBody ${uid} ${start}-${end}`);

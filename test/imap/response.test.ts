@@ -1,5 +1,6 @@
 // imap/response.ts: strings quoted or sent as literals as RFC 3501 §4.3 demands, NIL, lists, status
-// responses with their codes, continuations, dates and FETCH section labels.
+// responses with their codes, continuations, dates and FETCH section labels; the ResponseBuffer FETCH
+// writes its many responses into.
 import t from 'tap';
 import {
   atom,
@@ -7,9 +8,11 @@ import {
   encodeValue,
   formatDateTime,
   literal,
+  ResponseBuffer,
   sectionLabel,
   statusResponse,
   untagged,
+  writeUntagged,
 } from '../../imap/response.js';
 
 const s = (b: Buffer) => b.toString('utf8');
@@ -87,4 +90,44 @@ t.test('date-time (RFC 3501 §9) and BODY[...] labels (§7.4.2)', async (t) => {
     sectionLabel({ part: [], text: 'HEADER.FIELDS', fields: ['X(odd)'] }, null),
     'BODY[HEADER.FIELDS ("X(odd)")]',
   );
+});
+
+t.test('ResponseBuffer: the same octets as untagged, small literals copied in, large ones passed on', async (t) => {
+  const out = new ResponseBuffer();
+  const small = Buffer.from('Subject: hi\r\n\r\n');
+  const large = Buffer.alloc(5000, 0x61);
+  const values = [
+    [1, atom('FETCH'), [atom('BODY[HEADER]'), literal(small), atom('FLAGS'), [atom('\\Seen')]]],
+    [2, atom('FETCH'), [atom('BODY[]'), literal(large), atom('ENVELOPE'), ['käse', null]]],
+    [3, atom('FETCH'), [atom('UID'), 9]],
+  ] as const;
+  for (const v of values) writeUntagged(out, v);
+  t.ok(out.length > 5000);
+  const chunks = out.take();
+  t.equal(out.length, 0, 'nothing left once taken');
+  t.equal(Buffer.concat(chunks).toString('latin1'), Buffer.concat(values.map((v) => untagged(v))).toString('latin1'));
+  t.equal(chunks.length, 3, 'the text around the large literal, and the literal itself');
+  t.equal(chunks[1], large, "the large literal is the caller's buffer, not a copy");
+  t.same(out.take(), [], 'nothing written, nothing taken');
+});
+
+t.test('ResponseBuffer: alloc lends memory until recycle; taken text stays as it was', async (t) => {
+  const out = new ResponseBuffer();
+  const body = out.alloc(6000).fill(0x62);
+  writeUntagged(out, [1, atom('FETCH'), [atom('BODY[]'), literal(body)]]);
+  const first = out.take();
+  t.equal(first[1]!.buffer, body.buffer, 'a body read into lent memory is sent from there');
+  writeUntagged(out, [2, atom('FETCH'), [atom('UID'), 2]]);
+  const second = out.take();
+  t.equal(Buffer.concat(first).toString('latin1'), `* 1 FETCH (BODY[] {6000}\r\n${'b'.repeat(6000)})\r\n`);
+  t.equal(Buffer.concat(second).toString(), '* 2 FETCH (UID 2)\r\n', 'written after the part taken');
+  t.ok(out.held > 0);
+  writeUntagged(out, [3, atom('FETCH'), [atom('UID'), 3]]);
+  t.throws(() => out.recycle(), /not taken/, 'no recycling under responses not yet taken');
+  out.take();
+  out.recycle();
+  t.equal(out.held, 0);
+  const again = out.alloc(10).buffer;
+  t.ok(again === body.buffer || again === first[0]!.buffer, 'the same memory lent again');
+  t.not(out.alloc(300 * 1024).buffer, body.buffer, 'larger than a block: a buffer of its own');
 });

@@ -97,6 +97,38 @@ async function contract(t: Test, blobs: BlobStore) {
     t.equal((await blobs.read(e.address, 512 * 1024, 1e9))?.length, 0, 'two full chunks, at the end: empty');
   });
 
+  t.test("readMany: ranges of several blobs in one call, into memory of the caller's if given", async (t) => {
+    if (!blobs.readMany) return t.pass(`the ${blobs.kind} store reads no batches (optional)`);
+    const big = randomBytes(600 * 1024);
+    const small = randomBytes(3000);
+    const [b, s] = [await blobs.put(big), await blobs.put(small)];
+    const absent = sha256(Buffer.from('absent'));
+    const before = Buffer.from('Received: by us\r\n');
+    const reads = [
+      { address: b.address, start: 250 * 1024, end: 530 * 1024 },
+      { address: absent, start: 0, end: 10 },
+      { address: s.address, start: 0, end: 100, before },
+      { address: s.address, start: 2990, end: 1e9 },
+    ];
+    const want = [
+      big.subarray(250 * 1024, 530 * 1024),
+      null,
+      Buffer.concat([before, small.subarray(0, 100)]),
+      small.subarray(2990),
+    ];
+    t.same(await blobs.readMany(reads), want, 'in order, null for an absent blob');
+    const arena = Buffer.alloc(1024 * 1024);
+    let used = 0;
+    const alloc = (n: number) => arena.subarray(used, (used += n));
+    const got = await blobs.readMany(reads, alloc);
+    t.same(got, want, 'the same octets');
+    t.ok(
+      got.every((g) => g === null || g.buffer === arena.buffer),
+      'each copied into the memory alloc gave',
+    );
+    t.same(await blobs.readMany([]), [], 'nothing asked, nothing read');
+  });
+
   t.test('an empty body is a blob too', async (t) => {
     const ref = await blobs.put(Buffer.alloc(0));
     t.same(ref, { address: sha256(Buffer.alloc(0)), size: 0 });
@@ -131,6 +163,15 @@ async function contract(t: Test, blobs: BlobStore) {
   t.test('bad input is refused before anything is stored', async (t) => {
     await t.rejects(blobs.get('not-an-address'), TypeError);
     await t.rejects(blobs.addRef('A'.repeat(64)), TypeError, 'upper-case hex is not an address');
+    for (const bad of [
+      'a'.repeat(63),
+      'a'.repeat(65),
+      `${'a'.repeat(63)}g`,
+      `${'a'.repeat(63)}/`,
+      `${'0'.repeat(63)}:`,
+    ]) {
+      await t.rejects(blobs.has(bad), TypeError, `${bad.length} characters ending ${bad.slice(-1)}: not an address`);
+    }
     await t.rejects(blobs.addRef(sha256(Buffer.from('x')), 0), RangeError);
     await t.rejects(
       blobs.put(
