@@ -120,6 +120,12 @@ function tooLarge(req: IncomingMessage, res: ServerResponse, limit: number): Api
 function closeAfter(req: IncomingMessage, res: ServerResponse): void {
   res.setHeader('Connection', 'close');
   res.once('finish', () => {
+    // Node's server ends a `Connection: close` response with socket.destroySoon(): a FIN, then destroy() once
+    // it is written, which with the body's rest unread sends a reset that can overtake the answer. Our
+    // listener runs after Node's: it keeps the half-closed socket (the server's sockets allow half-open) and
+    // closes it below, when the client has sent everything or at DRAIN_MS (a lingering close, as nginx and
+    // Apache do).
+    req.socket.removeListener('finish', req.socket.destroy);
     let seen = 0;
     const stop = () => {
       clearTimeout(timer);
