@@ -190,12 +190,13 @@ export interface MailboxBackend {
    */
   readBody(user: Principal, mailboxId: string, uid: number, start: number, end: number, ref?: unknown): Promise<Buffer>;
   /**
-   * Optional: `readBody` of many messages in one call (FETCH asks for a batch's ranges at once, so that a
-   * FETCH of 1,000 headers costs a few waits, not 1,000), in the order given; null for a message
-   * expunged meanwhile. The caller bounds the octets it asks for in one call. With `alloc`, the octets
-   * are copied into `alloc(size)` where the store can (memory the caller reuses once it has sent them).
+   * `readBody` of many messages in one call (FETCH asks for a batch's ranges at once, so that a FETCH of
+   * 1,000 headers costs a few waits, not 1,000), in the order given; null for a message expunged
+   * meanwhile. The caller bounds the octets it asks for in one call. With `alloc`, the octets are copied
+   * into `alloc(size)` where the store can (memory the caller reuses once it has sent them). A store
+   * that cannot read many at once answers with one `readBody` after another.
    */
-  readBodies?(
+  readBodies(
     user: Principal,
     mailboxId: string,
     ranges: readonly BodyRange[],

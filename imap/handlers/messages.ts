@@ -4,7 +4,7 @@
 // search keys — lives in imap/render-*.ts, imap/fetch-sections.ts and imap/search-eval.ts.
 import type { CommandOf, FetchAttribute, Section } from '../command-types.js';
 import type { Handler, Outcome } from '../commands.js';
-import { BackendError, type MailboxBackend, type MessageMeta, type StoreResult } from '../backend.js';
+import type { MailboxBackend, MessageMeta, StoreResult } from '../backend.js';
 import { announceExpunged, markReported, seqOf, type SelectedMailbox, type Session } from '../session.js';
 import {
   atom,
@@ -227,10 +227,7 @@ function fetchItems(
   return out;
 }
 
-/**
- * The ranges of `planned` (those that read any), null for a message expunged meanwhile: in one call where
- * the backend reads many at once, else one by one.
- */
+/** The ranges of `planned` (those that read any) in one call, null for a message expunged meanwhile. */
 async function readRanges(
   session: Session,
   sel: SelectedMailbox,
@@ -238,30 +235,15 @@ async function readRanges(
   planned: readonly Planned[],
   alloc: (size: number) => Buffer,
 ): Promise<Array<Buffer | null>> {
-  const user = session.principal!;
-  const mailboxId = sel.snapshot.mailboxId;
   const wanted = planned.filter((p) => p.end > p.start);
-  const got: Array<Buffer | null> = backend.readBodies
-    ? wanted.length
-      ? await backend.readBodies(
-          user,
-          mailboxId,
-          wanted.map((p) => ({ uid: p.m.uid, start: p.start, end: p.end, ref: p.m.ref })),
-          alloc,
-        )
-      : []
+  const got: Array<Buffer | null> = wanted.length
+    ? await backend.readBodies(
+        session.principal!,
+        sel.snapshot.mailboxId,
+        wanted.map((p) => ({ uid: p.m.uid, start: p.start, end: p.end, ref: p.m.ref })),
+        alloc,
+      )
     : [];
-  if (!backend.readBodies) {
-    for (const p of wanted) {
-      try {
-        got.push(await backend.readBody(user, mailboxId, p.m.uid, p.start, p.end, p.m.ref));
-      } catch (err) {
-        // Expunged by another session between the index read and the body read: as if never found.
-        if (!(err instanceof BackendError && err.code === 'nonexistent')) throw err;
-        got.push(null);
-      }
-    }
-  }
   const out: Array<Buffer | null> = [];
   let j = 0;
   for (const p of planned) out.push(p.end > p.start ? got[j++]! : NO_BYTES);

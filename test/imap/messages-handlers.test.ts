@@ -132,6 +132,19 @@ function memoryBackend() {
       if (!m) throw new BackendError('nonexistent', 'expunged');
       return Buffer.concat([m.prefix, m.blob]).subarray(start, end);
     },
+    // One readBody after another (the calls log shows each), null for a message expunged meanwhile.
+    async readBodies(u, mailboxId, ranges) {
+      const out: Array<Buffer | null> = [];
+      for (const r of ranges) {
+        try {
+          out.push(await backend.readBody(u, mailboxId, r.uid, r.start, r.end, r.ref));
+        } catch (err) {
+          if (!(err instanceof BackendError && err.code === 'nonexistent')) throw err;
+          out.push(null);
+        }
+      }
+      return out;
+    },
     async markSeen(_u, mailboxId, uids) {
       calls.push(`markSeen ${uids.join(',')}`);
       return apply(byId(mailboxId), uids, { op: 'add', flags: ['\\Seen'], unchangedSince: null });
