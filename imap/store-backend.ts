@@ -101,6 +101,20 @@ const ENVELOPE_TEXT: Record<string, EnvelopeTextField | undefined> = {
 const isRef = (v: unknown): v is BodyRef =>
   typeof v === 'object' && v !== null && typeof (v as BodyRef).blobAddress === 'string';
 
+/**
+ * Where served octets [start, end) of a message lie (the receipt prefix, then the stored body): within the
+ * prefix, that slice of it; else the blob's range to read, with the prefix's part of the range to go in
+ * front of it (`before`, so that the served bytes are one copy: mail/blob-store.ts `read`).
+ */
+function locate(ref: BodyRef, start: number, end: number): { prefix: Buffer } | { blob: BlobRead } {
+  const p = ref.prefix.length;
+  const from = Math.max(0, start);
+  const to = Math.max(from, end);
+  if (to <= p) return { prefix: ref.prefix.subarray(from, to) };
+  const before = from < p ? ref.prefix.subarray(from) : undefined;
+  return { blob: { address: ref.blobAddress, start: Math.max(0, from - p), end: to - p, before } };
+}
+
 /** \Recent is a session flag (RFC 3501 §2.3.2): never stored, silently left out of STORE and APPEND. */
 const storable = (flags: readonly string[]) => flags.filter((f) => f.toLowerCase() !== '\\recent');
 
@@ -359,17 +373,15 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
       if (isRef(ref)) {
         // The metadata this backend gave out for this session's mailbox: no second look-up of the row,
         // and of the body only the range (with a blob store that reads ranges).
-        const p = ref.prefix.length;
-        const from = Math.max(0, start);
-        const to = Math.max(from, end);
-        if (to <= p) return ref.prefix.subarray(from, to);
-        const before = from < p ? ref.prefix.subarray(from) : undefined;
+        const where = locate(ref, start, end);
+        if ('prefix' in where) return where.prefix;
+        const { address, start: from, end: to, before } = where.blob;
         if (blobs.read) {
           // The prefix goes into the same buffer as the body's range: one copy of the served bytes.
-          const served = await blobs.read(ref.blobAddress, Math.max(0, from - p), to - p, before);
+          const served = await blobs.read(address, from, to, before);
           if (served) return served;
         } else {
-          const body = (await blobs.get(ref.blobAddress))?.subarray(Math.max(0, from - p), to - p);
+          const body = (await blobs.get(address))?.subarray(from, to);
           if (body) return before ? Buffer.concat([before, body]) : body;
         }
         // Released meanwhile: the message was expunged (or its body is lost); the row says which.
@@ -389,20 +401,12 @@ export function createStoreBackend(deps: CoreDeps, opts: StoreBackendOptions = {
       for (let i = 0; i < ranges.length; i++) {
         const { start, end, ref } = ranges[i]!;
         if (!blobs.readMany || !isRef(ref)) continue;
-        const p = ref.prefix.length;
-        const from = Math.max(0, start);
-        const to = Math.max(from, end);
-        if (to <= p) {
-          out[i] = ref.prefix.subarray(from, to);
+        const where = locate(ref, start, end);
+        if ('prefix' in where) {
+          out[i] = where.prefix;
           continue;
         }
-        // The prefix goes into the same buffer as the body's range (blobs.read).
-        reads.push({
-          address: ref.blobAddress,
-          start: Math.max(0, from - p),
-          end: to - p,
-          before: ref.prefix.subarray(from),
-        });
+        reads.push(where.blob);
         at.push(i);
       }
       if (reads.length) {
