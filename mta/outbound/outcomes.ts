@@ -2,7 +2,7 @@
 // outcomes to Postgres in batches: while one batch commits, the next accumulates, so the number of
 // transactions follows the commit latency rather than the number of deliveries (group commit).
 import type { Logger } from 'pino';
-import type { Db } from '../../storage/pg/client.js';
+import { isTransientConflict, type Db } from '../../storage/pg/client.js';
 import { recordOutcomes, type Outcome, type OutcomeStatus } from '../../storage/pg/deliveries.js';
 import { classify, type BounceClass } from './bounce-classify.js';
 import { nextAttempt } from './retry.js';
@@ -99,19 +99,35 @@ export function decide(
   };
 }
 
+/** Attempts of one batch that Postgres aborted for a conflict with another statement (isTransientConflict). */
+const CONFLICT_ATTEMPTS = 4;
+
 export function createOutcomeWriter(db: Db, log: Logger, maxBatch = 500) {
   let pending: { outcome: Outcome; done: (err?: Error) => void }[] = [];
   let flushing: Promise<void> | null = null;
+
+  // A batch refused for a deadlock or a serialization failure committed nothing and is written again at once:
+  // failing it would leave messages already delivered to be sent again when their lease ends.
+  async function recordWithRetries(outcomes: Outcome[]): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await recordOutcomes(db, outcomes);
+      } catch (err) {
+        if (attempt >= CONFLICT_ATTEMPTS || !isTransientConflict(err)) throw err;
+        log.warn(
+          { err, count: outcomes.length, attempt },
+          'delivery outcomes met a conflicting statement; writing again',
+        );
+      }
+    }
+  }
 
   async function flushLoop() {
     while (pending.length) {
       const batch = pending.slice(0, maxBatch);
       pending = pending.slice(batch.length);
       try {
-        await recordOutcomes(
-          db,
-          batch.map((b) => b.outcome),
-        );
+        await recordWithRetries(batch.map((b) => b.outcome));
         for (const b of batch) b.done();
       } catch (err) {
         log.error({ err, count: batch.length }, 'recording delivery outcomes failed');

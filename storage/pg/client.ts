@@ -30,6 +30,14 @@ export function isPgError(err: unknown, code: string): boolean {
   return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === code;
 }
 
+/**
+ * A statement Postgres aborted only because of what ran beside it: a deadlock (40P01) or a serialization
+ * failure (40001). Nothing of it committed, and the same statement run again may well pass.
+ */
+export function isTransientConflict(err: unknown): boolean {
+  return isPgError(err, '40P01') || isPgError(err, '40001');
+}
+
 // int8 and numeric as JS numbers, as PGlite returns them: counters and byte sizes stay far below 2^53.
 const types = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {

@@ -151,9 +151,17 @@ WITH u AS (
   INSERT INTO suppressions (project_id, address, reason, detail, created_at)
   SELECT u.project_id, u.sup_address, u.sup_reason, u.sup_detail, u.at FROM u WHERE u.sup_address IS NOT NULL
   ON CONFLICT (project_id, address) DO NOTHING
+), senders AS MATERIALIZED (
+  -- The capabilities' rows locked in id order before any is updated: several MTA processes write outcome batches
+  -- at once, and an UPDATE ... FROM locks rows in whatever order its plan meets them, so two batches naming the
+  -- same capabilities could each hold one the other waits for (deadlock, 40P01). A locking SELECT takes its locks
+  -- after its sort; the UPDATE below then waits on no row this statement does not already hold.
+  SELECT c.id FROM outbound_capabilities c WHERE c.id IN (SELECT sent_by FROM u) ORDER BY c.id FOR NO KEY UPDATE
 ), sent AS (
   UPDATE outbound_capabilities c SET sent_count = c.sent_count + s.n
-  FROM (SELECT sent_by AS id, count(*) AS n FROM u WHERE sent_by IS NOT NULL GROUP BY sent_by) s WHERE c.id = s.id
+  FROM (SELECT sent_by AS id, count(*) AS n FROM u WHERE sent_by IS NOT NULL GROUP BY sent_by) s
+  JOIN senders ON senders.id = s.id
+  WHERE c.id = s.id
 )
 SELECT 1`;
 

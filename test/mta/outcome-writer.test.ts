@@ -1,0 +1,102 @@
+// The MTA's outcome writer (mta/outbound/outcomes.ts) against a real deadlock: a batch that Postgres aborts for
+// a conflict with another statement is written again, not failed. Failing it would leave its messages, which
+// were delivered, to be sent a second time when their lease ends.
+import t from 'tap';
+import pino from 'pino';
+import { startTestService } from '../helpers/service.js';
+import { sender, type Sender } from '../helpers/sender.js';
+import { waitFor } from '../helpers/wait-for.js';
+import { createOutcomeWriter } from '../../mta/outbound/outcomes.js';
+import { openPostgres } from '../../storage/pg/client.js';
+
+// Without SVC_DATABASE_URL the test is skipped, not passed: a deadlock needs two connections, which the embedded
+// database does not have; the SVC_DATABASE_URL pass of .ci/run runs it on a real Postgres.
+const skip = process.env.SVC_DATABASE_URL ? false : 'a deadlock needs a real Postgres: set SVC_DATABASE_URL';
+
+t.test('a batch aborted by a deadlock is written again, once', { skip }, async (t) => {
+  const svc = await startTestService(t);
+  const db = svc.running.storage.db;
+  const [a, b] = [await sender(svc), await sender(svc)].sort((x, y) => (x.outboundId < y.outboundId ? -1 : 1)) as [
+    Sender,
+    Sender,
+  ];
+  const messages: { id: string; sender: Sender }[] = [];
+  for (const s of [a, b]) {
+    const [row] = await db.query<{ id: string }>(
+      `INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address,
+         to_address, subject, message_id_header, return_path, size_bytes, attempts, created_at, updated_at)
+       VALUES (gen_random_uuid(), $1, $2, $3, 'sending', 'a@' || $4, 'a@' || $4, 'r@example.net', 's',
+         '<' || gen_random_uuid() || '@' || $4 || '>', 'b@' || $4, 100, 0, now(), now()) RETURNING id`,
+      [s.projectId, s.orgId, s.outboundId, s.domain],
+    );
+    messages.push({ id: row!.id, sender: s });
+  }
+
+  // Another connection holds the second capability's row; the batch locks the first (in id order) and waits for
+  // the second; then the other connection asks for the first. Postgres finds the cycle in the one that waited a
+  // deadlock_timeout (1 s by default): the batch, since the other waits 10 s before it looks.
+  const other = openPostgres(svc.databaseUrl!, 1);
+  t.teardown(() => other.close());
+  const logged: string[] = [];
+  const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+  const writer = createOutcomeWriter(db, log);
+  let written: Promise<void> | undefined;
+  await other.tx(async (q) => {
+    await q.query("SET LOCAL deadlock_timeout = '10s'");
+    await q.query('UPDATE outbound_capabilities SET sent_count = sent_count WHERE id = $1', [b.outboundId]);
+    written = Promise.all(
+      messages.map((m) =>
+        writer.write({
+          messageId: m.id,
+          projectId: m.sender.projectId,
+          status: 'delivered',
+          attempts: 1,
+          detail: { attempt: 1, reply: '250 ok' },
+          outboundId: m.sender.outboundId,
+          at: new Date(),
+        }),
+      ),
+    ).then(() => undefined);
+    await waitFor(
+      async () =>
+        (
+          await db.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+          )
+        )[0]!.n > 0 || null,
+      { what: 'the batch waiting for the held row' },
+    );
+    await q.query('UPDATE outbound_capabilities SET sent_count = sent_count WHERE id = $1', [a.outboundId]);
+  });
+  await written;
+
+  t.match(logged.join(''), /"code":"40P01"/, 'the batch met the deadlock');
+  const counts = await db.query<{ n: number }>(
+    'SELECT sent_count::int AS n FROM outbound_capabilities WHERE id = ANY($1::uuid[])',
+    [[a.outboundId, b.outboundId]],
+  );
+  t.same(
+    counts.map((c) => c.n),
+    [1, 1],
+    'each capability counted its delivery once',
+  );
+  const events = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM message_events WHERE type = 'delivered' AND message_id = ANY($1::uuid[])
+     GROUP BY message_id`,
+    [messages.map((m) => m.id)],
+  );
+  t.same(
+    events.map((e) => e.n),
+    [1, 1],
+    'one delivered event per message',
+  );
+  const statuses = await db.query<{ status: string }>('SELECT status FROM messages WHERE id = ANY($1::uuid[])', [
+    messages.map((m) => m.id),
+  ]);
+  t.same(
+    statuses.map((s) => s.status),
+    ['delivered', 'delivered'],
+    'both messages delivered',
+  );
+});
