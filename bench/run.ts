@@ -55,7 +55,7 @@ import {
   type LoadResult,
   type Tenant,
 } from './service.js';
-import { benchDatabase, cpuSecondsOf, quantile, sleep } from './util.js';
+import { benchDatabase, cpuSecondsOf, undelivered, quantile, sleep } from './util.js';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -178,7 +178,10 @@ try {
     const benchCpu0 = process.cpuUsage();
     const e2e = await sendLoad(svc.url, tenants, { ...load, count: N, firstIndex: svcSent });
     svcSent += N;
-    const end = await ourSink.reached(svcSent, DRAIN_MS).catch((err: Error) => (failures.push(err.message), NaN));
+    const end = await ourSink.reached(svcSent, DRAIN_MS).catch(async (err: Error) => {
+      failures.push(`${err.message}\n${await undelivered(dbUrl.toString())}`);
+      return NaN;
+    });
     checked('svc end to end', e2e, N);
     // The load generator shares the cores (smtp-source does too, for Postfix): what it cost us.
     const benchCpu = process.cpuUsage(benchCpu0);

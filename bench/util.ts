@@ -75,3 +75,31 @@ export async function benchDatabase(
   url.pathname = `/${dbName}`;
   return { dbName, url: url.toString(), version };
 }
+
+/**
+ * Why messages missed the sink: the bench database's messages by status, and the events of the first few not
+ * delivered, so a shortfall says what the MTA met rather than only that it fell short.
+ */
+export async function undelivered(url: string): Promise<string> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const statuses = await c.query<{ status: string; n: string }>(
+      `SELECT status, count(*) AS n FROM messages GROUP BY 1 ORDER BY 2 DESC`,
+    );
+    const events = await c.query<{ id: string; type: string; detail: unknown; at: Date; updated: Date }>(
+      `SELECT m.id, e.type, e.detail, e.created_at AS at, m.updated_at AS updated
+         FROM (SELECT id, updated_at FROM messages WHERE status <> 'delivered' ORDER BY created_at LIMIT 3) m
+         JOIN message_events e ON e.message_id = m.id ORDER BY m.id, e.seq`,
+    );
+    return [
+      `  messages by status: ${statuses.rows.map((r) => `${r.status} ${r.n}`).join(', ')}`,
+      ...events.rows.map(
+        (r) =>
+          `  ${r.id} ${r.at.toISOString()} ${r.type} ${JSON.stringify(r.detail)} (updated ${r.updated.toISOString()})`,
+      ),
+    ].join('\n');
+  } finally {
+    await c.end();
+  }
+}
