@@ -41,7 +41,8 @@ import { parseArgs, promisify } from 'node:util';
 import { startDnsZone } from '../test/helpers/dns-zone.js';
 import { composeMessage } from '../mail/compose.js';
 import { startSink, type Sink } from './sink.js';
-import { startRelay } from './postfix.js';
+import { startRelay, type Relay } from './postfix.js';
+import { startOpenDkim } from './opendkim.js';
 import {
   createTenants,
   KEYS_PER_CLIENT,
@@ -81,6 +82,7 @@ const { values: args } = parseArgs({
     pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
     'cpu-prof': { type: 'boolean', default: false },
     'one-process': { type: 'boolean', default: false },
+    opendkim: { type: 'boolean', default: false },
     workers: { type: 'string' },
     out: { type: 'string', default: 'latest.json' },
   },
@@ -199,78 +201,100 @@ try {
     };
   };
 
-  const pfSink = await startSink('postfix');
-  cleanups.push(() => pfSink.stop());
   // in_flow_delay 0: with the default (1 s), smtpd holds back each message whenever the queue
   // manager lags, which here halved Postfix's throughput; we compare with the faster setting.
-  const relay = await startRelay(pfSink.port, { in_flow_delay: '0' });
-  cleanups.push(() => relay.stop());
-  // The same message our service composes (without its DKIM signatures), as smtp-source -F sends a file.
+  const pfOverrides = { in_flow_delay: '0' };
   const t = tenants[0]!;
-  const eml = await composeMessage({
-    from: { name: 'Bench', address: `no-reply@${t.domain}` },
-    to: 'rcpt@dest.test',
-    subject: `${SUBJECT} 1234`,
-    text: BODY,
-    messageId: `${randomBytes(16).toString('hex')}@${t.domain}`,
-    date: new Date(),
-  });
-  const emlFile = path.join(relay.dir, 'message.eml');
-  await writeFile(emlFile, eml.toString('latin1').replace(/\r\n/g, '\n')); // -F appends CRLF to each line
-  // smtp-source sends every message to one recipient: over several domains, one smtp-source per domain,
-  // the sessions and messages shared out among them.
-  const source = (count: number) =>
-    Promise.all(
-      Array.from({ length: DOMAINS }, (_, d) => {
-        const share = Math.floor(count / DOMAINS) + (d < count % DOMAINS ? 1 : 0);
-        const sessions = Math.max(1, Math.floor(C / DOMAINS) + (d < C % DOMAINS ? 1 : 0));
-        if (!share) return Promise.resolve();
-        return run('/usr/sbin/smtp-source', [
-          ...['-s', String(sessions), '-m', String(share), '-d', '-N', '-F', emlFile],
-          ...['-f', `no-reply@${t.domain}`, '-t', `rcpt@${recipientDomain(d, DOMAINS)}`, `127.0.0.1:${relay.port}`],
-        ]);
-      }),
-    );
-  await source(WARMUP);
-  await pfSink.reached(WARMUP, DRAIN_MS);
-  let pfSent = WARMUP;
-  const runPostfix = async () => {
-    const pfCpu0 = relay.cpuSeconds();
-    const start = performance.now();
-    await source(N).catch((err: { stderr?: string }) => failures.push(`smtp-source: ${err.stderr ?? err}`));
-    pfSent += N;
-    const end = await pfSink.reached(pfSent, DRAIN_MS).catch(async (err: Error) => {
-      failures.push(`${err.message}\n${(await relay.log()).split('\n').slice(-10).join('\n')}`);
-      return NaN;
+  // A Postfix side: its own sink and relay (`extra` settings over pfOverrides), warmed up, and its runs.
+  const postfixSide = async (name: string, extra: Record<string, string>, extraCpu: () => number = () => 0) => {
+    const sink = await startSink(name);
+    cleanups.push(() => sink.stop());
+    const relay = await startRelay(sink.port, { ...pfOverrides, ...extra });
+    cleanups.push(() => relay.stop());
+    // The same message our service composes (without its DKIM signatures), as smtp-source -F sends a file.
+    const eml = await composeMessage({
+      from: { name: 'Bench', address: `no-reply@${t.domain}` },
+      to: 'rcpt@dest.test',
+      subject: `${SUBJECT} 1234`,
+      text: BODY,
+      messageId: `${randomBytes(16).toString('hex')}@${t.domain}`,
+      date: new Date(),
     });
-    const seconds = (end - start) / 1000;
-    return { seconds, msgPerSec: N / seconds, cpuMsPerMessage: ((relay.cpuSeconds() - pfCpu0) * 1000) / N };
+    const emlFile = path.join(relay.dir, 'message.eml');
+    await writeFile(emlFile, eml.toString('latin1').replace(/\r\n/g, '\n')); // -F appends CRLF to each line
+    const source = (count: number) => smtpSource(relay, emlFile, t.domain, count);
+    await source(WARMUP);
+    await sink.reached(WARMUP, DRAIN_MS);
+    let sent = WARMUP;
+    const measure = async () => {
+      const cpu0 = relay.cpuSeconds() + extraCpu();
+      const start = performance.now();
+      await source(N).catch((err: { stderr?: string }) => failures.push(`smtp-source: ${err.stderr ?? err}`));
+      sent += N;
+      const end = await sink.reached(sent, DRAIN_MS).catch(async (err: Error) => {
+        failures.push(`${err.message}\n${(await relay.log()).split('\n').slice(-10).join('\n')}`);
+        return NaN;
+      });
+      const seconds = (end - start) / 1000;
+      const cpu = relay.cpuSeconds() + extraCpu() - cpu0;
+      return { seconds, msgPerSec: N / seconds, cpuMsPerMessage: (cpu * 1000) / N };
+    };
+    return { name, sink, relay, measure, sent: () => sent };
   };
+  const pf = await postfixSide('postfix', {});
+  // --opendkim: a second Postfix that signs through Debian's OpenDKIM milter (bench/opendkim.ts), as ours signs.
+  const odkim = args.opendkim ? await startOpenDkim(t.domain) : null;
+  if (odkim) {
+    cleanups.push(() => odkim.stop());
+    zone.txt(`${odkim.selector}._domainkey.${t.domain}`, odkim.txt);
+  }
+  const pfd = odkim
+    ? await postfixSide(
+        'postfix-dkim',
+        // tempfail: a message the milter cannot sign waits, never leaves unsigned (as ours, issue 5).
+        { smtpd_milters: odkim.milter, milter_default_action: 'tempfail' },
+        () => odkim.cpuSeconds(),
+      )
+    : null;
 
-  // Each run measures both sides back to back, the first side alternating, so that a busy spell of the
-  // machine falls on both alike; the ratio of each run is what the report takes the median of.
+  // Each run measures every side back to back, the first side alternating, so that a busy spell of the
+  // machine falls on all alike; the ratio of each run is what the report takes the median of.
+  type SideRun = Awaited<ReturnType<typeof pf.measure>>;
   const svcRuns: Awaited<ReturnType<typeof runSvc>>[] = [];
-  const pfRuns: Awaited<ReturnType<typeof runPostfix>>[] = [];
+  const pfRuns: SideRun[] = [];
+  const pfdRuns: SideRun[] = [];
   for (let r = 0; r < RUNS; r++) {
-    if (r % 2 === 0) {
-      svcRuns.push(await runSvc());
-      pfRuns.push(await runPostfix());
-    } else {
-      pfRuns.push(await runPostfix());
-      svcRuns.push(await runSvc());
-    }
+    const sides = [
+      async () => void svcRuns.push(await runSvc()),
+      async () => void pfRuns.push(await pf.measure()),
+      ...(pfd ? [async () => void pfdRuns.push(await pfd.measure())] : []),
+    ];
+    for (const side of r % 2 === 0 ? sides : sides.reverse()) await side();
   }
   await svc.stop();
-  const pfCount = (await pfSink.files()).length;
-  if (pfCount !== pfSent) failures.push(`postfix sink holds ${pfCount} messages, expected ${pfSent}`);
+  for (const side of [pf, pfd]) {
+    if (!side) continue;
+    const count = (await side.sink.files()).length;
+    if (count !== side.sent()) failures.push(`${side.name} sink holds ${count} messages, expected ${side.sent()}`);
+  }
   results.svc = {
     processes: svc.roles.map((r) => r.role),
     runs: svcRuns,
-    dkim: await checkDelivered(ourSink, svcSent, tenants),
+    dkim: await checkSigned('svc', ourSink, svcSent, Object.assign({}, ...tenants.map((t) => t.dkimTxt))),
   };
-  results.postfix = { version: relay.version, runs: pfRuns };
+  results.postfix = { version: pf.relay.version, runs: pfRuns };
   results.endToEnd = spread(svcRuns.map((s, i) => s.msgPerSec / pfRuns[i]!.msgPerSec));
-  await relay.stop();
+  if (pfd && odkim) {
+    results.postfixOpenDkim = {
+      runs: pfdRuns,
+      dkim: await checkSigned('postfix-dkim', pfd.sink, pfd.sent(), {
+        [`${odkim.selector}._domainkey.${t.domain}`]: odkim.txt,
+      }),
+    };
+    results.endToEndOpenDkim = spread(svcRuns.map((s, i) => s.msgPerSec / pfdRuns[i]!.msgPerSec));
+    await pfd.relay.stop();
+  }
+  await pf.relay.stop();
 
   // ---- 3. sendEmail alone, sendBatch, then pgbench with the same statements -------------------------
   const ctl = await startChild('control', env, nodeFlags);
@@ -374,6 +398,8 @@ const sbR = results.sendBatch as
   { msgPerSec: number; clients: number; p50Ms: number; p99Ms: number; cpuMsPerMessage: number } | undefined;
 const pgRuns = (results.pgbench as { runs?: { best: Record<string, number> }[] } | undefined)?.runs ?? [];
 const e2e = results.endToEnd as Spread | undefined;
+const pfdR = results.postfixOpenDkim as { runs: { msgPerSec: number; cpuMsPerMessage: number }[] } | undefined;
+const e2eDkim = results.endToEndOpenDkim as Spread | undefined;
 const db = results.sendEmailVsPgbench as Spread | undefined;
 const f = (n: number | undefined, d = 0) => (n === undefined || !Number.isFinite(n) ? '—' : n.toFixed(d));
 const med = (xs: number[]) => (xs.length ? spread(xs).median : undefined);
@@ -428,6 +454,16 @@ console.log(
       `CPU/msg: Postfix ${f(med(pfR?.runs.map((r) => r.cpuMsPerMessage) ?? []), 2)} ms`,
     ),
     row('  svc / Postfix', sp(e2e, 2, '×'), 'goal ≥ 2.0 at 1 KB, ≥ 1.5 at 100 KB'),
+    ...(pfdR
+      ? [
+          row(
+            '  Postfix + OpenDKIM milter (signs as we do) → smtp-sink',
+            sp(spread(pfdR.runs.map((r) => r.msgPerSec)), 0, ' msg/s'),
+            `CPU/msg: Postfix and opendkim ${f(med(pfdR.runs.map((r) => r.cpuMsPerMessage)), 2)} ms`,
+          ),
+          row('  svc / Postfix + OpenDKIM', sp(e2eDkim, 2, '×')),
+        ]
+      : []),
     row('accepting (nothing delivers)', ''),
     row(
       `  sendEmail, ${C} clients`,
@@ -492,10 +528,27 @@ function checked(what: string, r: LoadResult, expected = r.ok): void {
  * The sink holds exactly `expected` messages, each with a DKIM-Signature, and a sample of them verify
  * against the keys the tenants publish (each signature checked, not just present).
  */
-async function checkDelivered(sink: Sink, expected: number, tenants: Tenant[]): Promise<string> {
+/**
+ * smtp-source sends every message to one recipient: over several domains, one smtp-source per domain, the
+ * sessions and messages shared out among them.
+ */
+function smtpSource(relay: Relay, emlFile: string, fromDomain: string, count: number) {
+  return Promise.all(
+    Array.from({ length: DOMAINS }, (_, d) => {
+      const share = Math.floor(count / DOMAINS) + (d < count % DOMAINS ? 1 : 0);
+      const sessions = Math.max(1, Math.floor(C / DOMAINS) + (d < C % DOMAINS ? 1 : 0));
+      if (!share) return Promise.resolve();
+      return run('/usr/sbin/smtp-source', [
+        ...['-s', String(sessions), '-m', String(share), '-d', '-N', '-F', emlFile],
+        ...['-f', `no-reply@${fromDomain}`, '-t', `rcpt@${recipientDomain(d, DOMAINS)}`, `127.0.0.1:${relay.port}`],
+      ]);
+    }),
+  );
+}
+
+async function checkSigned(name: string, sink: Sink, expected: number, keys: Record<string, string>): Promise<string> {
   const files = await sink.files();
-  if (files.length !== expected) failures.push(`svc sink holds ${files.length} messages, expected ${expected}`);
-  const keys = Object.assign({}, ...tenants.map((t) => t.dkimTxt)) as Record<string, string>;
+  if (files.length !== expected) failures.push(`${name} sink holds ${files.length} messages, expected ${expected}`);
   let unsigned = 0;
   let verified = 0;
   for (const [i, file] of files.entries()) {
@@ -515,7 +568,7 @@ async function checkDelivered(sink: Sink, expected: number, tenants: Tenant[]): 
         failures.push(`DKIM of ${path.basename(file)}: ${r.map((s) => s.status.result).join(', ') || 'no signature'}`);
     }
   }
-  if (unsigned) failures.push(`${unsigned} messages at the svc sink have no DKIM-Signature`);
+  if (unsigned) failures.push(`${unsigned} messages at the ${name} sink have no DKIM-Signature`);
   return `${files.length - unsigned} of ${files.length} signed, ${verified} sampled signatures verified`;
 }
 
