@@ -48,7 +48,9 @@ function connect(host: string, port: number): Promise<Conn> {
     socket.setNoDelay(true);
     const c: Conn = { socket, waiting: null, fail: null, buf: Buffer.alloc(0) };
     socket.once('connect', () => resolve(c));
-    socket.once('error', (err) => (c.fail ? c.fail(err) : reject(err)));
+    socket.on('error', (err) => (c.fail ? c.fail(err) : reject(err)));
+    // The server closes a socket idle past its keep-alive timeout (65 s): one waiting in the pool is then
+    // passed over (leanFetch); a write onto it would be dropped without an error, and its answer never come.
     socket.once('close', () => c.fail?.(new Error('connection closed')));
     socket.on('data', (chunk: Buffer) => {
       c.buf = c.buf.length ? Buffer.concat([c.buf, chunk]) : chunk;
@@ -80,7 +82,9 @@ export const leanFetch = (async (url: string, init: Init = {}): Promise<Answer> 
   const origin = u.host;
   const free = idle.get(origin) ?? [];
   idle.set(origin, free);
-  const c = free.pop() ?? (await connect(u.hostname, Number(u.port)));
+  let c = free.pop();
+  while (c && (c.socket.destroyed || !c.socket.writable)) c = free.pop();
+  c ??= await connect(u.hostname, Number(u.port));
   const body = init.body === undefined ? null : Buffer.from(init.body);
   const lines = [`${init.method ?? 'GET'} ${u.pathname}${u.search} HTTP/1.1`, `host: ${origin}`];
   for (const [k, v] of Object.entries(init.headers ?? {})) lines.push(`${k}: ${v}`);
