@@ -5,6 +5,7 @@ import t from 'tap';
 import pino from 'pino';
 import { startTestService } from '../helpers/service.js';
 import { sender, type Sender } from '../helpers/sender.js';
+import { deliveredOutcome, seedSendingMessages } from '../helpers/sending-messages.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { createOutcomeWriter } from '../../mta/outbound/outcomes.js';
 import { openPostgres } from '../../storage/pg/client.js';
@@ -20,17 +21,7 @@ t.test('a batch aborted by a deadlock is written again, once', { skip }, async (
     Sender,
     Sender,
   ];
-  const messages: { id: string; sender: Sender }[] = [];
-  for (const s of [a, b]) {
-    const [row] = await db.query<{ id: string }>(
-      `INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address,
-         to_address, subject, message_id_header, return_path, size_bytes, attempts, created_at, updated_at)
-       VALUES (gen_random_uuid(), $1, $2, $3, 'sending', 'a@' || $4, 'a@' || $4, 'r@example.net', 's',
-         '<' || gen_random_uuid() || '@' || $4 || '>', 'b@' || $4, 100, 0, now(), now()) RETURNING id`,
-      [s.projectId, s.orgId, s.outboundId, s.domain],
-    );
-    messages.push({ id: row!.id, sender: s });
-  }
+  const messages = [...(await seedSendingMessages(db, a, 1)), ...(await seedSendingMessages(db, b, 1))];
 
   // Another connection holds the second capability's row; the batch locks the first (in id order) and waits for
   // the second; then the other connection asks for the first. Postgres finds the cycle in the one that waited a
@@ -44,19 +35,7 @@ t.test('a batch aborted by a deadlock is written again, once', { skip }, async (
   await other.tx(async (q) => {
     await q.query("SET LOCAL deadlock_timeout = '10s'");
     await q.query('UPDATE outbound_capabilities SET sent_count = sent_count WHERE id = $1', [b.outboundId]);
-    written = Promise.all(
-      messages.map((m) =>
-        writer.write({
-          messageId: m.id,
-          projectId: m.sender.projectId,
-          status: 'delivered',
-          attempts: 1,
-          detail: { attempt: 1, reply: '250 ok' },
-          outboundId: m.sender.outboundId,
-          at: new Date(),
-        }),
-      ),
-    ).then(() => undefined);
+    written = Promise.all(messages.map((m) => writer.write(deliveredOutcome(m)))).then(() => undefined);
     await waitFor(
       async () =>
         (
@@ -84,7 +63,7 @@ t.test('a batch aborted by a deadlock is written again, once', { skip }, async (
   const events = await db.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM message_events WHERE type = 'delivered' AND message_id = ANY($1::uuid[])
      GROUP BY message_id`,
-    [messages.map((m) => m.id)],
+    [messages.map((m) => m.messageId)],
   );
   t.same(
     events.map((e) => e.n),
@@ -92,7 +71,7 @@ t.test('a batch aborted by a deadlock is written again, once', { skip }, async (
     'one delivered event per message',
   );
   const statuses = await db.query<{ status: string }>('SELECT status FROM messages WHERE id = ANY($1::uuid[])', [
-    messages.map((m) => m.id),
+    messages.map((m) => m.messageId),
   ]);
   t.same(
     statuses.map((s) => s.status),

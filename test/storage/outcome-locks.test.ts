@@ -4,43 +4,14 @@
 // the other waits for, Postgres aborts one (deadlock, 40P01), and its messages, delivered already, wait out their
 // lease to be sent again.
 import t from 'tap';
-import { startTestService, type TestService } from '../helpers/service.js';
+import { startTestService } from '../helpers/service.js';
 import { sender } from '../helpers/sender.js';
-import { recordOutcomes, type Outcome } from '../../storage/pg/deliveries.js';
+import { deliveredOutcome, seedSendingMessages, type SendingMessage } from '../helpers/sending-messages.js';
+import { recordOutcomes } from '../../storage/pg/deliveries.js';
 
 // Without SVC_DATABASE_URL the test is skipped, not passed: the embedded database has one connection, so its
 // statements never run at once; the SVC_DATABASE_URL pass of .ci/run runs it on a real Postgres.
 const skip = process.env.SVC_DATABASE_URL ? false : 'concurrent statements need a real Postgres: set SVC_DATABASE_URL';
-
-interface Seeded {
-  messageId: string;
-  projectId: string;
-  outboundId: string;
-}
-
-async function seedMessages(svc: TestService, s: Awaited<ReturnType<typeof sender>>, n: number): Promise<Seeded[]> {
-  const rows = await svc.running.storage.db.query<{ id: string }>(
-    `INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address, to_address,
-       subject, message_id_header, return_path, size_bytes, attempts, created_at, updated_at)
-     SELECT gen_random_uuid(), $1, $2, $3, 'sending', 'a@' || $4, 'a@' || $4, 'r' || g || '@example.net', 's',
-       '<' || gen_random_uuid() || '@' || $4 || '>', 'b@' || $4, 100, 0, now(), now()
-     FROM generate_series(1, $5::int) AS g RETURNING id`,
-    [s.projectId, s.orgId, s.outboundId, s.domain, n],
-  );
-  return rows.map((r) => ({ messageId: r.id, projectId: s.projectId, outboundId: s.outboundId }));
-}
-
-function delivered(m: Seeded): Outcome {
-  return {
-    messageId: m.messageId,
-    projectId: m.projectId,
-    status: 'delivered',
-    attempts: 1,
-    detail: { attempt: 1, reply: '250 ok' },
-    outboundId: m.outboundId,
-    at: new Date(),
-  };
-}
 
 t.test('outcome batches written at once never deadlock on the capabilities they count', { skip }, async (t) => {
   const svc = await startTestService(t);
@@ -48,8 +19,8 @@ t.test('outcome batches written at once never deadlock on the capabilities they 
   const PER_CAP = 240;
   const senders = [];
   for (let i = 0; i < CAPS; i++) senders.push(await sender(svc));
-  const messages: Seeded[] = [];
-  for (const s of senders) messages.push(...(await seedMessages(svc, s, PER_CAP)));
+  const messages: SendingMessage[] = [];
+  for (const s of senders) messages.push(...(await seedSendingMessages(svc.running.storage.db, s, PER_CAP)));
 
   // Shuffled, then cut into batches of 2–12: each batch names several capabilities, in no particular order, and
   // eight writers (the pool's connections) send theirs at once.
@@ -57,7 +28,7 @@ t.test('outcome batches written at once never deadlock on the capabilities they 
     const j = Math.floor(Math.random() * (i + 1));
     [messages[i], messages[j]] = [messages[j]!, messages[i]!];
   }
-  const batches: Seeded[][] = [];
+  const batches: SendingMessage[][] = [];
   for (let at = 0; at < messages.length;) {
     const size = 2 + Math.floor(Math.random() * 11);
     batches.push(messages.slice(at, at + size));
@@ -68,7 +39,7 @@ t.test('outcome batches written at once never deadlock on the capabilities they 
   await Promise.all(
     Array.from({ length: WRITERS }, async (_, w) => {
       for (let b = w; b < batches.length; b += WRITERS) {
-        await recordOutcomes(svc.running.storage.db, batches[b]!.map(delivered)).catch(
+        await recordOutcomes(svc.running.storage.db, batches[b]!.map(deliveredOutcome)).catch(
           (err: Error & { code?: string }) => errors.push(`${err.code ?? ''} ${err.message}`),
         );
       }
