@@ -181,7 +181,7 @@ try {
     const e2e = await sendLoad(svc.url, tenants, { ...load, count: N, firstIndex: svcSent });
     svcSent += N;
     const end = await ourSink.reached(svcSent, DRAIN_MS).catch(async (err: Error) => {
-      failures.push(`${err.message}\n${await undelivered(dbUrl.toString())}`);
+      failures.push(`${err.message}\n${await undelivered(dbUrl.toString(), dataDir)}`);
       return NaN;
     });
     checked('svc end to end', e2e, N);

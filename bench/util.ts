@@ -2,6 +2,8 @@
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import pg from 'pg';
+import { openLmdb } from '../storage/lmdb/env.js';
+import { openSpool } from '../storage/lmdb/spool.js';
 
 export { freePort } from '../test/helpers/postfix.js';
 import { processes, type Proc } from '../test/helpers/processes.js';
@@ -80,7 +82,7 @@ export async function benchDatabase(
  * Why messages missed the sink: the bench database's messages by status, and the events of the first few not
  * delivered, so a shortfall says what the MTA met rather than only that it fell short.
  */
-export async function undelivered(url: string): Promise<string> {
+export async function undelivered(url: string, dataDir?: string): Promise<string> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
@@ -98,8 +100,28 @@ export async function undelivered(url: string): Promise<string> {
         (r) =>
           `  ${r.id} ${r.at.toISOString()} ${r.type} ${JSON.stringify(r.detail)} (updated ${r.updated.toISOString()})`,
       ),
+      ...(dataDir ? await spooled(dataDir, [...new Set(events.rows.map((r) => r.id))]) : []),
     ].join('\n');
   } finally {
     await c.end();
+  }
+}
+
+/**
+ * Where the spool has those messages: due when (a lease parks an entry 10 minutes ahead, so a time that far
+ * ahead is a delivery in progress), tried how often, and whether its body is there; or not spooled at all.
+ */
+async function spooled(dataDir: string, ids: string[]): Promise<string[]> {
+  const env = await openLmdb(dataDir);
+  try {
+    const spool = openSpool(env);
+    return ids.map((id) => {
+      const e = spool.get(id);
+      if (!e) return `  ${id} not in the spool`;
+      const due = ((e.nextAttemptMs - Date.now()) / 1000).toFixed(1);
+      return `  ${id} spooled: due in ${due} s, ${e.attempts} attempts, body ${spool.body(id) ? 'present' : 'missing'}`;
+    });
+  } finally {
+    await env.close();
   }
 }

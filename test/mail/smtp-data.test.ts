@@ -1,0 +1,163 @@
+// mail/smtp-data.ts and mta/outbound/smtp-connection.ts: our DATA transparency writes nodemailer's DataStream's
+// bytes for every input and chunking, and the SMTP client the MTA uses puts those bytes on the wire (so the one
+// nodemailer internal it reaches, `_createSendStream`, is still there and still used).
+import t, { type Test } from 'tap';
+import net from 'node:net';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { pathToFileURL } from 'node:url';
+import type { Transform } from 'node:stream';
+import SMTPConnection from 'nodemailer/lib/smtp-connection';
+import { dotStuff } from '../../mail/smtp-data.js';
+import { SmtpConnection, transparentTransform } from '../../mta/outbound/smtp-connection.js';
+
+const require = createRequire(import.meta.url);
+// DataStream is not among nodemailer's exports; it sits beside the client's module.
+const dataStreamFile = path.join(path.dirname(require.resolve('nodemailer/lib/smtp-connection')), 'data-stream.js');
+const { default: DataStream } = (await import(pathToFileURL(dataStreamFile).href)) as {
+  default: new () => Transform;
+};
+
+const PIECES = ['a', 'xyz', '.', '..', '\r', '\n', '\r\n', '\r\n.', '\n.', '\r.', '\r\r\n', 'é', '\0', ' '];
+
+function seeded(seed: number) {
+  return () => (seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff;
+}
+
+/** Writes `chunks` through a stream and resolves with everything it pushed (its flush included). */
+function through(stream: Transform, chunks: Buffer[]): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const out: Buffer[] = [];
+    stream.on('data', (b: Buffer) => out.push(b));
+    stream.on('end', () => resolve(Buffer.concat(out)));
+    stream.on('error', reject);
+    for (const c of chunks) stream.write(c);
+    stream.end();
+  });
+}
+
+/** nodemailer's stream with our transform in place of its own: what SmtpConnection sends through. */
+function ours(): Transform {
+  const s = new DataStream();
+  s._transform = transparentTransform;
+  return s;
+}
+
+t.test('dotStuff gives DataStream bytes for random input, in random chunks', async (t) => {
+  const rnd = seeded(7);
+  let mismatches = 0;
+  for (let i = 0; i < 3000; i++) {
+    let s = '';
+    for (let n = Math.floor(rnd() * 40); n > 0; n--) s += PIECES[Math.floor(rnd() * PIECES.length)];
+    const whole = Buffer.from(s);
+    // Cut into up to 4 chunks at random places, so that CRs, LFs and dots fall at chunk edges.
+    const cuts = [...new Set(Array.from({ length: Math.floor(rnd() * 4) }, () => Math.floor(rnd() * whole.length)))];
+    cuts.sort((a, b) => a - b);
+    const chunks = [0, ...cuts].map((c, k) => whole.subarray(c, k < cuts.length ? cuts[k] : whole.length));
+    const [theirs, mine] = await Promise.all([through(new DataStream(), chunks), through(ours(), chunks)]);
+    if (!mine.equals(theirs) && mismatches++ < 3)
+      t.fail(`${JSON.stringify(s)} in ${chunks.length}: ${JSON.stringify(mine.toString())}`);
+  }
+  t.equal(mismatches, 0, '3000 random messages');
+});
+
+t.test('dotStuff: the cases by name', async (t) => {
+  const cases: [string, string, number | null, string][] = [
+    ['CRLF text with nothing to change', 'a\r\nb\r\n', null, 'a\r\nb\r\n'],
+    ['a dot opening the message', '.a', null, '..a'],
+    ['a dot opening a line', 'a\r\n.b\r\n.\r\n', null, 'a\r\n..b\r\n..\r\n'],
+    ['a bare LF', 'a\nb', null, 'a\r\nb'],
+    ['a bare CR, then a dot', 'a\r.b', null, 'a\r\n..b'],
+    ['a chunk after one that ended with CR', '\nx', 0x0d, '\nx'],
+    ['a chunk after one that ended with a bare CR', '.x', 0x0d, '\n..x'],
+    ['a dot opening a chunk after an LF', '.x', 0x0a, '..x'],
+    ['a dot opening a chunk mid-line', '.x', 0x61, '.x'],
+  ];
+  for (const [what, input, prev, want] of cases) t.equal(dotStuff(Buffer.from(input), prev).toString(), want, what);
+  const clean = Buffer.from('line\r\n'.repeat(100));
+  t.equal(dotStuff(clean, null), clean, 'nothing to change: the chunk itself, not a copy');
+});
+
+/** A bare SMTP server (no extensions) that captures the octets after DATA up to and including the final dot. */
+async function captureServer(t: Test): Promise<{ port: number; data: Promise<Buffer>[] }> {
+  const data: Promise<Buffer>[] = [];
+  const server = net.createServer((sock) => {
+    let inData = false;
+    let body: Buffer[] = [];
+    let done: (b: Buffer) => void = () => {};
+    let line = '';
+    sock.write('220 capture.test\r\n');
+    sock.on('data', (chunk: Buffer) => {
+      if (inData) {
+        body.push(chunk);
+        const all = Buffer.concat(body);
+        if (all.subarray(-5).toString() === '\r\n.\r\n') {
+          inData = false;
+          done(all);
+          sock.write('250 ok\r\n');
+        }
+        return;
+      }
+      line += chunk.toString('latin1');
+      for (let i; (i = line.indexOf('\r\n')) >= 0;) {
+        const cmd = line.slice(0, i).toUpperCase();
+        line = line.slice(i + 2);
+        if (cmd === 'DATA') {
+          inData = true;
+          body = [];
+          data.push(new Promise((r) => (done = r)));
+          sock.write('354 go\r\n');
+        } else if (cmd === 'QUIT') sock.end('221 bye\r\n');
+        else sock.write('250 ok\r\n');
+      }
+    });
+    sock.on('error', () => {});
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  return { port: (server.address() as net.AddressInfo).port, data };
+}
+
+async function sendWith(Client: typeof SMTPConnection, port: number, message: Buffer): Promise<void> {
+  const c = new Client({ host: '127.0.0.1', port, ignoreTLS: true, name: 'client.test' });
+  await new Promise<void>((resolve, reject) => {
+    c.once('error', reject);
+    c.connect(() => resolve());
+  });
+  await new Promise<void>((resolve, reject) =>
+    c.send({ from: 'a@x.test', to: ['b@y.test'] }, message, (err) => (err ? reject(err) : resolve())),
+  );
+  c.quit();
+}
+
+t.test('SmtpConnection puts the bytes nodemailer would on the wire', async (t) => {
+  t.type(
+    (SMTPConnection.prototype as unknown as { _createSendStream?: unknown })._createSendStream,
+    'function',
+    'nodemailer still has the internal SmtpConnection overrides',
+  );
+  // Which transform the client's stream had: ours, or this test proves nothing about SmtpConnection.
+  const proto = SmtpConnection.prototype as unknown as { _createSendStream(cb: unknown): Transform };
+  const made = proto._createSendStream;
+  let used: unknown = null;
+  proto._createSendStream = function (this: unknown, cb: unknown) {
+    const s = made.call(this, cb);
+    used = s._transform;
+    return s;
+  };
+  t.teardown(() => {
+    proto._createSendStream = made;
+  });
+  const server = await captureServer(t);
+  const message = Buffer.from(
+    'Subject: dots\r\n\r\n.first\r\nbare LF\nthen .dot\n.after bare LF\r.after bare CR\r\n' +
+      'x'.repeat(70_000) +
+      '\r\n..\r\n.',
+  );
+  await sendWith(SMTPConnection, server.port, message);
+  await sendWith(SmtpConnection, server.port, message);
+  const [theirs, mine] = await Promise.all(server.data);
+  t.ok(theirs!.length > message.length, 'the message was made transparent');
+  t.ok(mine!.equals(theirs!), 'the same octets');
+  t.equal(used, transparentTransform, 'sent through our transform');
+});
