@@ -169,7 +169,9 @@ try {
   for (const t of tenants) for (const [host, value] of Object.entries(t.dkimTxt)) zone.txt(host, value);
   const load = { concurrency: C, text: BODY, domains: DOMAINS };
   checked('svc warm-up', await sendLoad(svc.url, tenants, { ...load, count: WARMUP }), WARMUP);
-  await ourSink.reached(WARMUP, DRAIN_MS);
+  await ourSink.reached(WARMUP, DRAIN_MS).catch(async (err: Error) => {
+    throw new Error(`${err.message} (warm-up)\n${await undelivered(dbUrl.toString(), dataDir)}`);
+  });
   // Postgres backends serving the bench database: "postgres: <user> <db> <client> <state>".
   const pgCpu = () => cpuSecondsOf((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `));
   let svcSent = WARMUP;

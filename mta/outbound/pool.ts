@@ -653,9 +653,16 @@ export function createPools(opts: PoolOptions) {
    * result then lists the recipients refused at RCPT TO, each with its reply). Never throws for remote
    * trouble: the result says what happened.
    */
-  async function send(dest: Destination, from: string, to: string | string[], raw: Buffer): Promise<SendResult> {
+  async function send(
+    dest: Destination,
+    from: string,
+    to: string | string[],
+    raw: Buffer,
+    progress: (stage: string) => void = () => {},
+  ): Promise<SendResult> {
     const rcpts = typeof to === 'string' ? [to] : to;
     if (closed) return STOPPING;
+    progress(`resolving ${dest.domain}`);
     let planned: Planned;
     try {
       planned = await planFor(dest);
@@ -666,7 +673,7 @@ export function createPools(opts: PoolOptions) {
     const { plan, refused, base } = planned;
     // TLS failures met on the way (plan, then each host tried), for the event of the attempt.
     const failures: string[] = [...plan.failures];
-    const attempt: Attempt = { dest, plan, refused, base, failures, from, rcpts, raw, planReported: false };
+    const attempt: Attempt = { dest, plan, refused, base, failures, from, rcpts, raw, planReported: false, progress };
     let last: Failure = { kind: 'connection', host: null, error: 'no MX host', transport: base };
     const skipped: string[] = [];
     let tried = false;
@@ -710,6 +717,8 @@ export function createPools(opts: PoolOptions) {
     raw: Buffer;
     /** The policy's refused hosts were reported for this attempt (once, at its first new connection). */
     planReported: boolean;
+    /** Told what the attempt is doing now (the worker's slow-delivery warning names it). */
+    progress: (stage: string) => void;
   }
 
   /**
@@ -728,6 +737,7 @@ export function createPools(opts: PoolOptions) {
     for (let attempt = 0; ; attempt++) {
       // Looked up each time: a pool left without connections is dropped from the map.
       const p = poolOf(dest.source, planned, address);
+      a.progress(`waiting for a connection to ${address}`);
       let c = await acquire(p);
       if (closed) {
         if (c) release(c);
@@ -746,6 +756,7 @@ export function createPools(opts: PoolOptions) {
           reportRefused(dest.domain, plan);
         }
         try {
+          a.progress(`connecting to ${address}`);
           c = await connectOne(dest, planned, address, plan, p);
           hostFailures.clear(dest.source, address);
         } catch (err) {
@@ -772,6 +783,7 @@ export function createPools(opts: PoolOptions) {
       const transport = transportFor(c, dest.domain, planned, plan, failures, refused);
       const reused = c.messages > 0;
       c.messages++;
+      a.progress(`sending to ${address}`);
       const { err, response, rejected } = await transmit(c, a.from, a.rcpts, a.raw);
       if (!err) {
         release(c);
@@ -788,6 +800,7 @@ export function createPools(opts: PoolOptions) {
       // The receiver's EHLO SIZE limit (RFC 1870) is checked before MAIL FROM: a permanent refusal of
       // this message, not a connection problem, so it bounces rather than retrying for days.
       if (err.code === 'EMESSAGE' && !err.responseCode && /larger than allowed/i.test(err.message) && c.usable) {
+        a.progress(`resetting the session with ${address}`);
         await reset(c);
         release(c);
         const reply = MESSAGE_TOO_BIG.with(`${err.message} (the receiver's SIZE limit)`);
@@ -796,6 +809,7 @@ export function createPools(opts: PoolOptions) {
       const reply = replyOf(err);
       if ((err.code === 'EENVELOPE' || err.code === 'EMESSAGE') && reply && reply.code !== 421 && c.usable) {
         // The server refused this message; the session itself is fine: reset it and keep it.
+        a.progress(`resetting the session with ${address}`);
         await reset(c);
         release(c);
         const rejectedToo = a.rcpts.length > 1 ? refusalsOf(err.rejectedErrors) : undefined;

@@ -34,6 +34,8 @@ export interface WorkerOptions {
   pollMs?: number;
   /** How long SIGTERM waits for deliveries in progress. */
   drainMs?: number;
+  /** A delivery in progress this long is logged once at warn, with what it is doing (default 60 s). */
+  slowMs?: number;
   pool?: Partial<
     Pick<
       PoolOptions,
@@ -66,6 +68,13 @@ const ORPHAN_KEEP_MS = 24 * 60 * 60_000;
 const LOST_MARGIN_MS = 24 * 60 * 60_000;
 const RECONCILE_EVERY_MS = 60 * 60_000;
 
+/** A delivery in progress: since when, what it is doing now, and whether it was reported slow. */
+interface InFlight {
+  since: number;
+  stage: string;
+  warned: boolean;
+}
+
 export function startDeliveryWorker(ctx: Context, storage: Storage, opts: WorkerOptions = {}) {
   const { config, clock, log } = ctx;
   const { spool, db } = storage;
@@ -97,7 +106,11 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   const keys = createKeyCache(db, storage.sealer, () => clock.now());
   const writer = createOutcomeWriter(db, log);
   const simulator = simulatorDomain(config.hostname);
-  const inFlight = new Set<string>();
+  const inFlight = new Map<string, InFlight>();
+  const stage = (id: string, what: string) => {
+    const f = inFlight.get(id);
+    if (f) f.stage = what;
+  };
   // Leased again while their attempt was finishing (rescheduled to a time already past): the lease
   // moved them away, so they are put back once that attempt is done.
   const relapsed = new Set<string>();
@@ -123,7 +136,8 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   );
 
   async function start(entries: SpoolEntry[]) {
-    for (const e of entries) inFlight.add(e.id);
+    const since = clock.now();
+    for (const e of entries) inFlight.set(e.id, { since, stage: 'reading its row', warned: false });
     let statuses: Map<string, SpooledStatus>;
     try {
       statuses = await messageStatuses(
@@ -172,6 +186,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     const end = (d: Decision) => (envelopes ? finishAll(e, envelopes, d) : finish(e, d, e.attempts));
     if (e.cancelledMs !== undefined)
       return end({ status: 'failed', detail: { reason: e.cancelReason ?? 'cancelled by operator' } });
+    stage(e.id, 'signing');
     const body = spool.body(e.id);
     if (!body) return end({ status: 'failed', detail: { reason: 'message body missing from the spool' } });
 
@@ -197,7 +212,9 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     if (envelopes) return sendEnvelopes(e, envelopes, source, signed);
     const attempts = e.attempts + 1;
     const sim = simulate(e.rcptTo, simulator);
-    const result = sim?.result ?? (await pools.send({ domain: e.domain, source }, e.mailFrom, e.rcptTo, signed));
+    const progress = (what: string) => stage(e.id, what);
+    const result =
+      sim?.result ?? (await pools.send({ domain: e.domain, source }, e.mailFrom, e.rcptTo, signed, progress));
     const decision = decide(result, e.rcptTo, attempts, clock.now(), config.retryDelaysMs);
     if (sim) delete decision.suppress; // the simulator's bounces suppress no one (docs/api.md §4.11)
     attempted(e, e.domain, e.rcptTo, result, decision, attempts, source);
@@ -266,6 +283,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   });
 
   async function finish(e: SpoolEntry, d: Decision, attempts: number) {
+    stage(e.id, 'recording the outcome');
     await writer.write(outcomeOf(e, e.rcptTo, d, attempts, false));
     if (d.status === 'deferred') await spool.reschedule(e.id, d.retryAtMs!, attempts);
     else await spool.remove(e.id);
@@ -298,7 +316,11 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
         const attempts = v.attempts + 1;
         // The simulator's domain is answered here, recipient by recipient; nothing is dialled.
         const result =
-          v.domain === simulator ? null : await pools.send({ domain: v.domain, source }, e.mailFrom, v.rcpts, signed);
+          v.domain === simulator
+            ? null
+            : await pools.send({ domain: v.domain, source }, e.mailFrom, v.rcpts, signed, (what) =>
+                stage(e.id, `${v.domain}: ${what}`),
+              );
         const at = clock.now();
         const decisions = v.rcpts.map((r) => {
           const sim = result ? null : simulate(r, simulator);
@@ -364,6 +386,22 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     RECONCILE_EVERY_MS,
   );
   reconciler.unref();
+
+  // A delivery that takes this long is stuck or facing a very slow receiver (RFC 5321 §4.5.3.2 lets each reply
+  // take minutes): said once, with what it is waiting for, so that an operator (or a benchmark) can tell which.
+  const slowMs = opts.slowMs ?? 60_000;
+  const watchdog = setInterval(
+    () => {
+      const now = clock.now();
+      for (const [id, f] of inFlight)
+        if (!f.warned && now - f.since >= slowMs) {
+          f.warned = true;
+          log.warn({ messageId: id, stage: f.stage, ms: now - f.since }, 'delivery still in progress');
+        }
+    },
+    Math.max(1_000, slowMs / 4),
+  );
+  watchdog.unref();
   void reconcile().catch((err) => log.error({ err }, 'reconciling lost messages failed'));
 
   // Several MTA processes may share the spool (docs/decisions.md #58): leases of a process that is gone (it
@@ -386,6 +424,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     async stop(): Promise<void> {
       loop.stop();
       clearInterval(reconciler);
+      clearInterval(watchdog);
       const deadline = Date.now() + (opts.drainMs ?? 30_000);
       while ((inFlight.size || loop.polling()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       if (inFlight.size)
