@@ -157,7 +157,10 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
           log.error({ err, messageId: e.id }, 'delivery failed unexpectedly; retried when its lease ends'),
         )
         .finally(async () => {
-          if (relapsed.delete(e.id)) await spool.reschedule(e.id, clock.now()).catch(() => {});
+          // Each put-back is a durable write, and a poll can lease the entry again while it is made (it is due
+          // once committed, before the sync): then it is put back again, until a put-back is not overtaken. With
+          // an `if` here that second lease would be left to run out (10 minutes) with no one working on it.
+          while (relapsed.delete(e.id)) await spool.reschedule(e.id, clock.now()).catch(() => {});
           inFlight.delete(e.id);
           if (inFlight.size === maxInFlight - 1) loop.schedule(0);
         });

@@ -1,0 +1,60 @@
+// An entry leased again while its attempt is finishing (mta/outbound/worker.ts, `relapsed`): the attempt puts it
+// back when it is done. A poll can lease it again while that put-back is being made durable (the entry is due
+// once the write commits, before the sync resolves); it must then be put back once more, or it stays leased
+// with no one working on it until the lease runs out. Seen in the benchmark as a few messages left `queued` (the
+// put-back after a spooled message whose row had not committed yet). Here the spool's reschedule is held after
+// each commit until a poll has leased the entry again, which makes that interleaving certain; the clock is the
+// test's.
+import t from 'tap';
+import { startTestService } from '../helpers/service.js';
+import { startDnsZone } from '../helpers/dns-zone.js';
+import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { sender } from '../helpers/sender.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+const LEASE_MS = 60 * 60_000;
+
+t.test('an entry leased again during its put-back is put back again and delivered', async (t) => {
+  const zone = await startDnsZone(t);
+  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
+  let tries = 0;
+  // The first attempt is deferred; the next one is accepted.
+  const sink = await startSmtpSink(t, {
+    answer: () => (tries++ === 0 ? { code: 451, message: '4.3.0 try again later' } : null),
+  });
+  const svc = await startTestService(t, {
+    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_RETRY_DELAYS: '1m' },
+    mta: { pollMs: 10, leaseMs: LEASE_MS },
+  });
+  const { spool } = svc.running.storage;
+  const leasedAgain = (id: string) => (spool.get(id)?.nextAttemptMs ?? 0) > svc.clock.now() + LEASE_MS / 2;
+  const real = spool.reschedule.bind(spool);
+  let held = 0;
+  spool.reschedule = async (id, at, attempts, envelopes) => {
+    await real(id, at, attempts, envelopes);
+    // The first two: the deferral's reschedule (made due at once by moving the clock past it) and the put-back.
+    if (held >= 2) return;
+    if (held++ === 0) svc.clock.advance(61_000);
+    await waitFor(() => leasedAgain(id), { what: `a poll leasing ${id} again` });
+  };
+  t.teardown(() => {
+    spool.reschedule = real;
+  });
+
+  const s = await sender(svc);
+  const { providerMessageId: id } = await s.key.v1.services.sendEmail({
+    from: `ada@${s.domain}`,
+    to: 'r@dest.test',
+    subject: 'relapse',
+    text: 'x',
+  });
+  await waitFor(
+    async () =>
+      (await svc.running.storage.db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [id]))[0]
+        ?.status === 'delivered',
+    { what: 'the second attempt delivered', timeoutMs: 15_000 },
+  );
+  t.equal(held, 2, 'the deferral and the put-back were both overtaken by a lease');
+  t.equal(sink.messages.length, 1, 'delivered once');
+  t.equal(tries, 2, 'in two attempts');
+});
