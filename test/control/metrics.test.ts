@@ -3,13 +3,12 @@
 // access log line per request (docs/operations.md, "Metrics" and "Logs and health").
 import t from 'tap';
 import http from 'node:http';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { startTestService } from '../helpers/service.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { logLines } from '../helpers/log-lines.js';
 import { loadConfig } from '../../config/load.js';
 import { READY_DB_TIMEOUT_MS } from '../../control/middleware/ops.js';
 
@@ -62,13 +61,7 @@ function get(port: number, path: string, from = '127.0.0.1', headers: Record<str
   });
 }
 
-const lines: Record<string, unknown>[] = [];
-const logSink = new Writable({
-  write(chunk, _enc, done) {
-    for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l) as Record<string, unknown>);
-    done();
-  },
-});
+const { log, lines } = logLines();
 
 const zone = await startDnsZone(t);
 const sink = await startSmtpSink(t);
@@ -85,7 +78,7 @@ const svc = await startTestService(t, {
   },
   mta: { pollMs: 20 },
   webhooks: { pollMs: 20 },
-  log: pino({ level: 'info' }, logSink),
+  log,
 });
 const httpPort = Number(new URL(svc.url).port);
 const scrape = async (port = httpPort) => {

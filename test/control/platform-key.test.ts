@@ -3,21 +3,14 @@
 // and every use and refusal is logged with the client address.
 import t from 'tap';
 import http from 'node:http';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { adminHeaders } from '@svc-mail/sdk';
 import { ADMIN_KEY, startTestService } from '../helpers/service.js';
+import { logLines } from '../helpers/log-lines.js';
 
-const lines: Record<string, unknown>[] = [];
-const sink = new Writable({
-  write(chunk, _enc, done) {
-    for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l) as Record<string, unknown>);
-    done();
-  },
-});
+const { log, lines } = logLines();
 const svc = await startTestService(t, {
   env: { SVC_PLATFORM_ADMIN_CIDRS: '127.0.0.2/32' },
-  log: pino({ level: 'info' }, sink),
+  log,
 });
 const port = Number(new URL(svc.url).port);
 

@@ -1,23 +1,16 @@
 // A delivery in progress longer than the worker's slowMs is logged once at warn with what it is waiting for
 // (mta/outbound/worker.ts), so that a stuck delivery can be told from a slow receiver and placed.
 import t from 'tap';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { startTestService } from '../helpers/service.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { startTarpit } from '../helpers/tarpit.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { logLines } from '../helpers/log-lines.js';
 
 t.test('a delivery waiting on a silent MX is reported once, naming the address it is connecting to', async (t) => {
-  const lines: Record<string, unknown>[] = [];
-  const logSink = new Writable({
-    write(chunk, _enc, done) {
-      for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l) as Record<string, unknown>);
-      done();
-    },
-  });
+  const { log, lines } = logLines();
   const zone = await startDnsZone(t);
   const sink = await startSmtpSink(t);
   // Up at the TCP level, silent above it: the attempt waits for a greeting until its connect timeout.
@@ -26,7 +19,7 @@ t.test('a delivery waiting on a silent MX is reported once, naming the address i
   const svc = await startTestService(t, {
     env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_RETRY_DELAYS: '1m' },
     mta: { pollMs: 20, slowMs: 300, pool: { connectTimeoutMs: 2_000 } },
-    log: pino({ level: 'info' }, logSink),
+    log,
   });
   const s = await sender(svc);
   const { providerMessageId: id } = await s.key.v1.services.sendEmail({
