@@ -4,7 +4,7 @@
 // this reaches one internal: `_createSendStream`, which makes the DataStream of each send and pipes it to the
 // socket; the stream it returns gets our `_transform` and keeps the rest (its byte counts, its `_flush`, which
 // writes the terminating dot). test/mail/smtp-data.test.ts fails if a release drops or reshapes that method,
-// so the pin moves only with it.
+// so the pin moves only with it (docs/decisions.md #63).
 import type { Transform, TransformCallback } from 'node:stream';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { dotStuff } from '../../mail/smtp-data.js';
