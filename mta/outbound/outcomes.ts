@@ -1,8 +1,9 @@
 // Turns the result of one attempt into the message's next state (pure, docs/conventions.md #6), and writes
 // outcomes to Postgres in batches: while one batch commits, the next accumulates, so the number of
 // transactions follows the commit latency rather than the number of deliveries (group commit).
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { isTransientConflict, type Db } from '../../storage/pg/client.js';
+import { isConnectionLoss, isTransientConflict, type Db } from '../../storage/pg/client.js';
 import { recordOutcomes, type Outcome, type OutcomeStatus } from '../../storage/pg/deliveries.js';
 import { classify, type BounceClass } from './bounce-classify.js';
 import { nextAttempt } from './retry.js';
@@ -102,22 +103,53 @@ export function decide(
 /** Attempts of one batch that Postgres aborted for a conflict with another statement (isTransientConflict). */
 const CONFLICT_ATTEMPTS = 4;
 
-export function createOutcomeWriter(db: Db, log: Logger, maxBatch = 500) {
+export interface OutcomeWriterOptions {
+  maxBatch?: number;
+  /**
+   * How long a batch whose connection to Postgres was lost (isConnectionLoss) is written again before it fails:
+   * well inside the delivery lease, after which its messages would be sent again anyway. Default 5 minutes.
+   */
+  retryForMs?: number;
+  /** The waits between those writes: the first, doubled each time up to the last. Default 250 ms to 5 s. */
+  retryDelayMs?: { first: number; max: number };
+}
+
+export function createOutcomeWriter(db: Db, log: Logger, opts: OutcomeWriterOptions = {}) {
+  const maxBatch = opts.maxBatch ?? 500;
+  const retryForMs = opts.retryForMs ?? 5 * 60_000;
+  const delays = opts.retryDelayMs ?? { first: 250, max: 5_000 };
   let pending: { outcome: Outcome; done: (err?: Error) => void }[] = [];
   let flushing: Promise<void> | null = null;
 
-  // A batch refused for a deadlock or a serialization failure committed nothing and is written again at once:
-  // failing it would leave messages already delivered to be sent again when their lease ends.
+  // Failing a batch leaves its messages, already delivered, to be sent again when their lease ends. So:
+  // - one refused for a deadlock or a serialization failure committed nothing and is written again at once;
+  // - one whose connection was lost (a Postgres restart, a failover) is written again on a new connection until
+  //   retryForMs has passed. It may have committed before the loss; its event ids are the same each time, and
+  //   the statement applies an outcome whose event is already recorded no second time (docs/decisions.md #64).
   async function recordWithRetries(outcomes: Outcome[]): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
+    let conflicts = 0;
+    let lostSince: number | null = null;
+    let delay = delays.first;
+    for (;;) {
       try {
         return await recordOutcomes(db, outcomes);
       } catch (err) {
-        if (attempt >= CONFLICT_ATTEMPTS || !isTransientConflict(err)) throw err;
+        if (isTransientConflict(err) && ++conflicts < CONFLICT_ATTEMPTS) {
+          log.warn(
+            { err, count: outcomes.length, attempt: conflicts },
+            'delivery outcomes met a conflicting statement; writing again',
+          );
+          continue;
+        }
+        if (!isConnectionLoss(err)) throw err;
+        lostSince ??= Date.now();
+        if (Date.now() - lostSince >= retryForMs) throw err;
         log.warn(
-          { err, count: outcomes.length, attempt },
-          'delivery outcomes met a conflicting statement; writing again',
+          { err, count: outcomes.length, retryInMs: delay },
+          'delivery outcomes: the connection to Postgres was lost; writing again',
         );
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, delays.max);
       }
     }
   }
@@ -140,8 +172,10 @@ export function createOutcomeWriter(db: Db, log: Logger, maxBatch = 500) {
   return {
     /** Resolves once the outcome is committed; rejects when its batch failed. */
     write(outcome: Outcome): Promise<void> {
+      // Its event id, made once: the same on every write of its batch.
+      const o = outcome.eventId ? outcome : { ...outcome, eventId: randomUUID() };
       const p = new Promise<void>((resolve, reject) =>
-        pending.push({ outcome, done: (err) => (err ? reject(err) : resolve()) }),
+        pending.push({ outcome: o, done: (err) => (err ? reject(err) : resolve()) }),
       );
       // The first write of a quiet period waits one turn so that writes of the same turn share the batch.
       flushing ??= new Promise<void>((r) => setImmediate(r)).then(flushLoop);

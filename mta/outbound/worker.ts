@@ -104,7 +104,9 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     ...opts.pool,
   });
   const keys = createKeyCache(db, storage.sealer, () => clock.now());
-  const writer = createOutcomeWriter(db, log);
+  // A lost connection to Postgres is waited out for at most half the lease: after it, the messages would be sent
+  // again anyway.
+  const writer = createOutcomeWriter(db, log, { retryForMs: Math.min(5 * 60_000, leaseMs / 2) });
   const simulator = simulatorDomain(config.hostname);
   const inFlight = new Map<string, InFlight>();
   const stage = (id: string, what: string) => {

@@ -38,6 +38,29 @@ export function isTransientConflict(err: unknown): boolean {
   return isPgError(err, '40P01') || isPgError(err, '40001');
 }
 
+/**
+ * A statement that failed because the connection to Postgres did: refused or reset, ended by the server (admin
+ * or crash shutdown, 57P01 to 57P03, or any connection exception, class 08), or closed under the client. It may
+ * or may not have committed; the same statement on a new connection may well pass once the server is back.
+ */
+export function isConnectionLoss(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string')
+    return (
+      code.startsWith('08') ||
+      code === '57P01' ||
+      code === '57P02' ||
+      code === '57P03' ||
+      code === 'ECONNREFUSED' ||
+      code === 'ECONNRESET' ||
+      code === 'EPIPE' ||
+      code === 'ETIMEDOUT'
+    );
+  // node-postgres' own errors when the socket ends under a query, which carry no code.
+  return /^Connection terminated|connection error and is not queryable/.test(String((err as Error).message));
+}
+
 // int8 and numeric as JS numbers, as PGlite returns them: counters and byte sizes stay far below 2^53.
 const types = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {

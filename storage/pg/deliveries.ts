@@ -111,6 +111,8 @@ export interface Outcome {
   /** Set on delivery: the capability whose sent count grows (it then blocks its own deletion). */
   outboundId?: string | null;
   at: Date;
+  /** The event's id (made at write when absent): an outcome whose event is already recorded changes nothing. */
+  eventId?: string;
 }
 
 // One statement for a batch of outcomes (one round trip; its CTEs commit together): the status
@@ -120,14 +122,26 @@ export interface Outcome {
 // the capability whose sent count grows (null unless delivered), $12 the recipient of a message to several
 // (null for a message to one, whose row is its recipient). Such a message's status is derived from its
 // recipients (storage/pg/recipients.ts): the rows as they are, with this batch's outcomes over them.
+//
+// Applied once per event id: an outcome whose event is already there changes nothing (ON CONFLICT DO NOTHING,
+// and every other effect follows only the events this statement inserted). So a batch written again after its
+// connection was lost, whose first commit may or may not have landed, is neither lost nor counted twice
+// (mta/outbound/outcomes.ts, docs/decisions.md #64).
 const OUTCOMES_SQL = `
 WITH u AS (
   SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::timestamptz[], $5::uuid[], $6::uuid[], $7::text[],
     $8::text[], $9::text[], $10::text[], $11::uuid[], $12::text[])
     AS u(id, status, attempts, at, event_id, project_id, detail, sup_address, sup_reason, sup_detail, sent_by,
       recipient)
+), ev AS (
+  INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
+  SELECT u.event_id, u.id, u.project_id, u.status, u.detail::jsonb, u.at FROM u
+  ON CONFLICT (id) DO NOTHING
+  RETURNING id, project_id, type, created_at AS at
+), a AS (
+  SELECT u.* FROM u JOIN ev ON ev.id = u.event_id
 ), multi AS (
-  SELECT * FROM u WHERE recipient IS NOT NULL
+  SELECT * FROM a WHERE recipient IS NOT NULL
 ), rupd AS (
   UPDATE message_recipients r SET status = multi.status, attempts = multi.attempts, updated_at = multi.at
   FROM multi WHERE r.message_id = multi.id AND r.address = multi.recipient
@@ -138,18 +152,14 @@ WITH u AS (
   WHERE r.message_id IN (SELECT id FROM multi) GROUP BY r.message_id
 ), upd AS (
   UPDATE messages m SET status = x.status, attempts = x.attempts, updated_at = x.at
-  FROM (SELECT id, status, attempts, at FROM u WHERE recipient IS NULL
+  FROM (SELECT id, status, attempts, at FROM a WHERE recipient IS NULL
     UNION ALL SELECT id, status, attempts, at FROM derived) x
   WHERE m.id = x.id
-), ev AS (
-  INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
-  SELECT u.event_id, u.id, u.project_id, u.status, u.detail::jsonb, u.at FROM u
-  RETURNING id, project_id, type, created_at AS at
 ), hooks AS (
   ${fanOutSql(`(SELECT * FROM ev WHERE type IN (${WEBHOOK_EVENT_TYPES.map((t) => `'${t}'`).join(', ')})) AS e`)}
 ), sup AS (
   INSERT INTO suppressions (project_id, address, reason, detail, created_at)
-  SELECT u.project_id, u.sup_address, u.sup_reason, u.sup_detail, u.at FROM u WHERE u.sup_address IS NOT NULL
+  SELECT a.project_id, a.sup_address, a.sup_reason, a.sup_detail, a.at FROM a WHERE a.sup_address IS NOT NULL
   ON CONFLICT (project_id, address) DO NOTHING
 ), senders AS MATERIALIZED (
   -- The capabilities' rows locked in id order before any is updated: several MTA processes write outcome batches
@@ -159,7 +169,7 @@ WITH u AS (
   SELECT c.id FROM outbound_capabilities c WHERE c.id IN (SELECT sent_by FROM u) ORDER BY c.id FOR NO KEY UPDATE
 ), sent AS (
   UPDATE outbound_capabilities c SET sent_count = c.sent_count + s.n
-  FROM (SELECT sent_by AS id, count(*) AS n FROM u WHERE sent_by IS NOT NULL GROUP BY sent_by) s
+  FROM (SELECT sent_by AS id, count(*) AS n FROM a WHERE sent_by IS NOT NULL GROUP BY sent_by) s
   JOIN senders ON senders.id = s.id
   WHERE c.id = s.id
 )
@@ -180,7 +190,7 @@ export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Prom
     col((o) => o.status),
     col((o) => o.attempts),
     col((o) => o.at),
-    col(() => randomUUID()),
+    col((o) => o.eventId ?? randomUUID()),
     col((o) => o.projectId),
     col((o) => JSON.stringify(o.detail)),
     col((o) => o.suppress?.address ?? null),

@@ -1,6 +1,7 @@
-// The MTA's outcome writer (mta/outbound/outcomes.ts) against a real deadlock: a batch that Postgres aborts for
-// a conflict with another statement is written again, not failed. Failing it would leave its messages, which
-// were delivered, to be sent a second time when their lease ends.
+// The MTA's outcome writer (mta/outbound/outcomes.ts) against a real deadlock and a real loss of its connection:
+// a batch that Postgres aborts for a conflict with another statement, or whose connection is ended under it, is
+// written again, not failed, and counted once. Failing it would leave its messages, which were delivered, to be
+// sent a second time when their lease ends.
 import t from 'tap';
 import pino from 'pino';
 import { startTestService } from '../helpers/service.js';
@@ -78,4 +79,53 @@ t.test('a batch aborted by a deadlock is written again, once', { skip }, async (
     ['delivered', 'delivered'],
     'both messages delivered',
   );
+});
+
+t.test('a batch whose connection is lost is written again on a new one, and counted once', { skip }, async (t) => {
+  const svc = await startTestService(t);
+  const db = svc.running.storage.db;
+  const s = await sender(svc);
+  const [m] = await seedSendingMessages(db, s, 1);
+  const other = openPostgres(svc.databaseUrl!, 1);
+  t.teardown(() => other.close());
+  const logged: string[] = [];
+  const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+  const writer = createOutcomeWriter(db, log, { retryDelayMs: { first: 50, max: 100 } });
+
+  // Another connection holds the capability's row, so the batch waits on it; its backend is then ended, as a
+  // Postgres restart would end it. The writer must write the batch again, which waits too until the row is free.
+  let written: Promise<void> | undefined;
+  await other.tx(async (q) => {
+    await q.query('SELECT 1 FROM outbound_capabilities WHERE id = $1 FOR UPDATE', [s.outboundId]);
+    written = writer.write(deliveredOutcome(m!));
+    const waiting = async () =>
+      (
+        await db.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity
+           WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%message_events%'`,
+        )
+      )[0]?.pid;
+    const pid = await waitFor(waiting, { what: 'the batch waiting for the held row' });
+    await db.query('SELECT pg_terminate_backend($1)', [pid]);
+    await waitFor(() => logged.some((l) => l.includes('connection to Postgres was lost')) || null, {
+      what: 'the writer seeing the loss',
+    });
+    await waitFor(async () => ((await waiting()) !== pid ? await waiting() : null), {
+      what: 'the batch written again, on another connection',
+    });
+  });
+  await written;
+
+  t.match(logged.join(''), /"code":"57P01"/, 'the batch lost its connection');
+  const [cap] = await db.query<{ n: number }>('SELECT sent_count::int AS n FROM outbound_capabilities WHERE id = $1', [
+    s.outboundId,
+  ]);
+  t.equal(cap!.n, 1, 'the delivery counted once');
+  const events = await db.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM message_events WHERE type = 'delivered' AND message_id = $1`,
+    [m!.messageId],
+  );
+  t.equal(events[0]!.n, 1, 'one delivered event');
+  const [row] = await db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [m!.messageId]);
+  t.equal(row!.status, 'delivered');
 });
