@@ -120,6 +120,8 @@ export function createOutcomeWriter(db: Db, log: Logger, opts: OutcomeWriterOpti
   const delays = opts.retryDelayMs ?? { first: 250, max: 5_000 };
   let pending: { outcome: Outcome; done: (err?: Error) => void }[] = [];
   let flushing: Promise<void> | null = null;
+  /** When a stop set it: the time after which a lost connection is no longer waited out. */
+  let giveUpAt = Infinity;
 
   // Failing a batch leaves its messages, already delivered, to be sent again when their lease ends. So:
   // - one refused for a deadlock or a serialization failure committed nothing and is written again at once;
@@ -143,7 +145,7 @@ export function createOutcomeWriter(db: Db, log: Logger, opts: OutcomeWriterOpti
         }
         if (!isConnectionLoss(err)) throw err;
         lostSince ??= Date.now();
-        if (Date.now() - lostSince >= retryForMs) throw err;
+        if (Date.now() - lostSince >= retryForMs || Date.now() >= giveUpAt) throw err;
         log.warn(
           { err, count: outcomes.length, retryInMs: delay },
           'delivery outcomes: the connection to Postgres was lost; writing again',
@@ -181,7 +183,9 @@ export function createOutcomeWriter(db: Db, log: Logger, opts: OutcomeWriterOpti
       flushing ??= new Promise<void>((r) => setImmediate(r)).then(flushLoop);
       return p;
     },
-    async idle(): Promise<void> {
+    /** Resolves once nothing is being written; a lost connection is waited out until `giveUpBy` at the latest. */
+    async idle(giveUpBy = Infinity): Promise<void> {
+      giveUpAt = giveUpBy;
       while (flushing) await flushing;
     },
   };

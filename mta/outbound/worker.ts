@@ -437,7 +437,8 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
           { inFlight: inFlight.size },
           'stopped with deliveries in progress; they are retried after their lease',
         );
-      await writer.idle();
+      // The outcomes of the deliveries that finished; a Postgres that is down is not waited for past the drain.
+      await writer.idle(Math.max(deadline, Date.now()) + 5_000);
       await pools.close();
     },
   };

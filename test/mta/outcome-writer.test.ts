@@ -3,6 +3,7 @@
 // written again, not failed, and counted once. Failing it would leave its messages, which were delivered, to be
 // sent a second time when their lease ends.
 import t from 'tap';
+import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { startTestService } from '../helpers/service.js';
 import { sender, type Sender } from '../helpers/sender.js';
@@ -10,10 +11,12 @@ import { deliveredOutcome, seedSendingMessages } from '../helpers/sending-messag
 import { waitFor } from '../helpers/wait-for.js';
 import { createOutcomeWriter } from '../../mta/outbound/outcomes.js';
 import { openPostgres } from '../../storage/pg/client.js';
+import { freePort } from '../helpers/postfix.js';
 
-// Without SVC_DATABASE_URL the test is skipped, not passed: a deadlock needs two connections, which the embedded
-// database does not have; the SVC_DATABASE_URL pass of .ci/run runs it on a real Postgres.
-const skip = process.env.SVC_DATABASE_URL ? false : 'a deadlock needs a real Postgres: set SVC_DATABASE_URL';
+// Without SVC_DATABASE_URL the first two tests are skipped, not passed: a deadlock and a backend ended under a
+// statement need a second connection, which the embedded database does not have; the SVC_DATABASE_URL pass of
+// .ci/run runs them on a real Postgres.
+const skip = process.env.SVC_DATABASE_URL ? false : 'needs a real Postgres (a second connection): set SVC_DATABASE_URL';
 
 t.test('a batch aborted by a deadlock is written again, once', { skip }, async (t) => {
   const svc = await startTestService(t);
@@ -128,4 +131,36 @@ t.test('a batch whose connection is lost is written again on a new one, and coun
   t.equal(events[0]!.n, 1, 'one delivered event');
   const [row] = await db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [m!.messageId]);
   t.equal(row!.status, 'delivered');
+});
+
+t.test('a Postgres that does not answer is waited out, until a stop gives up', async (t) => {
+  // Nothing listens there: every connection is refused, as while Postgres restarts.
+  const db = openPostgres(`postgres://postgres@127.0.0.1:${await freePort()}/none`, 1);
+  t.teardown(() => db.close());
+  const logged: string[] = [];
+  const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+  const writer = createOutcomeWriter(db, log, { retryDelayMs: { first: 20, max: 50 } });
+  let settled = false;
+  const written = writer
+    .write({
+      messageId: randomUUID(),
+      projectId: randomUUID(),
+      status: 'delivered',
+      attempts: 1,
+      detail: {},
+      at: new Date(),
+    })
+    .then(
+      () => 'written',
+      (err: { code?: string }) => err.code,
+    )
+    .finally(() => (settled = true));
+  await waitFor(() => logged.filter((l) => l.includes('connection to Postgres was lost')).length >= 3 || null, {
+    what: 'three writes refused',
+  });
+  t.notOk(settled, 'the batch is still being written');
+  const stopping = Date.now();
+  await writer.idle(Date.now() + 100);
+  t.equal(await written, 'ECONNREFUSED', 'and fails once a stop gives up on it');
+  t.ok(Date.now() - stopping < 2_000, 'soon after');
 });
