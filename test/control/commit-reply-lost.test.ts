@@ -4,7 +4,6 @@
 // not a second one. The fault is real: a TCP proxy between the service and Postgres forwards the COMMIT and
 // cuts the connection instead of forwarding the answer. Postgres only (PGlite has no socket to cut).
 import t from 'tap';
-import net from 'node:net';
 import { SvcError } from '@svc-mail/sdk';
 import { startTestService } from '../helpers/service.js';
 import { createTestDatabase } from '../helpers/database.js';
@@ -12,62 +11,16 @@ import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { cuttingProxy } from '../helpers/cutting-proxy.js';
 
 const serverUrl = process.env.SVC_DATABASE_URL;
 if (!serverUrl) t.plan(0, 'skip: needs a real Postgres (SVC_DATABASE_URL); runs in the Postgres pass of .ci/run');
 else await main(serverUrl);
 
-/**
- * A TCP proxy to Postgres. Armed, it watches each connection for the accept statement of a message (the
- * INSERT into messages) and then, when the client sends COMMIT (or, outside a transaction, right after that
- * statement), forwards it and drops the server's answer, closing both sides.
- */
-async function cuttingProxy(upstream: URL) {
-  const state = { armed: false, cuts: 0 };
-  const server = net.createServer((client) => {
-    const pgSocket = net.connect(Number(upstream.port || 5432), upstream.hostname);
-    let phase: 'watch' | 'sawAccept' | 'cut' = 'watch';
-    let inTx = false;
-    const close = () => {
-      client.destroy();
-      pgSocket.destroy();
-    };
-    client.on('error', close);
-    pgSocket.on('error', close);
-    client.on('data', (d: Buffer) => {
-      const text = d.toString('latin1');
-      if (state.armed && phase === 'watch') {
-        if (/\bBEGIN\b/.test(text)) inTx = true;
-        if (text.includes('INSERT INTO messages (')) {
-          phase = inTx ? 'sawAccept' : 'cut';
-          if (phase === 'cut') state.armed = false;
-        }
-      } else if (phase === 'sawAccept' && /\bCOMMIT\b/.test(text)) {
-        phase = 'cut';
-        state.armed = false;
-      }
-      pgSocket.write(d);
-    });
-    pgSocket.on('data', (d: Buffer) => {
-      if (phase === 'cut') {
-        // The statement ran and committed; its answer never arrives.
-        state.cuts++;
-        close();
-        return;
-      }
-      client.write(d);
-    });
-    client.on('close', () => pgSocket.destroy());
-    pgSocket.on('close', () => client.destroy());
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { state, port: (server.address() as net.AddressInfo).port, close: () => server.close() };
-}
-
 async function main(serverUrl: string) {
   const database = await createTestDatabase(serverUrl);
   t.teardown(() => database.drop());
-  const proxy = await cuttingProxy(new URL(database.url));
+  const proxy = await cuttingProxy(new URL(database.url), 'INSERT INTO messages (');
   t.teardown(() => proxy.close());
   const proxied = new URL(database.url);
   proxied.hostname = '127.0.0.1';

@@ -12,6 +12,7 @@ import { waitFor } from '../helpers/wait-for.js';
 import { createOutcomeWriter } from '../../mta/outbound/outcomes.js';
 import { openPostgres } from '../../storage/pg/client.js';
 import { freePort } from '../helpers/postfix.js';
+import { cuttingProxy } from '../helpers/cutting-proxy.js';
 
 // Without SVC_DATABASE_URL the first two tests are skipped, not passed: a deadlock and a backend ended under a
 // statement need a second connection, which the embedded database does not have; the SVC_DATABASE_URL pass of
@@ -164,3 +165,44 @@ t.test('a Postgres that does not answer is waited out, until a stop gives up', a
   t.equal(await written, 'ECONNREFUSED', 'and fails once a stop gives up on it');
   t.ok(Date.now() - stopping < 2_000, 'soon after');
 });
+
+t.test(
+  'a batch whose reply is lost after its commit is written again and changes nothing more',
+  { skip },
+  async (t) => {
+    const svc = await startTestService(t);
+    const db = svc.running.storage.db;
+    const s = await sender(svc);
+    const [m] = await seedSendingMessages(db, s, 1);
+    // The writer's connection goes through a proxy that forwards the outcome statement and drops Postgres's answer.
+    const proxy = await cuttingProxy(new URL(svc.databaseUrl!), 'INSERT INTO message_events');
+    t.teardown(() => proxy.close());
+    const proxied = new URL(svc.databaseUrl!);
+    proxied.hostname = '127.0.0.1';
+    proxied.port = String(proxy.port);
+    const through = openPostgres(proxied.toString(), 1);
+    t.teardown(() => through.close());
+    const logged: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+    const writer = createOutcomeWriter(through, log, { retryDelayMs: { first: 50, max: 100 } });
+
+    proxy.state.armed = true;
+    await writer.write(deliveredOutcome(m!));
+
+    t.equal(proxy.state.cuts, 1, 'the answer to the committed batch was lost');
+    t.ok(
+      logged.some((l) => l.includes('connection to Postgres was lost')),
+      'the writer saw the loss and wrote again',
+    );
+    const [cap] = await db.query<{ n: number }>(
+      'SELECT sent_count::int AS n FROM outbound_capabilities WHERE id = $1',
+      [s.outboundId],
+    );
+    t.equal(cap!.n, 1, 'the delivery counted once');
+    const events = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM message_events WHERE type = 'delivered' AND message_id = $1`,
+      [m!.messageId],
+    );
+    t.equal(events[0]!.n, 1, 'one delivered event');
+  },
+);
