@@ -391,6 +391,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     RECONCILE_EVERY_MS,
   );
   reconciler.unref();
+  void reconcile().catch((err) => log.error({ err }, 'reconciling lost messages failed'));
 
   // A delivery that takes this long is stuck or facing a very slow receiver (RFC 5321 §4.5.3.2 lets each reply
   // take minutes): said once, with what it is waiting for, so that an operator (or a benchmark) can tell which.
@@ -407,7 +408,6 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     Math.max(1_000, slowMs / 4),
   );
   watchdog.unref();
-  void reconcile().catch((err) => log.error({ err }, 'reconciling lost messages failed'));
 
   // Several MTA processes may share the spool (docs/decisions.md #58): leases of a process that is gone (it
   // died mid-delivery, or stopped with deliveries in progress) are retried now; a live sibling's are its own.
