@@ -79,8 +79,9 @@ export async function benchDatabase(
 }
 
 /**
- * Why messages missed the sink: the bench database's messages by status, and the events of the first few not
- * delivered, so a shortfall says what the MTA met rather than only that it fell short.
+ * Why messages missed the sink: the bench database's messages by status, the events of the first few not
+ * delivered and, given the service's data directory, where its spool has them, so a shortfall says what the MTA
+ * met rather than only that it fell short.
  */
 export async function undelivered(url: string, dataDir?: string): Promise<string> {
   const c = new pg.Client({ connectionString: url });

@@ -36,6 +36,11 @@ export interface WorkerOptions {
   drainMs?: number;
   /** A delivery in progress this long is logged once at warn, with what it is doing (default 60 s). */
   slowMs?: number;
+  /**
+   * The waits before each new look for the rows of freshly spooled messages that had none yet (a sendEmail whose
+   * commit is in flight), holding their lease; default 10, 40 and 150 ms.
+   */
+  uncommittedWaitsMs?: number[];
   pool?: Partial<
     Pick<
       PoolOptions,
@@ -64,6 +69,13 @@ const ORPHAN_FAST_MS = 5 * 60_000;
 const ORPHAN_RECHECK_FAST_MS = 250;
 const ORPHAN_RECHECK_SLOW_MS = 10 * 60_000;
 const ORPHAN_KEEP_MS = 24 * 60 * 60_000;
+/**
+ * A sendEmail spools its body before its row commits (core/send.ts), and a busy MTA leases it in between: such a
+ * row nearly always lands within milliseconds. A message spooled this recently that has no row yet is looked for
+ * again a few times while its lease is held (uncommittedWaitsMs) before it is put back in the spool for the
+ * 250 ms recheck, which costs a durable write, another lease, and a quarter of a second of its delivery.
+ */
+const UNCOMMITTED_MS = 5_000;
 /** A message is lost once this long has passed after its retry schedule's end without a change. */
 const LOST_MARGIN_MS = 24 * 60 * 60_000;
 const RECONCILE_EVERY_MS = 60 * 60_000;
@@ -81,6 +93,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   const maxInFlight = opts.maxInFlight ?? 256;
   const leaseMs = opts.leaseMs ?? 10 * 60_000;
   const pollMs = opts.pollMs ?? 100;
+  const uncommittedWaitsMs = opts.uncommittedWaitsMs ?? [10, 40, 150];
   const metrics = opts.metrics;
   const pools = createPools({
     resolver: ctx.resolver,
@@ -142,31 +155,57 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     for (const e of entries) inFlight.set(e.id, { since, stage: 'reading its row', warned: false });
     let statuses: Map<string, SpooledStatus>;
     try {
-      statuses = await messageStatuses(
-        db,
-        entries.map((e) => e.id),
-        entries.filter((e) => e.envelopes).map((e) => e.id),
-      );
+      statuses = await statusesOf(entries);
     } catch (err) {
       // Leased, so they come back when the lease ends.
       log.error({ err }, 'reading message statuses failed');
       for (const e of entries) inFlight.delete(e.id);
       return;
     }
-    for (const e of entries) {
-      handle(e, statuses.get(e.id))
-        .catch((err) =>
-          log.error({ err, messageId: e.id }, 'delivery failed unexpectedly; retried when its lease ends'),
-        )
-        .finally(async () => {
-          // Each put-back is a durable write, and a poll can lease the entry again while it is made (it is due
-          // once committed, before the sync): then it is put back again, until a put-back is not overtaken. With
-          // an `if` here that second lease would be left to run out (10 minutes) with no one working on it.
-          while (relapsed.delete(e.id)) await spool.reschedule(e.id, clock.now()).catch(() => {});
-          inFlight.delete(e.id);
-          if (inFlight.size === maxInFlight - 1) loop.schedule(0);
-        });
+    const now = clock.now();
+    const uncommitted = new Set(entries.filter((e) => !statuses.has(e.id) && now - e.createdMs < UNCOMMITTED_MS));
+    for (const e of entries) if (!uncommitted.has(e)) run(e, statuses.get(e.id));
+    if (uncommitted.size) void lookAgain([...uncommitted]);
+  }
+
+  /** Freshly spooled messages without a row yet (UNCOMMITTED_MS): looked for again before the orphan path. */
+  async function lookAgain(entries: SpoolEntry[]) {
+    let waiting = entries;
+    for (const ms of uncommittedWaitsMs) {
+      await new Promise((r) => setTimeout(r, ms));
+      let found: Map<string, SpooledStatus>;
+      try {
+        found = await statusesOf(waiting);
+      } catch {
+        break;
+      }
+      for (const e of waiting) if (found.has(e.id)) run(e, found.get(e.id));
+      waiting = waiting.filter((e) => !found.has(e.id));
+      if (!waiting.length) return;
     }
+    for (const e of waiting) run(e, undefined);
+  }
+
+  function statusesOf(entries: SpoolEntry[]) {
+    return messageStatuses(
+      db,
+      entries.map((e) => e.id),
+      entries.filter((e) => e.envelopes).map((e) => e.id),
+    );
+  }
+
+  /** One leased entry's attempt, and what follows it whatever happened. */
+  function run(e: SpoolEntry, st: SpooledStatus | undefined) {
+    handle(e, st)
+      .catch((err) => log.error({ err, messageId: e.id }, 'delivery failed unexpectedly; retried when its lease ends'))
+      .finally(async () => {
+        // Each put-back is a durable write, and a poll can lease the entry again while it is made (it is due
+        // once committed, before the sync): then it is put back again, until a put-back is not overtaken. With
+        // an `if` here that second lease would be left to run out (10 minutes) with no one working on it.
+        while (relapsed.delete(e.id)) await spool.reschedule(e.id, clock.now()).catch(() => {});
+        inFlight.delete(e.id);
+        if (inFlight.size === maxInFlight - 1) loop.schedule(0);
+      });
   }
 
   async function handle(e: SpoolEntry, st: SpooledStatus | undefined) {
