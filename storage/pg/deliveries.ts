@@ -138,10 +138,11 @@ WITH u AS (
   SELECT u.event_id, u.id, u.project_id, u.status, u.detail::jsonb, u.at FROM u
   ON CONFLICT (id) DO NOTHING
   RETURNING id, project_id, type, created_at AS at
-), a AS (
+), applied AS (
+  -- The outcomes whose event this statement inserted: every effect below follows these alone.
   SELECT u.* FROM u JOIN ev ON ev.id = u.event_id
 ), multi AS (
-  SELECT * FROM a WHERE recipient IS NOT NULL
+  SELECT * FROM applied WHERE recipient IS NOT NULL
 ), rupd AS (
   UPDATE message_recipients r SET status = multi.status, attempts = multi.attempts, updated_at = multi.at
   FROM multi WHERE r.message_id = multi.id AND r.address = multi.recipient
@@ -152,14 +153,14 @@ WITH u AS (
   WHERE r.message_id IN (SELECT id FROM multi) GROUP BY r.message_id
 ), upd AS (
   UPDATE messages m SET status = x.status, attempts = x.attempts, updated_at = x.at
-  FROM (SELECT id, status, attempts, at FROM a WHERE recipient IS NULL
+  FROM (SELECT id, status, attempts, at FROM applied WHERE recipient IS NULL
     UNION ALL SELECT id, status, attempts, at FROM derived) x
   WHERE m.id = x.id
 ), hooks AS (
   ${fanOutSql(`(SELECT * FROM ev WHERE type IN (${WEBHOOK_EVENT_TYPES.map((t) => `'${t}'`).join(', ')})) AS e`)}
 ), sup AS (
   INSERT INTO suppressions (project_id, address, reason, detail, created_at)
-  SELECT a.project_id, a.sup_address, a.sup_reason, a.sup_detail, a.at FROM a WHERE a.sup_address IS NOT NULL
+  SELECT project_id, sup_address, sup_reason, sup_detail, at FROM applied WHERE sup_address IS NOT NULL
   ON CONFLICT (project_id, address) DO NOTHING
 ), senders AS MATERIALIZED (
   -- The capabilities' rows locked in id order before any is updated: several MTA processes write outcome batches
@@ -169,7 +170,7 @@ WITH u AS (
   SELECT c.id FROM outbound_capabilities c WHERE c.id IN (SELECT sent_by FROM u) ORDER BY c.id FOR NO KEY UPDATE
 ), sent AS (
   UPDATE outbound_capabilities c SET sent_count = c.sent_count + s.n
-  FROM (SELECT sent_by AS id, count(*) AS n FROM a WHERE sent_by IS NOT NULL GROUP BY sent_by) s
+  FROM (SELECT sent_by AS id, count(*) AS n FROM applied WHERE sent_by IS NOT NULL GROUP BY sent_by) s
   JOIN senders ON senders.id = s.id
   WHERE c.id = s.id
 )

@@ -19,6 +19,12 @@ import { cuttingProxy } from '../helpers/cutting-proxy.js';
 // .ci/run runs them on a real Postgres.
 const skip = process.env.SVC_DATABASE_URL ? false : 'needs a real Postgres (a second connection): set SVC_DATABASE_URL';
 
+/** A logger at warn whose lines (JSON text) the test reads. */
+function warnLog() {
+  const logged: string[] = [];
+  return { logged, log: pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) }) };
+}
+
 t.test('a batch aborted by a deadlock is written again, once', { skip }, async (t) => {
   const svc = await startTestService(t);
   const db = svc.running.storage.db;
@@ -33,8 +39,7 @@ t.test('a batch aborted by a deadlock is written again, once', { skip }, async (
   // deadlock_timeout (1 s by default): the batch, since the other waits 10 s before it looks.
   const other = openPostgres(svc.databaseUrl!, 1);
   t.teardown(() => other.close());
-  const logged: string[] = [];
-  const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+  const { log, logged } = warnLog();
   const writer = createOutcomeWriter(db, log);
   let written: Promise<void> | undefined;
   await other.tx(async (q) => {
@@ -92,8 +97,7 @@ t.test('a batch whose connection is lost is written again on a new one, and coun
   const [m] = await seedSendingMessages(db, s, 1);
   const other = openPostgres(svc.databaseUrl!, 1);
   t.teardown(() => other.close());
-  const logged: string[] = [];
-  const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+  const { log, logged } = warnLog();
   const writer = createOutcomeWriter(db, log, { retryDelayMs: { first: 50, max: 100 } });
 
   // Another connection holds the capability's row, so the batch waits on it; its backend is then ended, as a
@@ -138,8 +142,7 @@ t.test('a Postgres that does not answer is waited out, until a stop gives up', a
   // Nothing listens there: every connection is refused, as while Postgres restarts.
   const db = openPostgres(`postgres://postgres@127.0.0.1:${await freePort()}/none`, 1);
   t.teardown(() => db.close());
-  const logged: string[] = [];
-  const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+  const { log, logged } = warnLog();
   const writer = createOutcomeWriter(db, log, { retryDelayMs: { first: 20, max: 50 } });
   let settled = false;
   const written = writer
@@ -182,8 +185,7 @@ t.test(
     proxied.port = String(proxy.port);
     const through = openPostgres(proxied.toString(), 1);
     t.teardown(() => through.close());
-    const logged: string[] = [];
-    const log = pino({ level: 'warn' }, { write: (line: string) => void logged.push(line) });
+    const { log, logged } = warnLog();
     const writer = createOutcomeWriter(through, log, { retryDelayMs: { first: 50, max: 100 } });
 
     proxy.state.armed = true;
