@@ -10,6 +10,7 @@ import { hashPassword, verifyPassword } from './passwords.js';
 import { findEntity, parseMimeTree, transferDecode, type MimeEntity, type MimeTree } from '../mail/mime-tree.js';
 import { decodeCharset } from '../mail/mime-header.js';
 import type { Mailbox, StoredMessage } from '../mail/mail-store.js';
+import { htmlText } from '../mail/html-text.js';
 import { inboxCredentials, setInboxPassword } from '../storage/pg/inboxes.js';
 import { liveInboxHash } from '../storage/pg/inbox-logins.js';
 import { copyMessages } from '../storage/pg/imap-mailboxes.js';
@@ -262,22 +263,6 @@ export function decodedPart(body: Buffer, e: MimeEntity): Buffer {
 
 const partText = (body: Buffer, e: MimeEntity) => decodeCharset(decodedPart(body, e), paramOf(e, 'charset'));
 
-/** Text from HTML for a message without a text part: tags out, entities of the common kind decoded. */
-function htmlToText(html: string): string {
-  return html
-    .replace(/<(style|script|head)[\s\S]*?<\/\1>/gi, '')
-    .replace(/<br\s*\/?>|<\/p>|<\/div>|<\/tr>|<\/h\d>/gi, '\n')
-    .replace(/<[^>]*>/g, '')
-    .replace(/&nbsp;/g, ' ')
-    .replace(/&lt;/g, '<')
-    .replace(/&gt;/g, '>')
-    .replace(/&quot;/g, '"')
-    .replace(/&#39;/g, "'")
-    .replace(/&amp;/g, '&')
-    .replace(/\n{3,}/g, '\n\n')
-    .trim();
-}
-
 export interface OpenedMessage {
   message: StoredMessage;
   tree: MimeTree;
@@ -297,7 +282,7 @@ export async function openMessage(deps: CoreDeps, s: WebmailSession, id: string)
   const textPart = all.find((e) => isInlineText(e, 'plain'));
   const htmlPart = all.find((e) => isInlineText(e, 'html'));
   const html = htmlPart ? partText(body, htmlPart) : null;
-  const text = textPart ? partText(body, textPart) : html ? htmlToText(html) : '';
+  const text = textPart ? partText(body, textPart) : html ? htmlText(html) : '';
   const cids = new Map<string, MimeEntity>();
   for (const e of all) if (e.id) cids.set(e.id.replace(/^<|>$/g, ''), e);
   const attachments = all

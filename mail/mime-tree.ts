@@ -25,6 +25,7 @@ import {
   parseHeaderBlock,
   parseStructured,
 } from './mime-header.js';
+import { htmlText } from './html-text.js';
 
 export type { Envelope, EnvelopeAddress, EnvelopeDisplay, DisplayAddress } from './mime-header.js';
 
@@ -521,30 +522,13 @@ function quotedPrintableDecode(raw: Buffer): Buffer {
   return out.subarray(0, n);
 }
 
-const ENTITIES: Record<string, string> = { nbsp: ' ', amp: '&', lt: '<', gt: '>', quot: '"', apos: "'" };
-
-/** Crude on purpose: a preview line, never rendered as HTML. */
-function stripHtml(html: string): string {
-  return html
-    .replace(/<(head|style|script|title)\b[\s\S]*?<\/\1\s*>/gi, ' ')
-    .replace(/<!--[\s\S]*?-->/g, ' ')
-    .replace(/<[^>]*>/g, ' ')
-    .replace(/&(#x[0-9a-f]+|#\d+|[a-z]+);/gi, (all, name: string) => {
-      if (name[0] === '#') {
-        const cp = name[1] === 'x' || name[1] === 'X' ? parseInt(name.slice(2), 16) : parseInt(name.slice(1), 10);
-        return cp > 0 && cp <= 0x10ffff ? String.fromCodePoint(cp) : ' ';
-      }
-      return ENTITIES[name.toLowerCase()] ?? all;
-    });
-}
-
 function previewOf(c: Capture | null, html: boolean): string {
   if (!c) return '';
   const e = c.entity;
   const raw = Buffer.concat(c.chunks).subarray(0, Math.max(0, Math.min(c.bytes, e.size)));
   const charset = e.params.find(([n]) => n === 'charset')?.[1] ?? null;
   let text = decodeCharset(transferDecode(raw, e.encoding), charset);
-  if (html) text = stripHtml(text);
+  if (html) text = htmlText(text);
   // The first PREVIEW_CHARS code points (never half a surrogate pair), without splitting the whole text.
   let out = '';
   let n = 0;
