@@ -6,9 +6,19 @@
 //
 // sanitize-html 2.18.1 (2.18 and later need Node 22.12; the service runs on the bundled Node 24, README).
 import sanitizeHtml from 'sanitize-html';
+import { depthGuard, HtmlTooDeep } from '../mail/html-nesting.js';
+import { htmlText } from '../mail/html-text.js';
+import { escapeHtml } from './template-render.js';
 
 /** cid: images larger than this are left out rather than inlined into the page. */
 const MAX_INLINE_IMAGE = 5 * 1024 * 1024;
+
+/**
+ * Received HTML longer than this (in characters) is shown as its text: sanitizing costs ~0.1–0.25 s a megabyte on
+ * the event loop that serves every tenant, and a sender chooses the size (up to SVC_MAX_MESSAGE_BYTES). Gmail clips
+ * a message at 102 kB; a newsletter is some 100–300 kB.
+ */
+export const MAX_SHOWN_HTML = 2 * 1024 * 1024;
 
 export interface HtmlView {
   html: string;
@@ -27,8 +37,34 @@ export function sanitizeMessageHtml(
   raw: string,
   opts: { images: boolean; cid: (id: string) => InlineImage | null },
 ): HtmlView {
+  if (raw.length > MAX_SHOWN_HTML) return asText(raw, 'too large');
+  try {
+    return sanitized(raw, opts);
+  } catch (e) {
+    // Nested deeper than a browser would nest it (mail/html-nesting.ts): the parse stopped there.
+    if (e instanceof HtmlTooDeep) return asText(raw, 'nested too deeply');
+    throw e;
+  }
+}
+
+/** The HTML's words in place of the HTML, with a line saying why (the frame's CSP allows inline style). */
+function asText(raw: string, why: string): HtmlView {
+  const note = `This message's HTML is ${why} to show; here is its text.`;
+  const text = escapeHtml(htmlText(raw));
+  return {
+    html: `<p style="color:#555;font-style:italic">${note}</p><pre style="white-space:pre-wrap">${text}</pre>`,
+    remoteImages: false,
+  };
+}
+
+function sanitized(raw: string, opts: { images: boolean; cid: (id: string) => InlineImage | null }): HtmlView {
+  const depth = depthGuard();
   let remoteImages = false;
   const html = sanitizeHtml(raw, {
+    // Every element htmlparser2 opens and closes, implied ones included: its depth, which stops the parse past
+    // MAX_HTML_DEPTH before its cost (depth squared) runs away.
+    onOpenTag: depth.open,
+    onCloseTag: depth.close,
     allowedTags: [
       ...sanitizeHtml.defaults.allowedTags,
       'img',

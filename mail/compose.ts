@@ -10,6 +10,8 @@ import { detectMimeType, encodeWord } from 'nodemailer/lib/mime-funcs';
 import type MimeNode from 'nodemailer/lib/mime-node';
 import { convert as htmlToText } from 'html-to-text';
 import { normalizeDomain } from './domain-names.js';
+import { htmlText } from './html-text.js';
+import { nestsWithin } from './html-nesting.js';
 import { base64Lines, quotedPrintable, textTransferEncoding } from './mime-encode.js';
 
 export interface Mailbox {
@@ -337,8 +339,19 @@ function hasBareLf(text: string): boolean {
   return false;
 }
 
-/** The text alternative of an html body: words, links as `text [url]`, no images, lines of at most 76. */
+/**
+ * Html up to this many characters gets html-to-text's text alternative (~0.1 ms a kB, all of it on the event loop
+ * that serves every tenant); a larger one gets mail/html-text.ts's plainer one (~0.005 ms a kB).
+ */
+export const MAX_CONVERTED_HTML = 1024 * 1024;
+
+/**
+ * The text alternative of an html body: words, links as `text [url]`, no images, lines of at most 76. Html too
+ * large for that, or nested deeper than html-to-text's parser can bear (mail/html-nesting.ts), gets its words
+ * and lines alone (mail/html-text.ts), which cost one pass whatever the html holds.
+ */
 function plainTextOf(html: string): string {
+  if (html.length > MAX_CONVERTED_HTML || !nestsWithin(html)) return htmlText(html);
   return htmlToText(html, { wordwrap: 76, selectors: [{ selector: 'img', format: 'skip' }] });
 }
 

@@ -6,6 +6,7 @@ import MimeNode from 'nodemailer/lib/mime-node';
 import {
   compileMessage,
   composeMessage,
+  MAX_CONVERTED_HTML,
   serializeMime,
   isDeliverableAddress,
   normalizeMailbox,
@@ -393,6 +394,32 @@ t.test('html only: a text/plain alternative is made from the html (RFC 2046 §5.
   t.match(text?.content, /^Hi there\r\n\r\ndocs \[https:\/\/x\.test\/a\]/, 'the words, links with their URL');
   t.notMatch(text?.content, /pixel|<p>/, 'no tags, no images');
   t.equal(htmlPart?.content, html, 'the html as given');
+});
+
+// html-to-text parses with htmlparser2, whose cost grows with the square of the nesting and whose walk of a tree
+// some 10,000 deep overflowed the stack (a RangeError, a 500 for the send). Such html, and html too large to
+// convert on the event loop, get the plain text alternative of mail/html-text.ts (mail/html-nesting.ts).
+t.test('html only, nested 100,000 deep or over MAX_CONVERTED_HTML: a plainer text alternative', async (t) => {
+  const { text: _text, ...rest } = BASE;
+  const deep = `${'<div>'.repeat(100_000)}<p>Deep &amp; down</p>${'</div>'.repeat(100_000)}`;
+  const line = 'Lorem ipsum dolor sit amet, <b>consectetur</b> adipiscing elit, sed do eiusmod tempor incididunt.';
+  // html-to-text would wrap each paragraph at 76 columns; the plainer alternative leaves lines whole.
+  const large = `<p>${line}</p>\n`.repeat(12_000);
+  t.ok(large.length > MAX_CONVERTED_HTML);
+  for (const [name, html, words] of [
+    ['deep', deep, /^Deep & down$/],
+    [
+      'large',
+      large,
+      /^Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt\.\r\n\r\nL/,
+    ],
+  ] as const) {
+    const raw = await composeMessage({ ...rest, html });
+    assertWire(t, raw);
+    const [text, htmlPart] = alternativeParts(raw);
+    t.match(text?.content, words, `${name}: the words`);
+    t.equal(htmlPart?.content, html.replaceAll('\n', '\r\n'), `${name}: the html as given`);
+  }
 });
 
 t.test('text and html: multipart/alternative, text first, boundaries well formed', async (t) => {
