@@ -49,6 +49,19 @@ export function parseStsRecord(txts: string[]): string | null {
 
 export type PolicyParse = { ok: true; policy: StsPolicy } | { ok: false; error: string };
 
+const POLICY_KEY = /^[A-Za-z0-9_-]+$/;
+// What a value may not hold (a lone CR, or a Unicode line break): the lines are split at LF and CRLF only.
+const LINE_TERMINATOR = /[\r\n\u2028\u2029]/;
+
+/** `s` without the spaces and tabs (WSP) at either end, in one pass from each end. */
+function trimWsp(s: string): string {
+  let start = 0;
+  let end = s.length;
+  while (start < end && (s[start] === ' ' || s[start] === '\t')) start++;
+  while (end > start && (s[end - 1] === ' ' || s[end - 1] === '\t')) end--;
+  return s.slice(start, end);
+}
+
 /**
  * The policy file (RFC 8461 §3.2): `key: value` lines ended by CRLF (a bare LF is accepted, as most
  * implementations do), version STSv1, a mode, max_age, and mx lines unless the mode is none. Unknown
@@ -63,9 +76,13 @@ export function parsePolicy(text: string): PolicyParse {
   for (const line of text.split(/\r?\n/)) {
     if (line.trim() === '') continue;
     lines.push(line);
-    const m = /^([A-Za-z0-9_-]+):[ \t]*(.*?)[ \t]*$/.exec(line);
-    if (!m) return { ok: false, error: `policy line is not "key: value": ${JSON.stringify(line.slice(0, 80))}` };
-    const [, key, value] = m as unknown as [string, string, string];
+    // Split at the first colon and trim by hand: a regex with a lazy value between two runs of WSP backtracked
+    // cubically on a line of tabs that the fetched file chooses (4 kB of them took 25 s: docs/decisions.md #66).
+    const colon = line.indexOf(':');
+    const key = line.slice(0, Math.max(0, colon));
+    if (!POLICY_KEY.test(key) || LINE_TERMINATOR.test(line))
+      return { ok: false, error: `policy line is not "key: value": ${JSON.stringify(line.slice(0, 80))}` };
+    const value = trimWsp(line.slice(colon + 1));
     if (key === 'version') version ??= value;
     else if (key === 'mode') mode ??= value;
     else if (key === 'max_age') maxAge ??= value;

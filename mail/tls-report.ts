@@ -70,9 +70,13 @@ export function parseTlsRptRecord(txts: string[]): string[] {
   const ours = txts.filter((t) => /^v=TLSRPTv1\s*(;|$)/.test(t));
   if (ours.length !== 1) return [];
   for (const field of ours[0]!.split(';').slice(1)) {
-    const m = /^\s*rua\s*=\s*(.*?)\s*$/.exec(field);
-    if (!m) continue;
-    return m[1]!
+    // Split at "=" and trim: the regex this was (`^\s*rua\s*=\s*(.*?)\s*$`) backtracked cubically on the
+    // whitespace a domain's TXT record chooses (4 kB of it took 21 s: docs/decisions.md #66).
+    const eq = field.indexOf('=');
+    if (eq < 0 || field.slice(0, eq).trim() !== 'rua') continue;
+    const value = field.slice(eq + 1).trim();
+    if (/[\r\n\u2028\u2029]/.test(value)) continue;
+    return value
       .split(',')
       .map((u) => u.trim())
       .filter((u) => /^mailto:[^@\s]+@[^@\s]+$/i.test(u) || /^https:\/\/[^\s]+$/i.test(u));
