@@ -479,13 +479,21 @@ function pinTransferEncodings(node: MimeNode): void {
   if (typeof content === 'string' && content && !node.getHeader('Content-Transfer-Encoding')) {
     const type = String(node.getHeader('Content-Type') ?? '').trim();
     if (/^text\//i.test(type)) {
-      // MimeNode.setContent has already asked mime-funcs' isPlainText (its `_isPlainText`): not a third scan.
-      const known = (node as unknown as { _isPlainText?: unknown })._isPlainText;
-      const encoding = textTransferEncoding(content, typeof known === 'boolean' ? known : undefined);
+      const encoding = textTransferEncoding(content, isPlainText(node));
       if (encoding !== '7bit') node.setHeader('Content-Transfer-Encoding', encoding);
     }
   }
   for (const child of node.childNodes ?? []) pinTransferEncodings(child);
+}
+
+/**
+ * Whether a node's string content is plain text by mime-funcs' isPlainText (no C0 control but TAB, CR and LF,
+ * no non-ASCII): MimeNode.setContent has already asked it, as its `_isPlainText` (nodemailer internals, pinned
+ * by package.json; test/mail/compose.test.ts fails if it goes). Undefined when the node does not say.
+ */
+function isPlainText(node: MimeNode): boolean | undefined {
+  const known = (node as unknown as { _isPlainText?: unknown })._isPlainText;
+  return typeof known === 'boolean' ? known : undefined;
 }
 
 interface AddressInternals {
@@ -546,7 +554,7 @@ function serializeMimeText(root: MimeNode): string {
           : encoding === 'base64'
             ? base64Lines(content)
             : encoding === 'quoted-printable'
-              ? quotedPrintable(content)
+              ? quotedPrintable(content, isPlainText(node))
               : content,
       );
     }

@@ -328,6 +328,27 @@ t.test("serializeMime writes exactly the bytes of nodemailer's own streaming bui
   t.equal((await composeMessage(BASE)).length > 0, true, 'composeMessage goes through serializeMime');
 });
 
+t.test('MimeNode keeps isPlainText as `_isPlainText`, which compose reads (nodemailer internals)', async (t) => {
+  // serializeMime hands it to quotedPrintable, whose plain path depends on its meaning: without it the
+  // output is the same, only slower, so this is where its disappearance shows.
+  const cases: [string, boolean][] = [
+    ['plain words\r\n', true],
+    ['tab\tand DEL\x7f and =', true],
+    ['Grüße', false],
+    ['a\u0001b', false],
+  ];
+  for (const [text, plain] of cases) {
+    const node = new MimeNode('text/plain').setContent(text);
+    t.equal((node as unknown as { _isPlainText?: unknown })._isPlainText, plain, JSON.stringify(text));
+  }
+  const root = compileMessage({ ...BASE, text: 'x '.repeat(100), html: '<p>Grüße</p>' });
+  t.same(
+    root.childNodes.map((n) => (n as unknown as { _isPlainText?: unknown })._isPlainText),
+    [true, false],
+    "compose's text and html parts have it",
+  );
+});
+
 t.test("each text part's pinned transfer encoding is the one MimeNode chooses for its content", async (t) => {
   const texts = [
     'short',
