@@ -307,11 +307,13 @@ function crlf(body: string): string {
  * The last line of defence on the bytes: CRLF only, every line within RFC 5322 §2.1.1's 998 octets,
  * and 7-bit clean (every non-ASCII value went through an encoded word or a transfer encoding, so the
  * message needs neither 8BITMIME nor SMTPUTF8), no NUL (RFC 5321 §4.1.4 / RFC 5322 §2.1). Run on the
- * message's text before it becomes bytes: ASCII text is its own octets. One native regex scan, then one step
- * per line with V8's indexOf.
+ * message's text before it becomes bytes: ASCII text is its own octets. Native scans only: the UTF-8 length
+ * equals the length in UTF-16 code units only when every one is below 0x80 (a lone surrogate counts 3), NUL by
+ * indexOf, then one step per line with V8's indexOf.
  */
-function assertWireSafe(text: string): void {
-  if (NOT_WIRE_SAFE.test(text)) throw new Error('compose: NUL or 8-bit octet in output');
+export function assertWireSafe(text: string): void {
+  if (Buffer.byteLength(text, 'utf8') !== text.length) throw new Error('compose: 8-bit octet in output');
+  if (text.includes('\0')) throw new Error('compose: NUL in output');
   const len = text.length;
   let lineStart = 0;
   for (;;) {
@@ -328,7 +330,6 @@ function assertWireSafe(text: string): void {
     lineStart = cr + 2;
   }
 }
-const NOT_WIRE_SAFE = /[^\x01-\x7f]/;
 
 /** Whether `text` holds an LF that is not the end of a CRLF: one step per line, not per character. */
 function hasBareLf(text: string): boolean {
