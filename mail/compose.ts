@@ -10,7 +10,7 @@ import { detectMimeType, encodeWord } from 'nodemailer/lib/mime-funcs';
 import type MimeNode from 'nodemailer/lib/mime-node';
 import { convert as htmlToText } from 'html-to-text';
 import { normalizeDomain } from './domain-names.js';
-import { base64Lines, quotedPrintable, textTransferEncoding } from './mime-encode.js';
+import { base64Lines, quotedPrintableLines, textTransferEncoding } from './mime-encode.js';
 
 export interface Mailbox {
   /** Display name, or null for a bare address. */
@@ -540,24 +540,32 @@ export function serializeMime(root: MimeNode): Buffer {
 
 function serializeMimeText(root: MimeNode): string {
   const out: string[] = [];
+  // Whether a chunk pushed so far may hold an LF that is not part of a CRLF (LeWindows below). Only headers and
+  // unencoded text are looked at: base64 lines and the framing are CRLF-only as written, and so is
+  // quoted-printable that says so. No chunk starts with an LF after one ending in a CR, so chunk by chunk is the
+  // whole text's answer.
+  let bareLf = false;
   const walk = (node: MimeNode) => {
     const encoding = node.getTransferEncoding();
-    out.push(node.buildHeaders(), '\r\n\r\n');
+    const headers = node.buildHeaders();
+    bareLf ||= hasBareLf(headers);
+    out.push(headers, '\r\n\r\n');
     const content = node.content;
     if (content) {
       // Strings, and the Buffers of the webmail's attachments (always base64).
       if (typeof content !== 'string' && !Buffer.isBuffer(content))
         throw new Error('compose: a part whose content is not a string');
       if (typeof content !== 'string' && encoding !== 'base64') throw new Error('compose: a binary part not in base64');
-      out.push(
-        typeof content !== 'string'
-          ? base64Lines(content)
-          : encoding === 'base64'
-            ? base64Lines(content)
-            : encoding === 'quoted-printable'
-              ? quotedPrintable(content, isPlainText(node))
-              : content,
-      );
+      if (typeof content !== 'string' || encoding === 'base64') {
+        out.push(base64Lines(content));
+      } else if (encoding === 'quoted-printable') {
+        const qp = quotedPrintableLines(content, isPlainText(node));
+        bareLf ||= !qp.crlfOnly && hasBareLf(qp.text);
+        out.push(qp.text);
+      } else {
+        bareLf ||= hasBareLf(content);
+        out.push(content);
+      }
     }
     if (node.multipart) {
       node.childNodes.forEach((child, i) => {
@@ -571,6 +579,6 @@ function serializeMimeText(root: MimeNode): string {
   let text = out.join('');
   // LastNewline: the message ends with a line break; LeWindows: every LF is part of a CRLF.
   if (!text.endsWith('\n')) text += text.endsWith('\r') ? '\n' : '\r\n';
-  if (hasBareLf(text)) text = text.replace(/(?<!\r)\n/g, '\r\n');
+  if (bareLf) text = text.replace(/(?<!\r)\n/g, '\r\n');
   return text;
 }
