@@ -333,7 +333,8 @@ const LETTER = /[A-Za-z]/;
  * The transfer encoding nodemailer's MimeNode gives a text/* part of string content (getTransferEncoding):
  * 7bit for plain text with short lines (nothing over 128 kB is measured: such a text counts as long); else
  * quoted-printable when the text has more ASCII letters than controls and non-ASCII code units, else base64.
- * The same answer in one pass at most, with the plain case left to two native regex scans.
+ * The same answer in one pass at most, stopped once the rest of the text cannot change it, with the plain case
+ * left to two native regex scans.
  */
 export function textTransferEncoding(
   text: string,
@@ -345,12 +346,30 @@ export function textTransferEncoding(
     // Plain: nothing to weigh against the letters.
     return LETTER.test(text) ? 'quoted-printable' : 'base64';
   }
-  let other = 0;
-  let letters = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c >= 0x80 || c <= 0x08 || c === 0x0b || c === 0x0c || (c >= 0x0e && c <= 0x1f)) other++;
-    else if ((c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a)) letters++;
+  // letters - other, in blocks: each code unit left moves it by one at most, so the answer is often known
+  // before the end (a text of mostly letters, or of mostly non-ASCII, is decided a little past half way).
+  let lead = 0;
+  const n = text.length;
+  for (let from = 0; from < n; from += WEIGH_BLOCK) {
+    const to = Math.min(n, from + WEIGH_BLOCK);
+    for (let i = from; i < to; i++) {
+      const c = text.charCodeAt(i);
+      lead += c < 0x80 ? (WEIGHT[c] as number) : -1;
+    }
+    const left = n - to;
+    if (lead > left) return 'quoted-printable';
+    if (lead + left <= 0) return 'base64';
   }
-  return other < letters ? 'quoted-printable' : 'base64';
+  return 'base64';
 }
+// What each ASCII code unit adds to letters - other: 1 for a letter, -1 for a control but TAB, LF and CR
+// (every non-ASCII code unit is -1 too).
+const WEIGHT = new Int8Array(128);
+for (let c = 0; c < 128; c++)
+  WEIGHT[c] =
+    (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a)
+      ? 1
+      : c <= 0x08 || c === 0x0b || c === 0x0c || (c >= 0x0e && c <= 0x1f)
+        ? -1
+        : 0;
+const WEIGH_BLOCK = 4096;

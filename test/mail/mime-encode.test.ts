@@ -222,6 +222,17 @@ t.test("textTransferEncoding is MimeNode's choice for a text part", async (t) =>
     'a\u2028'.repeat(50),
   ];
   for (let i = 0; i < 3000; i++) texts.push(randomText(rnd, 100));
+  // Long texts whose letters and other code units (non-ASCII, controls) are even or one apart, in either order,
+  // around the 4096-unit blocks after which the rest of the text may no longer be weighed.
+  for (const n of [4095, 4096, 4097, 6000, 8192, 20000]) {
+    for (const extra of [-1, 0, 1]) {
+      const letters = 'a'.repeat(n + extra);
+      for (const other of ['é'.repeat(n), '\u0001'.repeat(n), 'ü\u0002'.repeat(n / 2)]) {
+        texts.push(letters + other, other + letters, `${letters} ${other}\r\n`, `${other}\t${letters}`);
+      }
+    }
+  }
+  for (let i = 0; i < 40; i++) texts.push(randomText(rnd, 3000));
   let mismatches = 0;
   for (const s of texts) {
     const node = new MimeNode('text/plain').setContent(s);
