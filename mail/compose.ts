@@ -531,7 +531,10 @@ function bracketAddresses(root: MimeNode): void {
  * encoders and transforms, ~100 µs of a ~1 kB message (a fifth of a sendEmail's CPU); this uses the
  * same library's header building (buildHeaders), encoders (qp, base64: their streams' output is
  * `wrap(encode(x), 76)`) and boundaries, then the two final transforms of its read stream
- * (LastNewline, LeWindows). test/control/compose.test.ts proves the bytes equal build()'s.
+ * (LastNewline, LeWindows). test/mail/compose.test.ts compares the bytes with build()'s. One exception:
+ * the qp stream wraps a part 64 KiB at a time, and wraps on its own a last line that ends in a space or tab,
+ * so a quoted-printable part over 64 KiB, or ending so, may have a soft break elsewhere than here (both are
+ * valid RFC 2045 §6.7 lines of the same text).
  */
 export function serializeMime(root: MimeNode): Buffer {
   // Header and encoded text are ASCII; an unencoded (7bit) part is too, or assertWireSafe refuses it.
