@@ -194,14 +194,32 @@ function escapeRun(run: string): string {
 /**
  * `text` (UTF-8) as quoted-printable lines of at most 76 characters: nodemailer's `qp.wrap(qp.encode(text), 76)`.
  * Text whose line breaks are all CRLF (what compose makes) takes the fast path: escapes by one native regex
- * pass, and only the lines long enough to be wrapped are looked at character by character.
+ * pass, and only the lines long enough to be wrapped are looked at character by character. `plain` says the
+ * text holds no C0 control but TAB, CR and LF and no non-ASCII character (mime-funcs' isPlainText, which
+ * MimeNode has already run on its content): the only octets to escape are then "=" and DEL, which native
+ * single-character replacements write, and a space or tab before a line break or at the end, which the
+ * wrapping escapes as it meets each line's end.
  */
-export function quotedPrintable(text: string): string {
+export function quotedPrintable(text: string, plain = false): string {
+  return quotedPrintableLines(text, plain).text;
+}
+
+/** quotedPrintable, and whether its line breaks are known to be all CRLF (false: not known). */
+export function quotedPrintableLines(text: string, plain = false): { text: string; crlfOnly: boolean } {
+  if (plain && text.length > MAX_ENCODED_LINE) {
+    let enc = text;
+    if (enc.includes('=')) enc = enc.replaceAll('=', '=3D');
+    if (enc.includes('\x7f')) enc = enc.replaceAll('\x7f', '=7F');
+    const wrapped = wrapCrlfText(enc, MAX_ENCODED_LINE, true);
+    if (wrapped !== null) return { text: wrapped, crlfOnly: true };
+  }
   // The escapes are the same whatever the line breaks (CR and LF are literal, and whitespace before either is
   // escaped); the soft breaks of text with a lone CR or LF are qpWrap's.
   const enc = text.replace(ESCAPED, escapeRun);
-  if (enc.length <= MAX_ENCODED_LINE) return enc;
-  return wrapCrlfText(enc, MAX_ENCODED_LINE) ?? qpWrap(Buffer.from(enc, 'latin1'), enc.length, MAX_ENCODED_LINE);
+  if (enc.length <= MAX_ENCODED_LINE) return { text: enc, crlfOnly: false };
+  const wrapped = wrapCrlfText(enc, MAX_ENCODED_LINE, false);
+  if (wrapped !== null) return { text: wrapped, crlfOnly: true };
+  return { text: qpWrap(Buffer.from(enc, 'latin1'), enc.length, MAX_ENCODED_LINE), crlfOnly: false };
 }
 
 /** `text` as quoted-printable by the octet loops alone: what quotedPrintable's fast path is checked against. */
@@ -211,15 +229,17 @@ export function quotedPrintableBytes(text: string): string {
 }
 
 /**
- * qpWrap's rules for encoded text whose only line breaks are CRLF; null for any other text. A line (CRLF
- * excluded) of up to lineLength - 2 characters is taken whole with its CRLF; so is a last line (none after it)
- * of up to lineLength - margin. Only longer ones get soft breaks, where a window of lineLength characters from the
- * current position may reach the line's CR but never past it.
+ * qpWrap's rules for encoded text whose only line breaks are CRLF; null for any other text. With
+ * `unescapedBlanks`, the text's spaces and tabs before a line break or at its end are still to be escaped,
+ * and are, line by line. A line (CRLF excluded) of up to lineLength - 2 characters is taken whole with
+ * its CRLF; so is a last line (none after it) of up to lineLength - margin. Only longer ones get soft breaks,
+ * where a window of lineLength characters from the current position may reach the line's CR but never past it.
  */
-function wrapCrlfText(s: string, lineLength: number): string | null {
+function wrapCrlfText(s: string, lineLength: number, unescapedBlanks: boolean): string | null {
   const len = s.length;
   const margin = Math.floor(lineLength / 3);
-  const parts: string[] = [];
+  // The output between soft breaks is copied whole: one slice per soft break, then the rest.
+  let out = '';
   let copied = 0;
   let start = 0;
   while (start < len) {
@@ -229,8 +249,19 @@ function wrapCrlfText(s: string, lineLength: number): string | null {
     if (cr < 0 ? lf >= 0 : lf !== cr + 1) return null;
     const lineEnd = cr < 0 ? len : cr;
     const hasBreak = cr >= 0;
+    if (unescapedBlanks && lineEnd > start) {
+      const last = s.charCodeAt(lineEnd - 1);
+      if (last === 0x20 || last === 0x09) {
+        // RFC 2045 §6.7 (3): the space or tab that ends the line is escaped. Lines are wrapped one by one (the
+        // window never passes a CRLF), so the escaped line is wrapped on its own, the end of the text with it.
+        const next = hasBreak ? cr + 2 : len;
+        const line = s.slice(start, lineEnd - 1) + (last === 0x20 ? '=20' : '=09') + s.slice(lineEnd, next);
+        out += s.slice(copied, start) + (wrapCrlfText(line, lineLength, false) as string);
+        copied = start = next;
+        continue;
+      }
+    }
     if (lineEnd - start > (hasBreak ? lineLength - 2 : lineLength - margin)) {
-      if (start > copied) parts.push(s.slice(copied, start));
       let p = start;
       // With a CRLF after it, the rest of the line is taken with it once a window holds both.
       while (hasBreak ? lineEnd - p > lineLength - 2 : p < lineEnd) {
@@ -262,20 +293,17 @@ function wrapCrlfText(s: string, lineLength: number): string | null {
           }
         }
         if (cut === p) cut = end;
-        if (cut < len) {
-          if (cut - p === lineLength) cut -= s.charCodeAt(cut - 3) === EQ ? 3 : 1;
-          parts.push(s.slice(p, cut), '=\r\n');
-        } else {
-          parts.push(s.slice(p, cut));
-        }
-        p = cut;
+        // A cut at the end of the text is no soft break: the rest is copied after the loop.
+        if (cut >= len) break;
+        if (cut - p === lineLength) cut -= s.charCodeAt(cut - 3) === EQ ? 3 : 1;
+        out += s.slice(copied, cut) + '=\r\n';
+        copied = p = cut;
       }
-      copied = p;
     }
     start = hasBreak ? cr + 2 : len;
   }
-  if (copied < len) parts.push(s.slice(copied));
-  return parts.join('');
+  if (copied === 0) return s;
+  return out + s.slice(copied);
 }
 
 function onlyEscapesText(s: string, from: number, to: number): boolean {
@@ -305,7 +333,8 @@ const LETTER = /[A-Za-z]/;
  * The transfer encoding nodemailer's MimeNode gives a text/* part of string content (getTransferEncoding):
  * 7bit for plain text with short lines (nothing over 128 kB is measured: such a text counts as long); else
  * quoted-printable when the text has more ASCII letters than controls and non-ASCII code units, else base64.
- * The same answer in one pass at most, with the plain case left to two native regex scans.
+ * The same answer in one pass at most, stopped once the rest of the text cannot change it, with the plain case
+ * left to two native regex scans.
  */
 export function textTransferEncoding(
   text: string,
@@ -317,12 +346,30 @@ export function textTransferEncoding(
     // Plain: nothing to weigh against the letters.
     return LETTER.test(text) ? 'quoted-printable' : 'base64';
   }
-  let other = 0;
-  let letters = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c >= 0x80 || c <= 0x08 || c === 0x0b || c === 0x0c || (c >= 0x0e && c <= 0x1f)) other++;
-    else if ((c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a)) letters++;
+  // letters - other, in blocks: each code unit left moves it by one at most, so the answer is often known
+  // before the end (a text of mostly letters, or of mostly non-ASCII, is decided a little past half way).
+  let lead = 0;
+  const n = text.length;
+  for (let from = 0; from < n; from += WEIGH_BLOCK) {
+    const to = Math.min(n, from + WEIGH_BLOCK);
+    for (let i = from; i < to; i++) {
+      const c = text.charCodeAt(i);
+      lead += c < 0x80 ? (WEIGHT[c] as number) : -1;
+    }
+    const left = n - to;
+    if (lead > left) return 'quoted-printable';
+    if (lead + left <= 0) return 'base64';
   }
-  return other < letters ? 'quoted-printable' : 'base64';
+  return 'base64';
 }
+// What each ASCII code unit adds to letters - other: 1 for a letter, -1 for a control but TAB, LF and CR
+// (every non-ASCII code unit is -1 too).
+const WEIGHT = new Int8Array(128);
+for (let c = 0; c < 128; c++)
+  WEIGHT[c] =
+    (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a)
+      ? 1
+      : c <= 0x08 || c === 0x0b || c === 0x0c || (c >= 0x0e && c <= 0x1f)
+        ? -1
+        : 0;
+const WEIGH_BLOCK = 4096;

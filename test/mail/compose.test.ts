@@ -4,6 +4,7 @@ import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';
 import MimeNode from 'nodemailer/lib/mime-node';
 import {
+  assertWireSafe,
   compileMessage,
   composeMessage,
   MAX_CONVERTED_HTML,
@@ -327,6 +328,124 @@ t.test("serializeMime writes exactly the bytes of nodemailer's own streaming bui
     'the cases cover every transfer encoding compose uses',
   );
   t.equal((await composeMessage(BASE)).length > 0, true, 'composeMessage goes through serializeMime');
+});
+
+function seeded(seed: number) {
+  return () => (seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff;
+}
+function randomOf(rnd: () => number, pieces: string[], max: number): string {
+  let s = '';
+  for (let n = Math.floor(rnd() * max); n > 0; n--) s += pieces[Math.floor(rnd() * pieces.length)];
+  return s;
+}
+
+t.test("serializeMime writes build()'s bytes for random contents in every encoding, lone CR and LF too", async (t) => {
+  // compileMessage never gives a part a lone CR or LF; serializeMime must still write what build() writes
+  // (LeWindows: every LF a CRLF), which it looks for only in the headers and in text that is not encoded.
+  // Contents stay under 64 KiB and do not end in a space or tab: there build()'s streaming qp Encoder wraps
+  // differently from qp.wrap(qp.encode(x), 76), which serializeMime writes (it re-wraps at each 64 KiB slice,
+  // and wraps a last line ending in held-back whitespace on its own).
+  const pieces = [
+    'a',
+    'Lorem ipsum dolor sit amet, ',
+    ' ',
+    '\t',
+    '=',
+    '\x7f',
+    '\r\n',
+    '\r\n',
+    '\n',
+    '\r',
+    '\n\n',
+    ' \r\n',
+    '\r\r\n',
+    'é',
+    '€',
+    '😀',
+    'x'.repeat(90),
+  ];
+  const rnd = seeded(11);
+  const encodings = new Set<string>();
+  let mismatches = 0;
+  for (let i = 0; i < 400; i++) {
+    const root = compileMessage({ ...BASE, text: 'short', html: '<p>short</p>' });
+    for (const node of root.childNodes) {
+      node.setContent(randomOf(rnd, pieces, 40).replace(/[ \t]+$/, ''));
+      // What MimeNode chooses for the content, or an encoding by choice.
+      const chosen = [undefined, undefined, 'quoted-printable', 'base64'][Math.floor(rnd() * 4)];
+      if (chosen) node.setHeader('Content-Transfer-Encoding', chosen);
+      if (node.content) encodings.add(String(node.getTransferEncoding()));
+    }
+    const ours = serializeMime(root).toString('latin1');
+    const theirs = (await root.build()).toString('latin1');
+    if (ours !== theirs && mismatches++ < 3) t.equal(ours, theirs, `case ${i}`);
+  }
+  t.equal(mismatches, 0, '400 random messages');
+  t.same([...encodings].sort(), ['7bit', 'base64', 'quoted-printable'], 'every encoding met');
+});
+
+t.test('MimeNode keeps isPlainText as `_isPlainText`, which compose reads (nodemailer internals)', async (t) => {
+  // serializeMime hands it to quotedPrintable, whose plain path depends on its meaning: without it the
+  // output is the same, only slower, so this is where its disappearance shows.
+  const cases: [string, boolean][] = [
+    ['plain words\r\n', true],
+    ['tab\tand DEL\x7f and =', true],
+    ['Grüße', false],
+    ['a\u0001b', false],
+  ];
+  for (const [text, plain] of cases) {
+    const node = new MimeNode('text/plain').setContent(text);
+    t.equal((node as unknown as { _isPlainText?: unknown })._isPlainText, plain, JSON.stringify(text));
+  }
+  const root = compileMessage({ ...BASE, text: 'x '.repeat(100), html: '<p>Grüße</p>' });
+  t.same(
+    root.childNodes.map((n) => (n as unknown as { _isPlainText?: unknown })._isPlainText),
+    [true, false],
+    "compose's text and html parts have it",
+  );
+});
+
+t.test('assertWireSafe refuses what a reference check refuses: 8-bit, NUL, lone CR or LF, long lines', async (t) => {
+  const reference = (s: string) =>
+    /[^\x01-\x7f]/.test(s) || /\r(?!\n)|(?<!\r)\n/.test(s) || s.split('\r\n').some((l) => l.length > 998);
+  const refuses = (s: string) => {
+    try {
+      assertWireSafe(s);
+      return false;
+    } catch {
+      return true;
+    }
+  };
+  // Code units above 0xff whose low octet is ASCII ('Ł' is 0x141), which a latin1 Buffer would turn into 'A'.
+  const pieces = [
+    'a',
+    'x'.repeat(300),
+    '\r\n',
+    '\r\n',
+    '\r\n',
+    '\r',
+    '\n',
+    '\0',
+    'é',
+    'Ł',
+    '\ud800',
+    '😀',
+    '\x7f',
+    '\x01',
+  ];
+  const rnd = seeded(12);
+  let mismatches = 0;
+  const outcomes = new Set<boolean>();
+  for (let i = 0; i < 20000; i++) {
+    const s = randomOf(rnd, i % 2 ? pieces.slice(0, 5) : pieces, 12);
+    outcomes.add(refuses(s));
+    if (refuses(s) !== reference(s) && mismatches++ < 3) t.fail(`differs for ${JSON.stringify(s)}`);
+  }
+  t.equal(mismatches, 0, '20000 random texts');
+  t.same([...outcomes].sort(), [false, true], 'both passed and refused');
+  for (const s of ['Ł', '\u0100', 'a\0b', `${'a'.repeat(999)}\r\n`, 'a'.repeat(999), 'a\rb', 'a\nb', '\ud83d'])
+    t.ok(refuses(s), JSON.stringify(s.slice(0, 20)));
+  for (const s of ['', `${'a'.repeat(998)}\r\n${'b'.repeat(998)}`, 'a\r\n\r\n\t\x7f']) t.notOk(refuses(s));
 });
 
 t.test("each text part's pinned transfer encoding is the one MimeNode chooses for its content", async (t) => {

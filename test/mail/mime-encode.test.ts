@@ -6,7 +6,14 @@ import { createRequire } from 'node:module';
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
 import { encode as b64Encode, wrap as b64Wrap } from 'nodemailer/lib/base64';
 import MimeNode from 'nodemailer/lib/mime-node';
-import { base64Lines, quotedPrintable, quotedPrintableBytes, textTransferEncoding } from '../../mail/mime-encode.js';
+import { isPlainText } from 'nodemailer/lib/mime-funcs';
+import {
+  base64Lines,
+  quotedPrintable,
+  quotedPrintableBytes,
+  quotedPrintableLines,
+  textTransferEncoding,
+} from '../../mail/mime-encode.js';
 
 const require = createRequire(import.meta.url);
 const libqp = require('libqp') as { decode(s: string): Buffer };
@@ -50,12 +57,51 @@ const PIECES = [
   'word ',
 ];
 
-function randomText(rnd: () => number, max: number): string {
+// Plain text by mime-funcs' isPlainText (ASCII, no C0 control but TAB, CR and LF): what quotedPrintable's
+// `plain` path takes. "=" and DEL, blanks before line breaks and at the end, lines of every length around the
+// soft-break rules (75 and 76 before a CRLF, 150), breaks at spaces and at escapes.
+const PLAIN_PIECES = [
+  'a',
+  'Z',
+  '0',
+  ' ',
+  ' ',
+  '\t',
+  '.',
+  ',',
+  '!',
+  '=',
+  '==',
+  '=3D',
+  '\x7f',
+  '\r\n',
+  '\r\n',
+  '\r\n',
+  ' \r\n',
+  '\t\r\n',
+  '  \r\n',
+  '=\r\n',
+  '\x7f\r\n',
+  '\r\n.',
+  '\n',
+  '\r',
+  'x'.repeat(80),
+  'y'.repeat(70),
+  'w'.repeat(75),
+  'v'.repeat(76),
+  'u'.repeat(150),
+  ' '.repeat(5),
+  'word ',
+  'words, more words. ',
+];
+
+function randomText(rnd: () => number, max: number, pieces = PIECES): string {
   const n = Math.floor(rnd() * max);
   let s = '';
-  for (let i = 0; i < n; i++) s += PIECES[Math.floor(rnd() * PIECES.length)];
+  for (let i = 0; i < n; i++) s += pieces[Math.floor(rnd() * pieces.length)];
   return s;
 }
+const BARE_CR_OR_LF = /\r(?!\n)|(?<!\r)\n/;
 function seeded(seed: number) {
   return () => (seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff;
 }
@@ -78,9 +124,13 @@ t.test('quotedPrintable writes the bytes of nodemailer for random text, CRLF-onl
     let s = randomText(rnd, 300);
     if (i % 2) s = s.replace(/\r\n|\r|\n/g, '\r\n');
     const ours = quotedPrintable(s);
-    if (ours !== theirsQp(s) || quotedPrintableBytes(s) !== ours) {
+    const lines = quotedPrintableLines(s, isPlainText(s));
+    if (ours !== theirsQp(s) || quotedPrintableBytes(s) !== ours || lines.text !== ours) {
       if (mismatches++ < 3) t.fail(`differs for ${JSON.stringify(s)}`);
       continue;
+    }
+    if (lines.crlfOnly && BARE_CR_OR_LF.test(lines.text)) {
+      if (mismatches++ < 3) t.fail(`said CRLF-only, is not: ${JSON.stringify(s)}`);
     }
     // Lone CR/LF are written literally by both (compose never gives them one); the CRLF-only text must be valid
     // and decode back.
@@ -90,6 +140,32 @@ t.test('quotedPrintable writes the bytes of nodemailer for random text, CRLF-onl
     }
   }
   t.equal(mismatches, 0, '20000 random texts');
+});
+
+t.test('quotedPrintable of plain text: its `plain` path writes the bytes of nodemailer and of the regex', async (t) => {
+  const rnd = seeded(4);
+  let mismatches = 0;
+  let fast = 0;
+  for (let i = 0; i < 20000; i++) {
+    let s = randomText(rnd, 120, PLAIN_PIECES);
+    // Mostly CRLF-only, as compose gives it; the rest with lone CR and LF, which the plain path hands back.
+    if (i % 4) s = s.replace(/\r\n|\r|\n/g, '\r\n');
+    if (!isPlainText(s)) {
+      if (mismatches++ < 3) t.fail(`not plain: ${JSON.stringify(s)}`);
+      continue;
+    }
+    if (s.length > 76 && !BARE_CR_OR_LF.test(s)) fast++;
+    const ours = quotedPrintableLines(s, true);
+    if (ours.text !== theirsQp(s) || ours.text !== quotedPrintable(s, false)) {
+      if (mismatches++ < 3) t.fail(`differs for ${JSON.stringify(s)}`);
+      continue;
+    }
+    if (ours.crlfOnly && BARE_CR_OR_LF.test(ours.text)) {
+      if (mismatches++ < 3) t.fail(`said CRLF-only, is not: ${JSON.stringify(s)}`);
+    }
+  }
+  t.equal(mismatches, 0, '20000 random plain texts');
+  t.ok(fast > 10000, `most (${fast}) are long and CRLF-only, what the plain path wraps itself`);
 });
 
 t.test('quotedPrintable: the cases by name', async (t) => {
@@ -105,10 +181,15 @@ t.test('quotedPrintable: the cases by name', async (t) => {
     'long UTF-8 lines': 'Привет мир, как дела? '.repeat(40) + '\r\n' + '日本語のテキスト'.repeat(40),
     'emoji across breaks': '😀'.repeat(100),
     'no spaces at all': 'z'.repeat(1000),
+    'long lines ending in a space or tab': `${'a'.repeat(90)} \r\n${'b '.repeat(50)}\t\r\n${'c'.repeat(74)} \r\nend `,
+    'a last line of 76 ending in a tab': `${'x'.repeat(80)}\r\n${'y'.repeat(75)}\t`,
+    'a blank line and a line of blanks': `${'z'.repeat(80)}\r\n\r\n${' '.repeat(90)}\r\n \r\n\t`,
+    '= and DEL in long lines': `${'a=b\x7f'.repeat(40)}\r\n${'='.repeat(100)}\r\n${'\x7f'.repeat(100)}`,
   };
   for (const [what, s] of Object.entries(cases)) {
     const ours = quotedPrintable(s);
     t.equal(ours, theirsQp(s), what);
+    if (isPlainText(s)) t.equal(quotedPrintable(s, true), ours, `${what}: the plain path`);
     assertValidQp(t, ours, what);
     t.ok(libqp.decode(ours).equals(Buffer.from(s, 'utf8')), `${what}: decodes back`);
   }
@@ -141,6 +222,17 @@ t.test("textTransferEncoding is MimeNode's choice for a text part", async (t) =>
     'a\u2028'.repeat(50),
   ];
   for (let i = 0; i < 3000; i++) texts.push(randomText(rnd, 100));
+  // Long texts whose letters and other code units (non-ASCII, controls) are even or one apart, in either order,
+  // around the 4096-unit blocks after which the rest of the text may no longer be weighed.
+  for (const n of [4095, 4096, 4097, 6000, 8192, 20000]) {
+    for (const extra of [-1, 0, 1]) {
+      const letters = 'a'.repeat(n + extra);
+      for (const other of ['é'.repeat(n), '\u0001'.repeat(n), 'ü\u0002'.repeat(n / 2)]) {
+        texts.push(letters + other, other + letters, `${letters} ${other}\r\n`, `${other}\t${letters}`);
+      }
+    }
+  }
+  for (let i = 0; i < 40; i++) texts.push(randomText(rnd, 3000));
   let mismatches = 0;
   for (const s of texts) {
     const node = new MimeNode('text/plain').setContent(s);
