@@ -59,13 +59,21 @@ function dnsError(code: string, name: string, type: string): Error {
  * arrays of strings; MX as { exchange, priority }). PTR is not in our resolver's contract, so it fails
  * as a temporary error: only SPF's "ptr" mechanism asks for it, which RFC 7208 §5.5 says not to use.
  */
+/** The longest TXT record mailauth is shown: an RSA-8192 DKIM key is some 1.4 kB. */
+export const MAX_TXT_OCTETS = 4096;
+
 export function mailauthResolver(r: Resolver): MailauthResolver {
   return async (name, type) => {
     try {
       switch (type.toUpperCase()) {
-        case 'TXT':
+        case 'TXT': {
           // Our resolver joins each record's strings (RFC 7208 §3.3); one string per record is the same value.
-          return (await r.txt(name)).map((s) => [s]);
+          // A record over MAX_TXT_OCTETS is left out: mailauth's parsers backtrack quadratically over what the
+          // domain wrote (mail/auth-header-budget.ts), and no DKIM key, SPF or DMARC record is near that long.
+          const records = (await r.txt(name)).filter((s) => s.length <= MAX_TXT_OCTETS);
+          if (records.length === 0) throw dnsError('ENODATA', name, type);
+          return records.map((s) => [s]);
+        }
         case 'MX':
           return await r.mx(name);
         case 'A':
@@ -138,6 +146,19 @@ export function unauthenticated(authservId: string): Verdict {
     authenticationResults: `Authentication-Results: ${authservId}; none (authentication not performed)\r\n`,
     receivedSpf: '',
     junk: false,
+  };
+}
+
+/**
+ * The verdict for a message whose header mailauth is not given (mail/auth-header-budget.ts says why): "none"
+ * with the reason as a comment (RFC 8601 §2.2), filed in Junk. Unchecked, it could be a forgery of a domain
+ * whose DMARC policy says to reject it, and a header built to be too costly to check is one sign of that.
+ */
+export function notAuthenticated(authservId: string, why: string): Verdict {
+  return {
+    authenticationResults: `Authentication-Results: ${authservId}; none (not authenticated: ${why})\r\n`,
+    receivedSpf: '',
+    junk: true,
   };
 }
 

@@ -28,6 +28,7 @@ import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';
 import type { BlobRef } from '../../mail/blob-store.js';
 import type { AppendOutcome } from '../../mail/mail-store.js';
+import { authHeaderProblem } from '../../mail/auth-header-budget.js';
 import { mimeTreeScanner, type MimeTree } from '../../mail/mime-tree.js';
 import { MESSAGE_TOO_BIG } from '../../mail/smtp-reply.js';
 import { recordReport } from '../../storage/pg/reports.js';
@@ -42,6 +43,7 @@ import {
   removeOurAuthResults,
   traceFields,
   unauthenticated,
+  notAuthenticated,
   type Verdict,
 } from './authenticate.js';
 
@@ -231,11 +233,17 @@ async function readMessage(
   // Where the body goes once the header is read: mailauth reads the body only to hash it for a DKIM or
   // ARC signature; a message without one gets its header alone (an empty body), the same verdict.
   let bodyReaders = all;
+  // Why mailauth was given nothing (mail/auth-header-budget.ts), or null when it read the message.
+  let unchecked: string | null = null;
   const pushHeader = async (block: Buffer) => {
     const end = headerEnd(block);
     const header = end < 0 ? block : block.subarray(0, end);
     const filtered = removeOurAuthResults(header, ours).header;
-    if (carriesSignatures(header)) await write([original], block, failed);
+    unchecked = authHeaderProblem(header);
+    if (unchecked !== null) {
+      original.end();
+      bodyReaders = [stored];
+    } else if (carriesSignatures(header)) await write([original], block, failed);
     else {
       await write([original], header, failed);
       original.end();
@@ -287,7 +295,12 @@ async function readMessage(
   }
   if (put.status !== 'fulfilled' || verdict.status !== 'fulfilled' || !tree)
     throw new Error('inbound: a reader failed without failing the pipeline');
-  return { blob: put.value, tree, verdict: verdict.value, raw: raw ? Buffer.concat(raw) : null };
+  return {
+    blob: put.value,
+    tree,
+    verdict: unchecked === null ? verdict.value : notAuthenticated(ctx.config.hostname, unchecked),
+    raw: raw ? Buffer.concat(raw) : null,
+  };
 }
 
 /** DSNs and ARF reports to the VERP return paths of sent messages (docs/decisions.md #10). */

@@ -6,6 +6,7 @@ import {
   authservIdOf,
   headerEnd,
   mailauthResolver,
+  MAX_TXT_OCTETS,
   removeOurAuthResults,
   traceFields,
 } from '../../mta/inbound/authenticate.js';
@@ -90,4 +91,13 @@ t.test('mailauthResolver: node:dns shapes and error codes', async (t) => {
   await t.rejects(r('nope.t.test', 'TXT'), { code: 'ENOTFOUND' });
   await t.rejects(r('mx.t.test', 'TXT'), { code: 'ENODATA' });
   await t.rejects(r('1.0.0.127.in-addr.arpa', 'PTR'), { code: 'ENOTIMP' });
+  // A record longer than mailauth is shown is left out; with nothing left, no data.
+  const chunks = (n: number) => Array.from({ length: n }, () => 'x'.repeat(255));
+  zone
+    .txt('long.t.test', ...chunks(17))
+    .txt('long.t.test', 'v=spf1 -all')
+    .txt('longer.t.test', ...chunks(17));
+  t.same(await r('long.t.test', 'TXT'), [['v=spf1 -all']]);
+  await t.rejects(r('longer.t.test', 'TXT'), { code: 'ENODATA' });
+  t.ok(17 * 255 > MAX_TXT_OCTETS);
 });
