@@ -14,11 +14,12 @@ import { escapeHtml } from './template-render.js';
 const MAX_INLINE_IMAGE = 5 * 1024 * 1024;
 
 /**
- * Received HTML longer than this (in characters) is shown as its text: sanitizing costs ~0.1–0.25 s a megabyte on
- * the event loop that serves every tenant, and a sender chooses the size (up to SVC_MAX_MESSAGE_BYTES). Gmail clips
- * a message at 102 kB; a newsletter is some 100–300 kB.
+ * Received HTML longer than this (in characters) is shown as its text: sanitizing costs ~0.35–0.5 s a megabyte (of
+ * paragraphs, or of the smallest tags) on the event loop that serves every tenant, the message's view sanitizes it
+ * twice (the JSON's remoteImages and the frame), and a sender chooses the size (up to SVC_MAX_MESSAGE_BYTES).
+ * Gmail clips a message at 102 kB; a newsletter is some 100–300 kB.
  */
-export const MAX_SHOWN_HTML = 2 * 1024 * 1024;
+export const MAX_SHOWN_HTML = 1024 * 1024;
 
 export interface HtmlView {
   html: string;

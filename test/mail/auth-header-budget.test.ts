@@ -9,18 +9,22 @@ import {
 
 const header = (...fields: string[]) => Buffer.from(fields.map((f) => `${f}\r\n`).join(''), 'latin1');
 const sig = (n: number) =>
-  `DKIM-Signature: v=1; a=rsa-sha256; d=d${n}.example; s=s; h=from:to:subject; bh=${'A'.repeat(44)};\r\n\tb=${'B'.repeat(344)}`;
+  `DKIM-Signature: v=1; a=rsa-sha256; d=d${n}.example; s=s; h=from:to:subject; bh=${'A'.repeat(44)};` +
+  `\r\n\tb=${'B'.repeat(344)}`;
 
 t.test('an ordinary header, ARC chain and all, is well within the budget', async (t) => {
   const arcSet = (i: number) => [
     `ARC-Seal: i=${i}; a=rsa-sha256; t=1; cv=pass; d=google.com; s=arc-20160816;\r\n\tb=${'C'.repeat(344)}`,
-    `ARC-Message-Signature: i=${i}; a=rsa-sha256; c=relaxed/relaxed; d=google.com; h=to:subject:from:date;\r\n\tbh=${'D'.repeat(44)};\r\n\tb=${'E'.repeat(344)}`,
-    `ARC-Authentication-Results: i=${i}; mx.google.com;${'\r\n\tdkim=pass header.i=@example.com header.s=s header.b=abcdefgh;'.repeat(20)}`,
+    `ARC-Message-Signature: i=${i}; a=rsa-sha256; c=relaxed/relaxed; d=google.com; h=to:subject:from:date;` +
+      `\r\n\tbh=${'D'.repeat(44)};\r\n\tb=${'E'.repeat(344)}`,
+    `ARC-Authentication-Results: i=${i}; mx.google.com;` +
+      '\r\n\tdkim=pass header.i=@example.com header.s=s header.b=abcdefgh;'.repeat(20),
   ];
   const received = Array.from(
     { length: 12 },
     (_, i) =>
-      `Received: from h${i}.example (h${i}.example [192.0.2.${i}])\r\n\tby mx.example with ESMTPS id ${i}; Tue, 1 Jul 2025 10:52:37 +0000`,
+      `Received: from h${i}.example (h${i}.example [192.0.2.${i}])\r\n\tby mx.example with ESMTPS id ${i};` +
+      ' Tue, 1 Jul 2025 10:52:37 +0000',
   );
   const h = header(
     ...arcSet(3),
