@@ -14,6 +14,8 @@ const NAME_END = /[\t\n\f\r />]/g;
 
 // Elements whose content is no text to show: raw text (script, style), the title and the whole head.
 const DROPPED = new Set(['script', 'style', 'title', 'head', 'template', 'noscript']);
+// Their end tags, found from a position in any case (a lower-cased copy could differ in length: "İ" becomes two).
+const END_TAG = new Map([...DROPPED].map((name) => [name, new RegExp(`</${name}`, 'gi')]));
 // Elements that begin and end a line of their own (HTML's block-level flow content, roughly), and those that stand
 // apart from their neighbours by an empty line as a paragraph does.
 // prettier-ignore
@@ -61,7 +63,6 @@ export function htmlText(html: string): string {
     owed = 0;
     out.push(words);
   };
-  let lower: string | null = null;
   let pos = 0;
   let textStart = 0;
   for (;;) {
@@ -97,10 +98,11 @@ export function htmlText(html: string): string {
         else if (CELL.has(name) && !owed) out.push(' ');
         if (!closing && DROPPED.has(name) && html.charCodeAt(gt - 1) !== 0x2f) {
           // Everything up to the element's own end tag goes (HTML §13.2.6.4.4: script and style are raw text).
-          lower ??= html.toLowerCase();
-          const close = lower.indexOf(`</${name}`, end);
-          if (close < 0) return finish(out);
-          const closeEnd = html.indexOf('>', close);
+          const endTag = END_TAG.get(name)!;
+          endTag.lastIndex = end;
+          const close = endTag.exec(html);
+          if (!close) return finish(out);
+          const closeEnd = html.indexOf('>', close.index);
           if (closeEnd < 0) return finish(out);
           end = closeEnd + 1;
         }

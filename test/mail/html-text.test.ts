@@ -19,6 +19,8 @@ t.test('script, style, title, head and comments are no text', async (t) => {
   t.equal(htmlText(html), 'Shown');
   t.equal(htmlText('<!DOCTYPE html><?xml version="1.0"?>x<!---->y<!-->z'), 'xyz');
   t.equal(htmlText('a<style>unclosed {'), 'a', 'an unclosed style element hides the rest');
+  const longer = 'İ'.repeat(20); // each two code units in lower case
+  t.equal(htmlText(`${longer}<style>x</StYlE>after`), `${longer}after`, 'positions kept past such characters');
 });
 
 t.test('character references are decoded once, after the tags are gone', async (t) => {
