@@ -40,10 +40,10 @@ import {
   carriesSignatures,
   headerEnd,
   mailauthResolver,
+  notAuthenticated,
   removeOurAuthResults,
   traceFields,
   unauthenticated,
-  notAuthenticated,
   type Verdict,
 } from './authenticate.js';
 
