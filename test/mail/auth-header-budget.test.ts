@@ -65,7 +65,7 @@ t.test('too many signatures, too many ARC fields, fields too long, a bare CR', a
 });
 
 // Lines with no colon and one colon at the very end: a search for each field's colon from its start would scan
-// to the end from every line. tap's timeout judges, no time is measured.
-t.test('a megabyte of lines without a colon is read once', async (t) => {
+// to the end from every line. A 30 s timeout judges, no time is measured.
+t.test('a megabyte of lines without a colon is read once', { timeout: 30_000 }, async (t) => {
   t.equal(authHeaderProblem(Buffer.from(`${'x\r\n'.repeat(350_000)}From: a@b\r\n`, 'latin1')), null);
 });
