@@ -54,14 +54,14 @@ function dnsError(code: string, name: string, type: string): Error {
   return Object.assign(new Error(`${type} ${name}: ${code}`), { code });
 }
 
+/** The longest TXT record mailauth is shown: an RSA-8192 DKIM key is some 1.4 kB. */
+export const MAX_TXT_OCTETS = 4096;
+
 /**
  * Our resolver as mailauth calls it: `resolver(name, type)` resolving like node:dns `resolve` (TXT as
  * arrays of strings; MX as { exchange, priority }). PTR is not in our resolver's contract, so it fails
  * as a temporary error: only SPF's "ptr" mechanism asks for it, which RFC 7208 §5.5 says not to use.
  */
-/** The longest TXT record mailauth is shown: an RSA-8192 DKIM key is some 1.4 kB. */
-export const MAX_TXT_OCTETS = 4096;
-
 export function mailauthResolver(r: Resolver): MailauthResolver {
   return async (name, type) => {
     try {
