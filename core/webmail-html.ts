@@ -34,10 +34,13 @@ export interface InlineImage {
 
 const REMOTE = /^(https?:)?\/\//i;
 
-export function sanitizeMessageHtml(
-  raw: string,
-  opts: { images: boolean; cid: (id: string) => InlineImage | null },
-): HtmlView {
+/** Whether remote images are shown, and the message's own images by Content-ID (RFC 2392). */
+export interface HtmlViewOptions {
+  images: boolean;
+  cid: (id: string) => InlineImage | null;
+}
+
+export function sanitizeMessageHtml(raw: string, opts: HtmlViewOptions): HtmlView {
   if (raw.length > MAX_SHOWN_HTML) return asText(raw, 'too large');
   try {
     return sanitized(raw, opts);
@@ -58,7 +61,7 @@ function asText(raw: string, why: string): HtmlView {
   };
 }
 
-function sanitized(raw: string, opts: { images: boolean; cid: (id: string) => InlineImage | null }): HtmlView {
+function sanitized(raw: string, opts: HtmlViewOptions): HtmlView {
   const depth = depthGuard();
   let remoteImages = false;
   const html = sanitizeHtml(raw, {

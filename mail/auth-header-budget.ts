@@ -10,6 +10,8 @@
 // DKIM signatures or 50 ARC sets (RFC 8617 §4.2.1's limit) the message is not authenticated at all. A bare CR,
 // which RFC 5322 §2.2 forbids in a header, would make a run that one of those regexes scans from every point.
 
+import { fieldSpans } from './mime-header.js';
+
 /** The sum of the squared lengths of the fields mailauth parses, past which it is not run. */
 export const AUTH_FIELD_BUDGET = 2 ** 26;
 export const MAX_DKIM_SIGNATURES = 10;
@@ -28,29 +30,22 @@ const PARSED = new Set([
 
 /** Why mailauth may not be given `header` (the header block, up to its blank line), or null when it may. */
 export function authHeaderProblem(header: Buffer): string | null {
-  const text = header.toString('latin1');
-  for (let cr = text.indexOf('\r'); cr >= 0; cr = text.indexOf('\r', cr + 1))
-    if (text.charCodeAt(cr + 1) !== 0x0a) return 'a bare CR in the header';
+  for (let cr = header.indexOf(0x0d); cr >= 0; cr = header.indexOf(0x0d, cr + 1))
+    if (header[cr + 1] !== 0x0a) return 'a bare CR in the header';
   let cost = 0;
   let dkim = 0;
   let arc = 0;
-  // Fields: a line that does not start with WSP starts one (RFC 5322 §2.2.3), and runs to the next such line.
-  let start = 0;
   // The next colon, looked for again only once a field starts past it: one pass, however few lines hold one.
-  let colon = text.indexOf(':');
-  while (start < text.length) {
-    let end = text.indexOf('\n', start);
-    while (end >= 0 && (text[end + 1] === ' ' || text[end + 1] === '\t')) end = text.indexOf('\n', end + 1);
-    if (end < 0) end = text.length;
-    if (colon !== -1 && colon < start) colon = text.indexOf(':', start);
-    const name = colon > start && colon < end ? text.slice(start, colon).trim().toLowerCase() : '';
+  let colon = header.indexOf(0x3a);
+  for (const [start, end] of fieldSpans(header)) {
+    if (colon !== -1 && colon < start) colon = header.indexOf(0x3a, start);
+    const name = colon > start && colon < end ? header.toString('latin1', start, colon).trim().toLowerCase() : '';
     if (PARSED.has(name)) {
       const length = end - start;
       cost += length * length;
       if (name === 'dkim-signature') dkim++;
       else if (name.startsWith('arc-')) arc++;
     }
-    start = end + 1;
   }
   if (dkim > MAX_DKIM_SIGNATURES) return `${dkim} DKIM signatures (at most ${MAX_DKIM_SIGNATURES} are verified)`;
   if (arc > MAX_ARC_FIELDS) return `${arc} ARC fields (at most ${MAX_ARC_FIELDS})`;

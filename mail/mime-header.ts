@@ -44,6 +44,25 @@ export function parseHeaderBlock(raw: Buffer): HeaderField[] {
   return fields;
 }
 
+/**
+ * Where each field of a raw header block lies, [start, end): its first line and the folded lines that continue it
+ * (RFC 5322 §2.2.3), line ends included. One pass, without decoding anything.
+ */
+export function* fieldSpans(header: Buffer): Generator<[number, number]> {
+  let start = 0;
+  while (start < header.length) {
+    // The field runs to the end of the last line not followed by a continuation line.
+    let end = start;
+    for (;;) {
+      const lf = header.indexOf(0x0a, end);
+      end = lf < 0 ? header.length : lf + 1;
+      if (end >= header.length || (header[end] !== 0x20 && header[end] !== 0x09)) break;
+    }
+    yield [start, end];
+    start = end;
+  }
+}
+
 /** The first field of that name, or null (RFC 5322 §3.6 allows most of them once). */
 export function firstField(fields: HeaderField[], name: string): string | null {
   const f = fields.find((x) => x.name === name);

@@ -14,6 +14,7 @@
 // recording offsets to hide, would make every reader (IMAP BODY[], webmail, export) splice them out.
 import { createRequire } from 'node:module';
 import type { Readable } from 'node:stream';
+import { fieldSpans } from '../../mail/mime-header.js';
 import { DnsError, type DnsFailure, type Resolver } from '../../mail/resolver.js';
 
 const require = createRequire(import.meta.url);
@@ -216,22 +217,13 @@ export function headerEnd(buf: Buffer): number {
 export function removeOurAuthResults(header: Buffer, ours: ReadonlySet<string>): { header: Buffer; removed: number } {
   const kept: Buffer[] = [];
   let removed = 0;
-  let start = 0;
-  while (start < header.length) {
-    // The field runs to the end of the last line not followed by a continuation line.
-    let end = start;
-    for (;;) {
-      const lf = header.indexOf(0x0a, end);
-      end = lf < 0 ? header.length : lf + 1;
-      if (end >= header.length || (header[end] !== 0x20 && header[end] !== 0x09)) break;
-    }
+  for (const [start, end] of fieldSpans(header)) {
     const field = header.subarray(start, end);
     const text = field.toString('latin1');
     const m = /^authentication-results[ \t]*:/i.exec(text);
     const id = m ? authservIdOf(text.slice(m[0].length)) : null;
     if (id !== null && ours.has(id)) removed++;
     else kept.push(field);
-    start = end;
   }
   return { header: removed ? Buffer.concat(kept) : header, removed };
 }
