@@ -515,6 +515,24 @@ t.test('html only: a text/plain alternative is made from the html (RFC 2046 §5.
   t.equal(htmlPart?.content, html, 'the html as given');
 });
 
+// The converter is compiled once for the process and serves every message: what one message holds (a list, a
+// table, preformatted text, a long paragraph) must not shape the next one's text.
+t.test('html only: the text alternative wraps at 76 and is the same whatever came before', async (t) => {
+  const { text: _text, ...rest } = BASE;
+  const words = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt. ';
+  const a = `<h1>Welcome</h1><p>${words.repeat(4)}</p><ul><li>one</li><li>two</li></ul>`;
+  const b = `<pre>  keep   this\n    as is</pre><table><tr><td>x</td><td>y</td></tr></table><ol><li>first</li></ol>`;
+  const textOf = async (html: string) => alternativeParts(await composeMessage({ ...rest, html }))[0]!.content;
+  const first = await textOf(a);
+  t.match(first, /^WELCOME\r\n\r\nLorem ipsum/, 'headings and paragraphs as html-to-text writes them');
+  t.match(first, /\r\n \* one\r\n \* two$/, 'list items');
+  const lines = first.split('\r\n');
+  t.ok(lines.length > 6, 'the paragraph is wrapped');
+  t.ok(Math.max(...lines.map((l) => l.length)) <= 76, 'no line over 76 characters');
+  t.match(await textOf(b), /^ {2}keep {3}this\r\n {4}as is/, 'preformatted text kept');
+  t.equal(await textOf(a), first, 'the same text after another message');
+});
+
 // html-to-text parses with htmlparser2, whose cost grows with the square of the nesting and whose walk of a tree
 // some 10,000 deep overflowed the stack (a RangeError, a 500 for the send). Such html, and html too large to
 // convert on the event loop, get the plain text alternative of mail/html-text.ts (mail/html-nesting.ts).
