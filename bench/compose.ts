@@ -12,7 +12,7 @@ import { createPrivateKey } from 'node:crypto';
 import { compileMessage, serializeMime, composeMessage, type ComposeInput } from '../mail/compose.js';
 import { dkimSign } from '../mail/dkim-sign.js';
 import { generateDkimKey } from '../mail/dkim-keys.js';
-import { bodyOfSize, TEXT } from './service.js';
+import { bodyOfSize, htmlOf, TEXT } from './service.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -38,10 +38,7 @@ function input(kind: string, size: string): ComposeInput {
     date: new Date(Date.UTC(2026, 10, 26, 12, 0, 0)),
     headers: { 'Feedback-ID': 'a:b:svc' },
   };
-  const html = `<html><body>${text
-    .split('\n')
-    .map((l) => `<p>${l}</p>`)
-    .join('\n')}</body></html>`;
+  const html = htmlOf(text);
   if (kind === 'text') return { ...base, text };
   if (kind === 'html') return { ...base, html };
   if (kind === 'both') return { ...base, text, html };

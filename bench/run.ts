@@ -18,10 +18,11 @@
 // own and drops it at the end.
 //
 //   node --import tsx bench/run.ts [--messages 10000] [--concurrency 64] [--seconds 10] [--orgs 8]
-//                                   [--warmup 2000] [--runs 5] [--size 1k|10k|100k] [--domains 1|100]
+//                                   [--warmup 2000] [--runs 5] [--size 1k|10k|100k] [--body text|html] [--domains 1|100]
 //                                   [--pgbench-clients 1,4,8,16,32,64] [--pg URL] [--one-process] [--cpu-prof]
 //                                   [--workers N] [--out latest.json]
 //
+// --body html posts the same words as html alone (the service makes the text alternative).
 // --workers sets SVC_WORKERS of each service process (unset: one per core it may run on). The cores: run the
 // whole bench under taskset (`taskset -c 0 npm run bench`, then `-c 0,1`) and both sides, the load generators
 // and the sinks get the same cores; Postgres, a system service, is not pinned (it serves only our side, so a
@@ -52,6 +53,7 @@ import {
   SUBJECT,
   TEXT,
   bodyOfSize,
+  htmlOf,
   recipientDomain,
   type LoadResult,
   type Tenant,
@@ -77,6 +79,7 @@ const { values: args } = parseArgs({
     warmup: { type: 'string', default: '2000' },
     runs: { type: 'string', default: '5' },
     size: { type: 'string', default: '1k' },
+    body: { type: 'string', default: 'text' },
     domains: { type: 'string', default: '1' },
     'pgbench-clients': { type: 'string', default: '1,4,8,16,32,64' },
     pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
@@ -98,6 +101,10 @@ const SIZES: Record<string, number> = { '1k': 1024, '10k': 10 * 1024, '100k': 10
 const SIZE = args.size!;
 if (!(SIZE in SIZES)) throw new Error(`--size must be one of ${Object.keys(SIZES).join(', ')}`);
 const BODY = SIZE === '1k' ? TEXT : bodyOfSize(SIZES[SIZE]!);
+// --body html: the same words posted as html alone, so that the service makes the text alternative (as a sender
+// of html-only mail has it do); Postfix relays the message our composer makes of it.
+if (args.body !== 'text' && args.body !== 'html') throw new Error('--body must be text or html');
+const CONTENT = args.body === 'html' ? { html: htmlOf(BODY) } : { text: BODY };
 const DOMAINS = Math.max(1, Number(args.domains));
 const PGBENCH_CLIENTS = args['pgbench-clients']!.split(',').map(Number);
 
@@ -167,7 +174,7 @@ try {
   cleanups.push(() => svc.stop());
   const tenants = await createTenants(svc.url, ORGS, KEYS_PER_CLIENT * Math.ceil(C / ORGS));
   for (const t of tenants) for (const [host, value] of Object.entries(t.dkimTxt)) zone.txt(host, value);
-  const load = { concurrency: C, text: BODY, domains: DOMAINS };
+  const load = { concurrency: C, ...CONTENT, domains: DOMAINS };
   checked('svc warm-up', await sendLoad(svc.url, tenants, { ...load, count: WARMUP }), WARMUP);
   await ourSink.reached(WARMUP, DRAIN_MS).catch(async (err: Error) => {
     throw new Error(`${err.message} (warm-up)\n${await undelivered(dbUrl.toString(), dataDir)}`);
@@ -218,7 +225,7 @@ try {
       from: { name: 'Bench', address: `no-reply@${t.domain}` },
       to: 'rcpt@dest.test',
       subject: `${SUBJECT} 1234`,
-      text: BODY,
+      ...CONTENT,
       messageId: `${randomBytes(16).toString('hex')}@${t.domain}`,
       date: new Date(),
     });
@@ -425,6 +432,7 @@ const summary = {
     warmup: WARMUP,
     runs: RUNS,
     size: SIZE,
+    body: args.body,
     domains: DOMAINS,
     workers: args.workers ? Number(args.workers) : os.availableParallelism(),
   },
@@ -436,7 +444,7 @@ const seMed = (k: string) => med(seRuns.map((r) => r[k]!));
 console.log(
   [
     '',
-    `svc-mail bench: ${RUNS} runs of ${N} messages of ${SIZE} to ${DOMAINS} domain(s), ${C} in flight, ${ORGS} orgs; ` +
+    `svc-mail bench: ${RUNS} runs of ${N} messages of ${SIZE} (${args.body}) to ${DOMAINS} domain(s), ${C} in flight, ${ORGS} orgs; ` +
       `${summary.machine.cores} of ${summary.machine.cpus} cores (${summary.machine.cpu}), ${summary.args.workers} ` +
       `worker(s) a service process, load ${loadAtStart.toFixed(1)} at start`,
     row('end to end (median of runs, range)', 'rate'),

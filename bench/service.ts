@@ -183,6 +183,13 @@ export function bodyOfSize(bytes: number): string {
   return lines.join('\n');
 }
 
+/** The same words as html: each line a paragraph (what an html-only sender posts; the service makes the text). */
+export const htmlOf = (text: string): string =>
+  `<html><body>${text
+    .split('\n')
+    .map((l) => `<p>${l}</p>`)
+    .join('\n')}</body></html>`;
+
 export interface LoadResult {
   ok: number;
   errors: Map<string, number>;
@@ -208,6 +215,8 @@ export async function sendLoad(
     batch?: number;
     /** The text body (default TEXT, ~1 kB once composed); see bodyOfSize. */
     text?: string;
+    /** An html body instead of the text (html only: the service makes the text alternative); see htmlOf. */
+    html?: string;
     /** Recipient domains: message i goes to d<i mod domains>.dest.test (1: dest.test alone). */
     domains?: number;
   },
@@ -243,7 +252,7 @@ export async function sendLoad(
           from: `Bench <no-reply@${domain}>`,
           to: `rcpt-${j}@${recipientDomain(j, o.domains ?? 1)}`,
           subject: `${SUBJECT} ${j}`,
-          text: o.text ?? TEXT,
+          ...(o.html === undefined ? { text: o.text ?? TEXT } : { html: o.html }),
         });
         const t0 = performance.now();
         try {
