@@ -18,9 +18,9 @@
 // own and drops it at the end.
 //
 //   node --import tsx bench/run.ts [--messages 10000] [--concurrency 64] [--seconds 10] [--orgs 8]
-//                                   [--warmup 2000] [--runs 5] [--size 1k|10k|100k] [--body text|html] [--domains 1|100]
-//                                   [--pgbench-clients 1,4,8,16,32,64] [--pg URL] [--one-process] [--cpu-prof]
-//                                   [--workers N] [--out latest.json]
+//                                   [--warmup 2000] [--runs 5] [--size 1k|10k|100k] [--body text|html]
+//                                   [--domains 1|100] [--pgbench-clients 1,4,8,16,32,64] [--pg URL]
+//                                   [--one-process] [--cpu-prof] [--workers N] [--out latest.json]
 //
 // --body html posts the same words as html alone (the service makes the text alternative).
 // --workers sets SVC_WORKERS of each service process (unset: one per core it may run on). The cores: run the
@@ -444,9 +444,10 @@ const seMed = (k: string) => med(seRuns.map((r) => r[k]!));
 console.log(
   [
     '',
-    `svc-mail bench: ${RUNS} runs of ${N} messages of ${SIZE} (${args.body}) to ${DOMAINS} domain(s), ${C} in flight, ${ORGS} orgs; ` +
-      `${summary.machine.cores} of ${summary.machine.cpus} cores (${summary.machine.cpu}), ${summary.args.workers} ` +
-      `worker(s) a service process, load ${loadAtStart.toFixed(1)} at start`,
+    `svc-mail bench: ${RUNS} runs of ${N} messages of ${SIZE} (${args.body}) to ${DOMAINS} domain(s), ` +
+      `${C} in flight, ${ORGS} orgs; ${summary.machine.cores} of ${summary.machine.cpus} cores ` +
+      `(${summary.machine.cpu}), ${summary.args.workers} worker(s) a service process, ` +
+      `load ${loadAtStart.toFixed(1)} at start`,
     row('end to end (median of runs, range)', 'rate'),
     row(
       '  svc: sendEmail → MTA (DKIM) → smtp-sink',
