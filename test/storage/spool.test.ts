@@ -107,6 +107,30 @@ t.test('enqueueing an id again replaces it: one queue key, never two', async (t)
   t.same(ids(spool.due(300, 10)), ['m1']);
 });
 
+// The same rule for a leased entry, for enqueueMany, and for two enqueues of one id in the same event turn (one
+// LMDB transaction).
+t.test('enqueue and enqueueMany over ids spooled, leased, and given twice at once', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  await spool.enqueue(entry('old', 'a.test', 100), bodyOf('old v1'));
+  t.equal((await spool.lease(100, 10, 1_000))[0]?.id, 'old', 'leased');
+  await Promise.all([
+    spool.enqueue(entry('twice', 'a.test', 400), bodyOf('twice v1')),
+    spool.enqueue(entry('twice', 'b.test', 500), bodyOf('twice v2')),
+  ]);
+  await spool.enqueueMany([
+    { entry: entry('old', 'b.test', 300), body: bodyOf('old v2') },
+    { entry: entry('new', 'c.test', 200), body: bodyOf('new') },
+  ]);
+  t.equal(spool.count(), 3, 'one queue key per id');
+  t.same(ids(spool.due(1_000, 10)), ['new', 'old', 'twice']);
+  t.equal(spool.get('old')?.domain, 'b.test', 'the replaced entry');
+  t.equal(spool.body('old')?.toString(), bodyOf('old v2').toString(), 'its new body');
+  t.same(ids(spool.due(250, 10)), ['new'], 'the old key is gone');
+  t.equal(spool.get('twice')?.domain, 'b.test', 'the later of two enqueues in one turn');
+  t.equal(spool.body('twice')?.toString(), bodyOf('twice v2').toString());
+  t.same(ids(await spool.lease(1_000, 10, 1_000)), ['new', 'old', 'twice'], 'the replaced entry is no longer leased');
+});
+
 t.test('due: oldest first, then by domain, then by id', async (t) => {
   const { spool } = await open(t, await tempDir(t));
   const entries = [
