@@ -3,8 +3,8 @@
 // once the write commits, before the sync resolves); it must then be put back once more, or it stays leased
 // with no one working on it until the lease runs out. Seen in the benchmark as a few messages left `queued` (the
 // put-back after a spooled message whose row had not committed yet). Here the spool's reschedule is held after
-// each commit until a poll has leased the entry again, which makes that interleaving certain; the clock is the
-// test's.
+// each commit until a poll has leased the entry again and has that lease in hand, which makes that interleaving
+// certain; the clock is the test's.
 import t from 'tap';
 import { startTestService } from '../helpers/service.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
@@ -27,18 +27,29 @@ t.test('an entry leased again during its put-back is put back again and delivere
     mta: { pollMs: 10, leaseMs: LEASE_MS },
   });
   const { spool } = svc.running.storage;
-  const leasedAgain = (id: string) => (spool.get(id)?.nextAttemptMs ?? 0) > svc.clock.now() + LEASE_MS / 2;
+  // Leases of each id as the poll gets them back. A lease is in the spool once it commits, but the poll learns of
+  // it only after the sync: waiting for the spool alone let the attempt finish first, and the poll then took the
+  // lease for a fresh attempt (right too, but not the interleaving this test is for).
+  const realLease = spool.lease.bind(spool);
+  const leases = new Map<string, number>();
+  spool.lease = async (nowMs, limit, leaseUntilMs) => {
+    const out = await realLease(nowMs, limit, leaseUntilMs);
+    for (const e of out) leases.set(e.id, (leases.get(e.id) ?? 0) + 1);
+    return out;
+  };
   const real = spool.reschedule.bind(spool);
   let held = 0;
   spool.reschedule = async (id, at, attempts, envelopes) => {
+    const before = leases.get(id) ?? 0;
     await real(id, at, attempts, envelopes);
     // The first two: the deferral's reschedule (made due at once by moving the clock past it) and the put-back.
     if (held >= 2) return;
     if (held++ === 0) svc.clock.advance(61_000);
-    await waitFor(() => leasedAgain(id), { what: `a poll leasing ${id} again` });
+    await waitFor(() => (leases.get(id) ?? 0) > before, { what: `a poll leasing ${id} again` });
   };
   t.teardown(() => {
     spool.reschedule = real;
+    spool.lease = realLease;
   });
 
   const s = await sender(svc);
