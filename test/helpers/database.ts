@@ -18,9 +18,9 @@ const exists = (p: string) =>
   );
 
 // Postgres sizes its shared memory from shared_buffers, and PGlite clears all of it when it opens: with the
-// default 128 MB that was about half of the 1.3 s of CPU an embedded test service took to open here (page faults
-// included), some tenth of the whole suite's CPU. A test service holds a few megabytes of data. Production keeps
-// PGlite's default.
+// default 128 MB that was a third of the 1.3 s of CPU an embedded test service took to open here (page faults
+// included), and in a profile of the control tests the clearing and its page faults were a tenth of all CPU. A
+// test service holds a few megabytes of data. Production keeps PGlite's default.
 const TEMPLATE_CONF = 'shared_buffers = 16MB\n';
 
 async function templateDir(): Promise<string> {
