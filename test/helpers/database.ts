@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
-import { openEmbedded } from '../../storage/pg/client.js';
+import { openEmbedded, openPostgres } from '../../storage/pg/client.js';
 import { listMigrations, migrate } from '../../storage/pg/migrate.js';
 import { copyTree, removeTree } from './tree.js';
 
@@ -53,16 +53,60 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-export async function createTestDatabase(serverUrl: string): Promise<TestDatabase> {
-  const name = `svc_t_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: serverUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
+const databaseUrl = (serverUrl: string, name: string) => {
   const url = new URL(serverUrl);
   url.pathname = `/${name}`;
+  return url.toString();
+};
+
+/**
+ * A database on the server already migrated, to copy test databases from (CREATE DATABASE … TEMPLATE): the
+ * migrations as one statement at a time were most of a test service's start on a real Postgres. Named by the
+ * migrations' hash, as the PGlite template is; built under a name of its own and renamed when done, so that a
+ * test file running beside this one never copies a half-migrated one.
+ */
+let migratedTemplate: Promise<string> | null = null;
+async function serverTemplate(serverUrl: string): Promise<string> {
+  const hash = createHash('sha256');
+  for (const m of await listMigrations()) hash.update(`${m.version} ${m.name}\n${m.sql}`);
+  const name = `svc_template_${hash.digest('hex').slice(0, 12)}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (found.rowCount) return name;
+    const building = `${name}_${process.pid}_${randomBytes(4).toString('hex')}`;
+    await admin.query(`CREATE DATABASE ${building}`);
+    const db = openPostgres(databaseUrl(serverUrl, building));
+    try {
+      await migrate(db);
+    } finally {
+      await db.close();
+    }
+    // Another test file may have finished first: its template is the same, and this one goes.
+    await admin.query(`ALTER DATABASE ${building} RENAME TO ${name}`).catch(async (err: { code?: string }) => {
+      await admin.query(`DROP DATABASE ${building}`);
+      if (err.code !== '42P04') throw err; // duplicate_database
+    });
+    return name;
+  } finally {
+    await admin.end();
+  }
+}
+
+/**
+ * A fresh database on the server at `serverUrl`. `migrated`: a copy of one where every migration is applied
+ * (the test services' case); otherwise empty, for tests of `svc migrate` and of a first start.
+ */
+export async function createTestDatabase(serverUrl: string, opts: { migrated?: boolean } = {}): Promise<TestDatabase> {
+  const name = `svc_t_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
+  const template = opts.migrated ? await (migratedTemplate ??= serverTemplate(serverUrl)) : null;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`);
+  await admin.end();
   return {
-    url: url.toString(),
+    url: databaseUrl(serverUrl, name),
     async drop() {
       const c = new pg.Client({ connectionString: serverUrl });
       await c.connect();

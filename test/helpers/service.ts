@@ -78,7 +78,7 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
     if (!opts.nodeOf.databaseUrl) throw new Error('a second node needs a real Postgres (SVC_DATABASE_URL)');
     const masterKey = (await readFile(path.join(opts.nodeOf.dataDir, 'master.key'), 'utf8')).trim();
     shared = { SVC_DATABASE_URL: opts.nodeOf.databaseUrl, SVC_MASTER_KEY: masterKey };
-  } else if (serverUrl) database = await createTestDatabase(serverUrl);
+  } else if (serverUrl) database = await createTestDatabase(serverUrl, { migrated: true });
   else await prepareEmbedded(dataDir);
 
   const config = loadConfig({

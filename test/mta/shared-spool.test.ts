@@ -3,7 +3,7 @@
 // receiving SMTP server here that can hold a message's DATA until the test lets it go (so that a delivery is
 // surely in progress, its lease live, while another MTA process starts).
 //
-// Postgres only (.ci/run's pg_tests): the embedded database lives inside one process.
+// Postgres only (the PostgreSQL pass of .ci/run): the embedded database lives inside one process.
 import t, { type Test } from 'tap';
 import { SMTPServer } from 'smtp-server';
 import { clientsFor } from '../helpers/service.js';
