@@ -60,12 +60,12 @@ const databaseUrl = (serverUrl: string, name: string) => {
 };
 
 /**
- * A database on the server already migrated, to copy test databases from (CREATE DATABASE … TEMPLATE): the
- * migrations as one statement at a time were most of a test service's start on a real Postgres. Named by the
- * migrations' hash, as the PGlite template is; built under a name of its own and renamed when done, so that a
- * test file running beside this one never copies a half-migrated one.
+ * A database on the server already migrated, to copy test databases from (CREATE DATABASE … TEMPLATE) rather than
+ * run every migration's statements, one at a time, for each test service. Named by the migrations' hash, as the
+ * PGlite template is; built under a name of its own and renamed when done, so that a test file running beside
+ * this one never copies a half-migrated one.
  */
-let migratedTemplate: Promise<string> | null = null;
+const templates = new Map<string, Promise<string>>();
 async function serverTemplate(serverUrl: string): Promise<string> {
   const hash = createHash('sha256');
   for (const m of await listMigrations()) hash.update(`${m.version} ${m.name}\n${m.sql}`);
@@ -100,7 +100,12 @@ async function serverTemplate(serverUrl: string): Promise<string> {
  */
 export async function createTestDatabase(serverUrl: string, opts: { migrated?: boolean } = {}): Promise<TestDatabase> {
   const name = `svc_t_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
-  const template = opts.migrated ? await (migratedTemplate ??= serverTemplate(serverUrl)) : null;
+  let template: string | null = null;
+  if (opts.migrated) {
+    const made = templates.get(serverUrl) ?? serverTemplate(serverUrl);
+    templates.set(serverUrl, made);
+    template = await made;
+  }
   const admin = new pg.Client({ connectionString: serverUrl });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}${template ? ` TEMPLATE ${template}` : ''}`);
