@@ -23,15 +23,20 @@ const exists = (p: string) =>
 // test service holds a few megabytes of data. Production keeps PGlite's default.
 const TEMPLATE_CONF = 'shared_buffers = 16MB\n';
 
+/** What names a migrated template: the migrations (numbers and names too: a renumbered one is recorded under its
+ * new number) and anything else the template is made with. */
+async function migrationsHash(extra = ''): Promise<string> {
+  const hash = createHash('sha256');
+  for (const m of await listMigrations()) hash.update(`${m.version} ${m.name}\n${m.sql}`);
+  hash.update(extra);
+  return hash.digest('hex').slice(0, 12);
+}
+
 async function templateDir(): Promise<string> {
   // The exact pin in package.json names the PGlite build the template was made with.
   const pkg = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8'));
   const version = pkg.dependencies['@electric-sql/pglite'] as string;
-  const hash = createHash('sha256');
-  // Numbers and names too: a renumbered migration is recorded under its new number.
-  for (const m of await listMigrations()) hash.update(`${m.version} ${m.name}\n${m.sql}`);
-  hash.update(TEMPLATE_CONF);
-  const dir = path.join(os.tmpdir(), `svc-pglite-template-${version}-${hash.digest('hex').slice(0, 12)}`);
+  const dir = path.join(os.tmpdir(), `svc-pglite-template-${version}-${await migrationsHash(TEMPLATE_CONF)}`);
   if (await exists(dir)) return dir;
   const tmp = `${dir}.${process.pid}.${randomBytes(4).toString('hex')}`;
   const db = await openEmbedded(tmp);
@@ -67,9 +72,7 @@ const databaseUrl = (serverUrl: string, name: string) => {
  */
 const templates = new Map<string, Promise<string>>();
 async function serverTemplate(serverUrl: string): Promise<string> {
-  const hash = createHash('sha256');
-  for (const m of await listMigrations()) hash.update(`${m.version} ${m.name}\n${m.sql}`);
-  const name = `svc_template_${hash.digest('hex').slice(0, 12)}`;
+  const name = `svc_template_${await migrationsHash()}`;
   const admin = new pg.Client({ connectionString: serverUrl });
   await admin.connect();
   try {
