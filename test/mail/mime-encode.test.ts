@@ -9,6 +9,7 @@ import MimeNode from 'nodemailer/lib/mime-node';
 import { isPlainText } from 'nodemailer/lib/mime-funcs';
 import {
   base64Lines,
+  isPlainText as ourIsPlainText,
   quotedPrintable,
   quotedPrintableBytes,
   quotedPrintableLines,
@@ -205,6 +206,24 @@ t.test('base64Lines writes the bytes of nodemailer: 76-character lines, CRLF bet
     t.ok(Buffer.from(ours.replace(/\r\n/g, ''), 'base64').equals(buf));
   }
   t.equal(base64Lines('Grüße'), b64Wrap(b64Encode('Grüße'), 76), 'a string is taken as UTF-8');
+});
+
+t.test("isPlainText is mime-funcs' for every code unit and for random text", async (t) => {
+  let mismatches = 0;
+  const check = (s: string) => {
+    if (ourIsPlainText(s) !== isPlainText(s) && mismatches++ < 3)
+      t.fail(`differs for ${JSON.stringify(s.slice(0, 80))}`);
+  };
+  for (let c = 0; c <= 0xffff; c++) {
+    const u = String.fromCharCode(c);
+    check(u);
+    check(`plain words ${u}\r\n`);
+  }
+  check('');
+  check('\ud83d\ude00'); // a pair: one code point, two units, four octets
+  const rnd = seeded(5);
+  for (let i = 0; i < 3000; i++) check(randomText(rnd, 60));
+  t.equal(mismatches, 0, 'no text where the two differ');
 });
 
 t.test("textTransferEncoding is MimeNode's choice for a text part", async (t) => {
