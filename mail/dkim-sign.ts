@@ -95,6 +95,9 @@ function splitMessage(raw: Buffer): { header: Buffer; body: Buffer } {
 }
 
 const CRLFS = Buffer.from('\r\n'.repeat(64));
+/** A space that relaxed canonicalization squeezes (before another) or drops (before the line's CR). */
+const SPACE_TO_SQUEEZE = / [ \r]/;
+const LONE_CR_LF = /\r(?!\n)|(?<!\r)\n/;
 
 /**
  * The relaxed body hash (RFC 6376 §3.4.4, sha256, base64) in one pass over the body: a line with no tab, no
@@ -108,12 +111,23 @@ export function relaxedBodyHash(body: Buffer): string {
   const len = body.length;
   if (len > 0 && (body[len - 2] !== 0x0d || body[len - 1] !== 0x0a)) return mailauthBodyHash(body);
   const hash = createHash('sha256');
+  // The scans run on a latin1 copy of the octets (one character per octet), whose matching is V8's own.
+  const text = body.toString('latin1');
+  // The common body: CRLF lines canonical as they stand, but for the empty ones at the end. Three native scans
+  // (a tab, a space before a space or a line end, a CR or LF alone) and one hash update: ~135 µs for a 100 kB body
+  // of 80-octet lines, where the loop below takes ~185.
+  if (!text.includes('\t') && !SPACE_TO_SQUEEZE.test(text) && !LONE_CR_LF.test(text)) {
+    let end = len;
+    while (end >= 4 && text.startsWith('\r\n\r\n', end - 4)) end -= 2;
+    // Nothing but empty lines: nothing is hashed.
+    if (end === 2) end = 0;
+    return hash.update(body.subarray(0, end)).digest('base64');
+  }
   let runStart = 0;
   let runEnd = 0;
   let pendingEmpty = 0;
-  // The next tab and double space at or after the current line: each found once, so O(length). The scans run on
-  // a latin1 copy of the octets, whose indexOf is V8's own (Buffer#indexOf costs more per call than a line).
-  const text = body.toString('latin1');
+  // The next tab and double space at or after the current line: each found once, so O(length) (Buffer#indexOf
+  // costs more per call than a line).
   let tab = -2;
   let double = -2;
   let ls = 0;
