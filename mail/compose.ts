@@ -514,15 +514,16 @@ function heldTexts() {
       held.set(placeholder, text);
       return placeholder;
     },
-    restore(node: MimeNode): void {
-      const text = Buffer.isBuffer(node.content) ? held.get(node.content) : undefined;
-      if (text !== undefined) {
-        const plain = isPlainTextOf(text);
-        Object.assign(node, { content: text, _isPlainText: plain, _hasLongLines: plain && hasLongLines(text) });
-      }
-      for (const child of node.childNodes ?? []) this.restore(child);
-    },
+    restore,
   };
+  function restore(node: MimeNode): void {
+    const text = Buffer.isBuffer(node.content) ? held.get(node.content) : undefined;
+    if (text !== undefined) {
+      const plain = isPlainTextOf(text);
+      Object.assign(node, { content: text, _isPlainText: plain, _hasLongLines: plain && hasLongLines(text) });
+    }
+    for (const child of node.childNodes ?? []) restore(child);
+  }
 }
 
 /**
@@ -593,7 +594,6 @@ function bracketAddresses(root: MimeNode): void {
  * so a quoted-printable part over 64 KiB, or ending so, may have a soft break elsewhere than here (both are
  * valid RFC 2045 §6.7 lines of the same text).
  */
-
 export function serializeMime(root: MimeNode): Buffer {
   // Header and encoded text are ASCII; an unencoded (7bit) part is too, or assertWireSafe refuses it.
   return Buffer.from(serializeMimeText(root), 'utf8');

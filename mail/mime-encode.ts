@@ -336,6 +336,7 @@ const CONTROLS = Array.from({ length: 32 }, (_, c) => String.fromCharCode(c)).fi
 export function isPlainText(text: string): boolean {
   return Buffer.byteLength(text, 'utf8') === text.length && !CONTROLS.some((c) => text.includes(c));
 }
+
 // A line of 77 characters or more ("." stops at CR, LF, U+2028, U+2029).
 const LONG_LINE = /^.{77,}/m;
 
