@@ -10,7 +10,7 @@ import { sender, type Sender } from '../helpers/sender.js';
 import { deliveredOutcome, seedSendingMessages } from '../helpers/sending-messages.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { createOutcomeWriter } from '../../mta/outbound/outcomes.js';
-import { openPostgres } from '../../storage/pg/client.js';
+import { openPostgres, type Db } from '../../storage/pg/client.js';
 import { freePort } from '../helpers/postfix.js';
 import { cuttingProxy } from '../helpers/cutting-proxy.js';
 
@@ -208,3 +208,33 @@ t.test(
     t.equal(events[0]!.n, 1, 'one delivered event');
   },
 );
+
+t.test('outcomes written within the linger share one statement; a full batch does not wait for it', async (t) => {
+  const svc = await startTestService(t);
+  const db = svc.running.storage.db;
+  const s = await sender(svc);
+  const messages = await seedSendingMessages(db, s, 3);
+  let statements = 0;
+  const counting: Db = Object.assign(Object.create(db) as Db, {
+    query: (sql: string, params?: unknown[]) => {
+      if (sql.includes('INSERT INTO message_events')) statements++;
+      return db.query(sql, params);
+    },
+  });
+  // Each outcome in a turn of its own, as deliveries finish: group commit alone would write the first by itself.
+  const writer = createOutcomeWriter(counting, pino({ level: 'silent' }), { lingerMs: 2_000 });
+  const written: Promise<void>[] = [];
+  for (const m of messages) {
+    written.push(writer.write(deliveredOutcome(m)));
+    await new Promise((r) => setImmediate(r));
+  }
+  await Promise.all(written);
+  t.equal(statements, 1, 'three outcomes, one statement');
+
+  // 64 waiting (FULL_BATCH) go at once: a linger longer than the test's timeout would fail it otherwise.
+  const many = await seedSendingMessages(db, s, 64);
+  const slow = createOutcomeWriter(counting, pino({ level: 'silent' }), { lingerMs: 10 * 60_000 });
+  const all = many.map((m) => slow.write(deliveredOutcome(m)));
+  await Promise.all(all);
+  t.equal(statements, 2, 'the 64 in one more statement');
+});
