@@ -7,19 +7,13 @@
 import { randomUUID } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import addressparser from 'nodemailer/lib/addressparser';
-import { detectMimeType, encodeWord } from 'nodemailer/lib/mime-funcs';
+import { detectMimeType, encodeWord, hasLongerLines } from 'nodemailer/lib/mime-funcs';
 import type MimeNode from 'nodemailer/lib/mime-node';
 import { compile as compileHtmlToText } from 'html-to-text';
 import { normalizeDomain } from './domain-names.js';
 import { htmlText } from './html-text.js';
 import { nestsWithin } from './html-nesting.js';
-import {
-  base64Lines,
-  hasLongLines,
-  isPlainText as isPlainTextOf,
-  quotedPrintableLines,
-  textTransferEncoding,
-} from './mime-encode.js';
+import { base64Lines, isPlainText, quotedPrintableLines, textTransferEncoding } from './mime-encode.js';
 
 export interface Mailbox {
   /** Display name, or null for a bare address. */
@@ -519,8 +513,8 @@ function heldTexts() {
   function restore(node: MimeNode): void {
     const text = Buffer.isBuffer(node.content) ? held.get(node.content) : undefined;
     if (text !== undefined) {
-      const plain = isPlainTextOf(text);
-      Object.assign(node, { content: text, _isPlainText: plain, _hasLongLines: plain && hasLongLines(text) });
+      const plain = isPlainText(text);
+      Object.assign(node, { content: text, _isPlainText: plain, _hasLongLines: plain && hasLongerLines(text, 76) });
     }
     for (const child of node.childNodes ?? []) restore(child);
   }
@@ -538,7 +532,7 @@ function pinTransferEncodings(node: MimeNode): void {
   if (typeof content === 'string' && content && !node.getHeader('Content-Transfer-Encoding')) {
     const type = String(node.getHeader('Content-Type') ?? '').trim();
     if (/^text\//i.test(type)) {
-      const encoding = textTransferEncoding(content, isPlainText(node));
+      const encoding = textTransferEncoding(content, plainFlagOf(node));
       if (encoding !== '7bit') node.setHeader('Content-Transfer-Encoding', encoding);
     }
   }
@@ -547,10 +541,11 @@ function pinTransferEncodings(node: MimeNode): void {
 
 /**
  * Whether a node's string content is plain text by mime-funcs' isPlainText (no C0 control but TAB, CR and LF,
- * no non-ASCII): MimeNode.setContent has already asked it, as its `_isPlainText` (nodemailer internals, pinned
- * by package.json; test/mail/compose.test.ts fails if it goes). Undefined when the node does not say.
+ * no non-ASCII), as its `_isPlainText` says: set by MimeNode.setContent, or by heldTexts for compose's text parts
+ * (nodemailer internals, pinned by package.json; test/mail/compose.test.ts fails if it goes). Undefined when the
+ * node does not say.
  */
-function isPlainText(node: MimeNode): boolean | undefined {
+function plainFlagOf(node: MimeNode): boolean | undefined {
   const known = (node as unknown as { _isPlainText?: unknown })._isPlainText;
   return typeof known === 'boolean' ? known : undefined;
 }
@@ -620,7 +615,7 @@ function serializeMimeText(root: MimeNode): string {
       if (typeof content !== 'string' || encoding === 'base64') {
         out.push(base64Lines(content));
       } else if (encoding === 'quoted-printable') {
-        const qp = quotedPrintableLines(content, isPlainText(node));
+        const qp = quotedPrintableLines(content, plainFlagOf(node));
         bareLf ||= !qp.crlfOnly && hasBareLf(qp.text);
         out.push(qp.text);
       } else {

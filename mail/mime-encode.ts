@@ -6,6 +6,7 @@
 // native regex pass and look character by character only at the lines long enough for soft breaks; text
 // with a lone CR or LF (compose never makes one) is soft-wrapped by an octet loop with the same rules.
 // test/mail/mime-encode.test.ts compares ours with theirs on random inputs.
+import { hasLongerLines } from 'nodemailer/lib/mime-funcs';
 
 /** RFC 2045 §6.8 / §6.7: encoded lines hold at most 76 characters. */
 export const MAX_ENCODED_LINE = 76;
@@ -337,13 +338,6 @@ export function isPlainText(text: string): boolean {
   return Buffer.byteLength(text, 'utf8') === text.length && !CONTROLS.some((c) => text.includes(c));
 }
 
-// A line of 77 characters or more ("." stops at CR, LF, U+2028, U+2029).
-const LONG_LINE = /^.{77,}/m;
-
-/** nodemailer's mime-funcs hasLongerLines(text, 76): a line over 76 characters, or a text over 128 kB (unread). */
-export function hasLongLines(text: string): boolean {
-  return text.length > 128 * 1024 || LONG_LINE.test(text);
-}
 const LETTER = /[A-Za-z]/;
 
 /**
@@ -359,7 +353,7 @@ export function textTransferEncoding(
   plain: boolean = isPlainText(text),
 ): '7bit' | 'quoted-printable' | 'base64' {
   if (plain) {
-    if (!hasLongLines(text)) return '7bit';
+    if (!hasLongerLines(text, 76)) return '7bit';
     // Plain: nothing to weigh against the letters.
     return LETTER.test(text) ? 'quoted-printable' : 'base64';
   }

@@ -23,8 +23,10 @@ const exists = (p: string) =>
 // test service holds a few megabytes of data. Production keeps PGlite's default.
 const TEMPLATE_CONF = 'shared_buffers = 16MB\n';
 
-/** What names a migrated template: the migrations (numbers and names too: a renumbered one is recorded under its
- * new number) and anything else the template is made with. */
+/**
+ * What names a migrated template: the migrations (numbers and names too: a renumbered one is recorded under its
+ * new number) and anything else the template is made with.
+ */
 async function migrationsHash(extra = ''): Promise<string> {
   const hash = createHash('sha256');
   for (const m of await listMigrations()) hash.update(`${m.version} ${m.name}\n${m.sql}`);
