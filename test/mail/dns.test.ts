@@ -135,6 +135,12 @@ t.test('NXDOMAIN and NODATA are told apart', async (t) => {
   await failsWith(t, resolver.aaaa('host.example.test'), 'NODATA');
   // RFC 8020: a name with descendants exists even without records of its own.
   await failsWith(t, resolver.a('deep.example.test'), 'NODATA');
+
+  // An answer, not a bug: the error carries its message but no stack frames, and leaves the limit as it was.
+  const limit = Error.stackTraceLimit;
+  t.equal(nx?.stack, `DnsError: ${nx?.message}`, 'no stack frames');
+  t.equal(Error.stackTraceLimit, limit);
+  t.match(new Error('x').stack, /\n\s+at /, 'other errors keep theirs');
 });
 
 t.test('a silent server: TIMEOUT after exactly two attempts, within about twice the timeout', async (t) => {
