@@ -9,7 +9,8 @@
 //      same N messages (same size, one recipient each). From smtp-source's start to the N-th message.
 //   3. sendEmail alone (the service with --role control: nothing delivers) for --seconds at 64
 //      clients, then sendBatch (100 messages a request, 8 clients) for as long, beside pgbench running
-//      bench/accept.sql, the same work per send, on the same Postgres.
+//      bench/accept.sql, the same work per send, on the same Postgres. Each of these measurements starts
+//      with the messages tables emptied (freshSends), so that none pays for the rows of the one before.
 //
 // Both end-to-end sides first send --warmup messages that are not timed: a service runs for days, and
 // a process that V8 has not yet compiled is not what we measure (at 100 the service was ~35% slower).
@@ -58,7 +59,7 @@ import {
   type LoadResult,
   type Tenant,
 } from './service.js';
-import { benchDatabase, cpuSecondsOf, undelivered, quantile, sleep } from './util.js';
+import { benchDatabase, cpuSecondsOf, freshSends, undelivered, quantile, sleep } from './util.js';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -315,6 +316,7 @@ try {
   );
   // pgbench's backends are gone when it returns (and their CPU time with them): sample while it runs.
   const pgbenchAt = async (clients: number) => {
+    await freshSends(dbUrl.toString());
     const running = pgbench(dbUrl.toString(), ORGS, clients, SECONDS);
     await sleep(1_000);
     const [c1, w1] = [pgCpu(), performance.now()];
@@ -328,6 +330,7 @@ try {
   let next = 2e7;
   for (let r = 0; r < RUNS; r++) {
     const ctlCpu0 = ctl.cpuSeconds();
+    await freshSends(dbUrl.toString());
     const ctlPgCpu0 = pgCpu();
     const alone = await sendLoad(ctl.url, tenants, {
       ...load,
