@@ -11,6 +11,7 @@ import { detectMimeType, encodeWord, hasLongerLines } from 'nodemailer/lib/mime-
 import type MimeNode from 'nodemailer/lib/mime-node';
 import { compile as compileHtmlToText } from 'html-to-text';
 import { normalizeDomain } from './domain-names.js';
+import './header-keys.js'; // MimeNode's header-name normalization, remembered (see there)
 import { htmlText } from './html-text.js';
 import { nestsWithin } from './html-nesting.js';
 import { base64Lines, isPlainText, quotedPrintableLines, textTransferEncoding } from './mime-encode.js';
