@@ -329,8 +329,8 @@ try {
   const pgbenchRuns: { best: Awaited<ReturnType<typeof pgbenchAt>>; sweep: { clients: number; tps: number }[] }[] = [];
   let next = 2e7;
   for (let r = 0; r < RUNS; r++) {
-    const ctlCpu0 = ctl.cpuSeconds();
     await freshSends(dbUrl.toString());
+    const ctlCpu0 = ctl.cpuSeconds();
     const ctlPgCpu0 = pgCpu();
     const alone = await sendLoad(ctl.url, tenants, {
       ...load,
@@ -360,6 +360,7 @@ try {
     'sendBatch warm-up',
     await sendLoad(ctl.url, tenants, { ...load, concurrency: batchC, count: WARMUP, firstIndex: 3e8, batch: BATCH }),
   );
+  await freshSends(dbUrl.toString());
   const batchCpu0 = ctl.cpuSeconds();
   const batched = await sendLoad(ctl.url, tenants, {
     ...load,
