@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createClient, SvcError, type Client, type Credential } from '@svc-mail/sdk';
 import { cpuSecondsOf, freePort, sleep } from './util.js';
-import { leanFetch, leanSign } from './lean-fetch.js';
+import { closeIdle, leanFetch, leanSign } from './lean-fetch.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const ADMIN_KEY = 'bench-platform-admin-key-0123456789';
@@ -235,6 +235,8 @@ export async function sendLoad(
   }
   if (order.length < o.concurrency) throw new Error(`${o.concurrency} clients need as many keys, have ${order.length}`);
 
+  // Sockets of its own (see closeIdle), spread over the service's workers as they are opened.
+  closeIdle();
   let next = o.firstIndex ?? 0;
   const last = o.count === undefined ? Infinity : next + o.count;
   const latencies: number[] = [];
