@@ -82,8 +82,8 @@ export async function benchDatabase(
  * Empties the tables every send writes (messages, and with them their events and recipients), so that each
  * measurement of phase 3 (sendEmail alone, pgbench at each client count) starts from the same database: without
  * it each one met the rows of every one before it (a pgbench sweep inserts ~160k), and the later ones paid for
- * bigger indexes. No ANALYZE after: with one, a run's Postgres CPU a request went from ~0.3 to ~0.5 ms (plans made
- * for empty tables, which the run outgrew); without, the planner takes a table it never analyzed for ten pages.
+ * bigger indexes. No ANALYZE after: in a run with one, Postgres's CPU a request was ~0.5 ms against ~0.3 without
+ * (plans made for empty tables that the run outgrew, most likely); a table never analyzed is taken for ten pages.
  */
 export async function freshSends(url: string): Promise<void> {
   const c = new pg.Client({ connectionString: url });
