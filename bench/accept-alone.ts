@@ -1,0 +1,87 @@
+// sendEmail alone, run after run: a diagnostic for work on the control plane, not a benchmark (no peer runs beside
+// it; `npm run bench` compares with pgbench). The service as `svc start --role control` (nothing delivers) on a
+// database of its own, a warm-up, then --runs measurements of --seconds each, back to back or --idle seconds apart,
+// each on emptied messages tables and its own sockets as in `npm run bench`'s phase 3. Per run: requests per
+// second, p50 and p99, and the CPU a request of each worker and of Postgres's backends (less than it was when a
+// backend exits during the run, its time going with it). For an A/B, run it on two checkouts in turn, several times
+// each: one machine's speed moved by a fifth from one hour to the next here.
+//
+//   node --import tsx bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64] [--size 1k|10k|100k]
+//                                           [--idle 0] [--warmup 4000] [--pg URL]
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { startDnsZone } from '../test/helpers/dns-zone.js';
+import { bodyOfSize, createTenants, KEYS_PER_CLIENT, sendLoad, startChild, TEXT } from './service.js';
+import { benchDatabase, cpuSecondsOf, freshSends, quantile, sleep } from './util.js';
+
+const { values: args } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '5' },
+    seconds: { type: 'string', default: '10' },
+    concurrency: { type: 'string', default: '64' },
+    size: { type: 'string', default: '1k' },
+    idle: { type: 'string', default: '0' },
+    warmup: { type: 'string', default: '4000' },
+    pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
+  },
+});
+const SIZES: Record<string, number> = { '1k': 1024, '10k': 10 * 1024, '100k': 100 * 1024 };
+if (!(args.size! in SIZES)) throw new Error(`--size must be one of ${Object.keys(SIZES).join(', ')}`);
+const ORGS = 8;
+const C = Number(args.concurrency);
+const load = { concurrency: C, text: args.size === '1k' ? TEXT : bodyOfSize(SIZES[args.size!]!), domains: 1 };
+
+const cleanups: (() => Promise<unknown>)[] = [];
+try {
+  const db = await benchDatabase(args.pg!, 'svc_accept', cleanups);
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'svc-accept-'));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const zone = await startDnsZone();
+  cleanups.push(() => zone.stop());
+  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
+  const ctl = await startChild('control', {
+    SVC_DATABASE_URL: db.url,
+    SVC_DATA_DIR: dataDir,
+    SVC_DNS_SERVERS: zone.hostPort,
+    SVC_MASTER_KEY: randomBytes(32).toString('base64'),
+    // The machine is measured, not the per-credential limit.
+    SVC_RATE_LIMIT_BURST: '1000000',
+    SVC_RATE_LIMIT_PER_SECOND: '100000',
+  });
+  cleanups.push(() => ctl.stop());
+  const tenants = await createTenants(ctl.url, ORGS, KEYS_PER_CLIENT * Math.ceil(C / ORGS));
+  for (const t of tenants) for (const [host, value] of Object.entries(t.dkimTxt)) zone.txt(host, value);
+  await sendLoad(ctl.url, tenants, { ...load, count: Number(args.warmup), firstIndex: 1e7 });
+
+  const workers = execFileSync('pgrep', ['-P', String(ctl.pid)], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .map(Number);
+  const pgCpu = () => cpuSecondsOf((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `));
+  console.log(`sendEmail alone, ${args.size}, ${C} clients, ${workers.length} worker(s), ${os.cpus().length} cores`);
+  for (let r = 0, next = 2e7; r < Number(args.runs); r++, next += 1e6) {
+    if (r > 0) await sleep(Number(args.idle) * 1000);
+    await freshSends(db.url);
+    const cpu0 = workers.map((pid) => cpuSecondsOf((p) => p.pid === pid));
+    const pg0 = pgCpu();
+    const a = await sendLoad(ctl.url, tenants, {
+      ...load,
+      untilMs: performance.now() + Number(args.seconds) * 1000,
+      firstIndex: next,
+    });
+    const perRequest = (s: number) => ((s * 1000) / a.ok).toFixed(3);
+    const cpu = workers.map((pid, i) => perRequest(cpuSecondsOf((p) => p.pid === pid) - cpu0[i]!));
+    console.log(
+      `  run ${r + 1}: ${(a.ok / ((a.endMs - a.startMs) / 1000)).toFixed(0)} req/s, ` +
+        `p50 ${quantile(a.latencies, 0.5).toFixed(1)} ms, p99 ${quantile(a.latencies, 0.99).toFixed(1)} ms; ` +
+        `CPU a request: workers ${cpu.join(' + ')} ms, Postgres ${perRequest(pgCpu() - pg0)} ms` +
+        (a.errors.size ? `; errors ${JSON.stringify([...a.errors])}` : ''),
+    );
+  }
+} finally {
+  for (const c of cleanups.reverse()) await c().catch(() => {});
+}
