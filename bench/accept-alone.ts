@@ -8,7 +8,7 @@
 //
 //   node --import tsx bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64] [--size 1k|10k|100k]
 //                                           [--idle 0] [--warmup 4000] [--pg URL]
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -57,10 +57,9 @@ try {
   for (const t of tenants) for (const [host, value] of Object.entries(t.dkimTxt)) zone.txt(host, value);
   await sendLoad(ctl.url, tenants, { ...load, count: Number(args.warmup), firstIndex: 1e7 });
 
-  const workers = execFileSync('pgrep', ['-P', String(ctl.pid)], { encoding: 'utf8' })
-    .trim()
-    .split('\n')
-    .map(Number);
+  // The cluster's workers; with one (SVC_WORKERS=1, or one core) the service runs in its own process.
+  const children = spawnSync('pgrep', ['-P', String(ctl.pid)], { encoding: 'utf8' }).stdout.trim();
+  const workers = children ? children.split('\n').map(Number) : [ctl.pid];
   const pgCpu = () => cpuSecondsOf((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `));
   console.log(`sendEmail alone, ${args.size}, ${C} clients, ${workers.length} worker(s), ${os.cpus().length} cores`);
   for (let r = 0, next = 2e7; r < Number(args.runs); r++, next += 1e6) {
