@@ -8,15 +8,13 @@
 //
 //   node --import tsx bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64] [--size 1k|10k|100k]
 //                                           [--idle 0] [--warmup 4000] [--pg URL]
-import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startDnsZone } from '../test/helpers/dns-zone.js';
-import { bodyOfSize, createTenants, KEYS_PER_CLIENT, sendLoad, startChild, TEXT } from './service.js';
-import { benchDatabase, cpuSecondsOf, freshSends, quantile, sleep } from './util.js';
+import { createTenants, KEYS_PER_CLIENT, sendLoad, serviceEnv, startChild, textOfSize } from './service.js';
+import { benchDatabase, cpuSecondsOf, freshSends, PG_URL, quantile, sleep, svcChildren } from './util.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -26,14 +24,12 @@ const { values: args } = parseArgs({
     size: { type: 'string', default: '1k' },
     idle: { type: 'string', default: '0' },
     warmup: { type: 'string', default: '4000' },
-    pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
+    pg: { type: 'string', default: PG_URL },
   },
 });
-const SIZES: Record<string, number> = { '1k': 1024, '10k': 10 * 1024, '100k': 100 * 1024 };
-if (!(args.size! in SIZES)) throw new Error(`--size must be one of ${Object.keys(SIZES).join(', ')}`);
 const ORGS = 8;
 const C = Number(args.concurrency);
-const load = { concurrency: C, text: args.size === '1k' ? TEXT : bodyOfSize(SIZES[args.size!]!), domains: 1 };
+const load = { concurrency: C, text: textOfSize(args.size!), domains: 1 };
 
 const cleanups: (() => Promise<unknown>)[] = [];
 try {
@@ -43,23 +39,15 @@ try {
   const zone = await startDnsZone();
   cleanups.push(() => zone.stop());
   zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const ctl = await startChild('control', {
-    SVC_DATABASE_URL: db.url,
-    SVC_DATA_DIR: dataDir,
-    SVC_DNS_SERVERS: zone.hostPort,
-    SVC_MASTER_KEY: randomBytes(32).toString('base64'),
-    // The machine is measured, not the per-credential limit.
-    SVC_RATE_LIMIT_BURST: '1000000',
-    SVC_RATE_LIMIT_PER_SECOND: '100000',
-  });
+  const ctl = await startChild('control', serviceEnv(db.url, dataDir, zone.hostPort));
   cleanups.push(() => ctl.stop());
   const tenants = await createTenants(ctl.url, ORGS, KEYS_PER_CLIENT * Math.ceil(C / ORGS));
   for (const t of tenants) for (const [host, value] of Object.entries(t.dkimTxt)) zone.txt(host, value);
   await sendLoad(ctl.url, tenants, { ...load, count: Number(args.warmup), firstIndex: 1e7 });
 
   // The cluster's workers; with one (SVC_WORKERS=1, or one core) the service runs in its own process.
-  const children = spawnSync('pgrep', ['-P', String(ctl.pid)], { encoding: 'utf8' }).stdout.trim();
-  const workers = children ? children.split('\n').map(Number) : [ctl.pid];
+  const children = svcChildren(ctl.pid);
+  const workers = children.length ? children : [ctl.pid];
   const pgCpu = () => cpuSecondsOf((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `));
   console.log(`sendEmail alone, ${args.size}, ${C} clients, ${workers.length} worker(s), ${os.cpus().length} cores`);
   for (let r = 0, next = 2e7; r < Number(args.runs); r++, next += 1e6) {

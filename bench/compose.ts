@@ -12,7 +12,7 @@ import { createPrivateKey } from 'node:crypto';
 import { compileMessage, serializeMime, composeMessage, type ComposeInput } from '../mail/compose.js';
 import { dkimSign } from '../mail/dkim-sign.js';
 import { generateDkimKey } from '../mail/dkim-keys.js';
-import { bodyOfSize, htmlOf, TEXT } from './service.js';
+import { htmlOf, SIZES, textOfSize } from './service.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -21,7 +21,6 @@ const { values: args } = parseArgs({
     kinds: { type: 'string', default: 'text,html,both' },
   },
 });
-const SIZES: Record<string, number> = { '1k': 1024, '10k': 10 * 1024, '100k': 100 * 1024 };
 const N = Number(args.n);
 const ROUNDS = 5;
 
@@ -29,7 +28,7 @@ const key = await generateDkimKey('rsa');
 const keys = [{ domain: 'example.test', selector: key.selector, key: createPrivateKey(key.privatePem) }];
 
 function input(kind: string, size: string): ComposeInput {
-  const text = size === '1k' ? TEXT : bodyOfSize(SIZES[size]!);
+  const text = textOfSize(size);
   const base: ComposeInput = {
     from: { name: 'Bench', address: 'bench@example.test' },
     to: 'someone@dest.test',

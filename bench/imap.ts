@@ -39,7 +39,7 @@ import { openPostgres } from '../storage/pg/client.js';
 import { markInboundVerified } from '../storage/pg/domains.js';
 import { memoryOfAll, startDovecot, writeMaildir, type MaildirMessage } from './dovecot.js';
 import { ADMIN_KEY, startChild } from './service.js';
-import { benchDatabase, freePort, sleep, svcChildren } from './util.js';
+import { benchDatabase, freePort, PG_URL, sleep, svcChildren } from './util.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -49,7 +49,7 @@ const { values: args } = parseArgs({
     runs: { type: 'string', default: '3' },
     reps: { type: 'string', default: '3' },
     connections: { type: 'string', default: '1000' },
-    pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
+    pg: { type: 'string', default: PG_URL },
     'cpu-prof': { type: 'boolean', default: false },
   },
 });

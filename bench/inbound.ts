@@ -34,7 +34,7 @@ import { markInboundVerified } from '../storage/pg/domains.js';
 import { createInbox } from '../storage/pg/inboxes.js';
 import { startMaildir } from './postfix.js';
 import { ADMIN_KEY, startChild } from './service.js';
-import { benchDatabase, cpuSecondsOf, freePort, processes, sleep } from './util.js';
+import { benchDatabase, cpuSecondsOf, freePort, PG_URL, processes, sleep } from './util.js';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -46,7 +46,7 @@ const { values: args } = parseArgs({
     sessions: { type: 'string', default: '32' },
     runs: { type: 'string', default: '3' },
     warmup: { type: 'string', default: '500' },
-    pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
+    pg: { type: 'string', default: PG_URL },
     'cpu-prof': { type: 'boolean', default: false },
   },
 });

@@ -52,14 +52,14 @@ import {
   startChild,
   type Child,
   SUBJECT,
-  TEXT,
-  bodyOfSize,
+  serviceEnv,
+  textOfSize,
   htmlOf,
   recipientDomain,
   type LoadResult,
   type Tenant,
 } from './service.js';
-import { benchDatabase, cpuSecondsOf, freshSends, undelivered, quantile, sleep } from './util.js';
+import { benchDatabase, cpuSecondsOf, freshSends, PG_URL, undelivered, quantile, sleep } from './util.js';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -83,7 +83,7 @@ const { values: args } = parseArgs({
     body: { type: 'string', default: 'text' },
     domains: { type: 'string', default: '1' },
     'pgbench-clients': { type: 'string', default: '1,4,8,16,32,64' },
-    pg: { type: 'string', default: process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres' },
+    pg: { type: 'string', default: PG_URL },
     'cpu-prof': { type: 'boolean', default: false },
     'one-process': { type: 'boolean', default: false },
     opendkim: { type: 'boolean', default: false },
@@ -98,10 +98,8 @@ const ORGS = Number(args.orgs);
 const WARMUP = Number(args.warmup);
 const BATCH = 100;
 const RUNS = Math.max(1, Number(args.runs));
-const SIZES: Record<string, number> = { '1k': 1024, '10k': 10 * 1024, '100k': 100 * 1024 };
 const SIZE = args.size!;
-if (!(SIZE in SIZES)) throw new Error(`--size must be one of ${Object.keys(SIZES).join(', ')}`);
-const BODY = SIZE === '1k' ? TEXT : bodyOfSize(SIZES[SIZE]!);
+const BODY = textOfSize(SIZE);
 // --body html: the same words posted as html alone, so that the service makes the text alternative (as a sender
 // of html-only mail has it do); Postfix relays the message our composer makes of it.
 if (args.body !== 'text' && args.body !== 'html') throw new Error('--body must be text or html');
@@ -157,14 +155,7 @@ try {
   for (let d = 0; d < DOMAINS; d++) zone.mx(recipientDomain(d, DOMAINS), 10, 'mx.dest.test');
   const nodeFlags = args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [];
   const env = {
-    SVC_DATABASE_URL: dbUrl.toString(),
-    SVC_DATA_DIR: dataDir,
-    SVC_DNS_SERVERS: zone.hostPort,
-    // One master key for both service processes: the API keys' secrets are sealed with it.
-    SVC_MASTER_KEY: randomBytes(32).toString('base64'),
-    // The machine's throughput is measured, not the per-credential limit (SVC_RATE_LIMIT_*, issue 18 item 3).
-    SVC_RATE_LIMIT_BURST: '1000000',
-    SVC_RATE_LIMIT_PER_SECOND: '100000',
+    ...serviceEnv(dbUrl.toString(), dataDir, zone.hostPort),
     ...(args.workers ? { SVC_WORKERS: args.workers } : {}),
   };
 

@@ -2,6 +2,7 @@
 // Postfix has its own, while the load generator, the DNS zone and the sink's bookkeeping run in the
 // bench process. Also: the tenants it sends for, and the sendEmail load.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -170,6 +171,31 @@ export const TEXT = [
 /** The domain of message i's recipient when the load spreads over `domains` domains. */
 export const recipientDomain = (i: number, domains: number) =>
   domains > 1 ? `d${i % domains}.dest.test` : 'dest.test';
+
+/** The message sizes the benches take (--size): about this many octets once composed. */
+export const SIZES: Record<string, number> = { '1k': 1024, '10k': 10 * 1024, '100k': 100 * 1024 };
+
+/** The text body of a --size (TEXT for 1k, else bodyOfSize); throws for a size not in SIZES. */
+export function textOfSize(size: string): string {
+  if (!(size in SIZES)) throw new Error(`--size must be one of ${Object.keys(SIZES).join(', ')}`);
+  return size === '1k' ? TEXT : bodyOfSize(SIZES[size]!);
+}
+
+/**
+ * The SVC_* settings of a benched service on its database, data directory and DNS zone: one master key for all of
+ * its processes (the API keys' secrets are sealed with it), and the per-credential limit lifted (SVC_RATE_LIMIT_*,
+ * issue 18 item 3), since the machine's throughput is what is measured.
+ */
+export function serviceEnv(databaseUrl: string, dataDir: string, dnsServers: string): Record<string, string> {
+  return {
+    SVC_DATABASE_URL: databaseUrl,
+    SVC_DATA_DIR: dataDir,
+    SVC_DNS_SERVERS: dnsServers,
+    SVC_MASTER_KEY: randomBytes(32).toString('base64'),
+    SVC_RATE_LIMIT_BURST: '1000000',
+    SVC_RATE_LIMIT_PER_SECOND: '100000',
+  };
+}
 
 /**
  * A text body that makes a composed message of about `bytes` octets: TEXT, then lines of ordinary words (the

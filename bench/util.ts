@@ -52,6 +52,9 @@ export const cpuSecondsOf = (match: (p: Proc) => boolean) =>
     .filter(match)
     .reduce((sum, p) => sum + p.cpu, 0);
 
+/** The PostgreSQL server the benches make their databases on (--pg), unless BENCH_PG_URL names another. */
+export const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
 /**
  * A database of the bench's own on the server at `serverUrl`, dropped by the cleanup it pushes:
  * its name, its URL and the server's version.
