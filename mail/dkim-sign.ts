@@ -1,15 +1,17 @@
 // DKIM signing (RFC 6376, RFC 8463) with keys parsed once.
 //
-// mailauth (pinned 7.1.0) does the canonicalization, the body hash and the formatting of the header. We
-// call its building blocks (lib/tools.js, lib/dkim/body, lib/dkim/header: internals, so a new release is
-// checked against test/mail/dkim-sign.test.ts before the pin moves) rather than its public dkimSign(), which
-// in 7.1.0 still takes the key as PEM text and parses it on every signature (~400 µs, 60% of its time, as
-// measured on 4.13.3), is async, reports problems in `result.errors` instead of throwing, and cannot
-// oversign (its headerList signs only the fields present). Here the KeyObject is cached by the caller and
-// every problem throws: a message is never sent unsigned (fail closed). test/mail/dkim-sign.test.ts has
-// every signature checked by mailauth's verifier and by python3-dkim.
+// mailauth (pinned 7.1.0) parses the header and picks the signed fields. The relaxed body hash (below) and the
+// header canonicalization and formatting (mail/dkim-header.ts) are ours for the input we make, and mailauth's for
+// any other, byte for byte the same. We call its building blocks (lib/tools.js, lib/dkim/body, lib/dkim/header:
+// internals, so a new release is checked against test/mail/dkim-sign.test.ts and dkim-header.test.ts before the
+// pin moves) rather than its public dkimSign(), which in 7.1.0 still takes the key as PEM text and parses it on
+// every signature (~400 µs, 60% of its time, as measured on 4.13.3), is async, reports problems in
+// `result.errors` instead of throwing, and cannot oversign (its headerList signs only the fields present). Here
+// the KeyObject is cached by the caller and every problem throws: a message is never sent unsigned (fail
+// closed). test/mail/dkim-sign.test.ts has every signature checked by mailauth's verifier and by python3-dkim.
 import { createHash, sign as cryptoSign, type KeyObject } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { canonicalSignatureField, plainTagValue, relaxedField, signatureField, signatureTags } from './dkim-header.js';
 
 const require = createRequire(import.meta.url);
 
@@ -213,11 +215,35 @@ export function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTim
   const present = tools.getSigningHeaderLines(parsed, SIGNED_HEADERS);
   if (!present.headers.some((h) => h.key === 'from')) throw new DkimSignError('message has no From header');
   const signing = { keys: `${present.keys}: ${OVERSIGNED_NAMES}`, headers: present.headers };
+  if (!Number.isFinite(signTimeMs)) throw new DkimSignError('no valid signing time');
+  // The signed fields in relaxed form (RFC 6376 §3.4.2), the same for every key.
+  let canonicalFields = '';
+  for (const h of signing.headers) canonicalFields += relaxedField(h.line.toString('latin1'));
   const lines: string[] = [];
   for (const k of keys) {
     const keyType = k.key.asymmetricKeyType;
     if (keyType !== 'rsa' && keyType !== 'ed25519') throw new DkimSignError(`unsupported DKIM key type ${keyType}`);
     const algorithm = `${keyType}-sha256`;
+    const sign = (canonicalizedHeader: Buffer) =>
+      // RFC 8463 §3: Ed25519 signs the SHA-256 of the canonicalized header (PureEdDSA over the hash).
+      (keyType === 'rsa'
+        ? cryptoSign('rsa-sha256', canonicalizedHeader, k.key)
+        : cryptoSign(null, createHash('sha256').update(canonicalizedHeader).digest(), k.key)
+      ).toString('base64');
+    if (plainTagValue(k.domain) && plainTagValue(k.selector)) {
+      const tags = signatureTags({
+        algorithm,
+        domain: k.domain,
+        selector: k.selector,
+        headerKeys: signing.keys,
+        time: Math.floor(signTimeMs / 1000),
+        bodyHash,
+      });
+      const signature = sign(Buffer.from(canonicalFields + canonicalSignatureField(tags), 'latin1'));
+      lines.push(signatureField(tags, signature));
+      continue;
+    }
+    // A domain or selector that is not plain ASCII (an IDN's U-labels): mailauth converts and formats it.
     const { canonicalizedHeader, dkimHeaderOpts } = generateCanonicalizedHeader('DKIM', signing, {
       signingDomain: k.domain,
       selector: k.selector,
@@ -226,12 +252,7 @@ export function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTim
       signTime: new Date(signTimeMs),
       bodyHash,
     });
-    // RFC 8463 §3: Ed25519 signs the SHA-256 of the canonicalized header (PureEdDSA over the hash).
-    const signature =
-      keyType === 'rsa'
-        ? cryptoSign('rsa-sha256', canonicalizedHeader, k.key)
-        : cryptoSign(null, createHash('sha256').update(canonicalizedHeader).digest(), k.key);
-    dkimHeaderOpts.b = signature.toString('base64');
+    dkimHeaderOpts.b = sign(canonicalizedHeader);
     lines.push(tools.formatSignatureHeaderLine('DKIM', dkimHeaderOpts, true));
   }
   return Buffer.from(lines.join('\r\n') + '\r\n');

@@ -107,8 +107,30 @@ t.test('two keys give two signatures, the message follows them unchanged', async
   t.ok(signed.subarray(signed.length - message.length).equals(message));
 });
 
+t.test('a U-label domain is signed as its A-label (mailauth formats that signature) and verifies', async (t) => {
+  const k = await generateDkimKey('rsa');
+  const signed = dkimSign(
+    message,
+    [{ domain: 'bücher.example', selector: k.selector, key: createPrivateKey(k.privatePem) }],
+    signTime,
+  );
+  t.match(signed.toString(), /\bd=xn--bcher-kva\.example;/);
+  const txt = dkimTxtValue('rsa', k.publicKey);
+  const name = `${k.selector}._domainkey.xn--bcher-kva.example`;
+  const resolver = async (n: string, type: string) => {
+    if (type === 'TXT' && n.toLowerCase() === name) return [[txt]];
+    throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' });
+  };
+  const theirs = await mailauthVerify(signed, { resolver });
+  t.equal(theirs.results[0]?.status.result, 'pass');
+  t.equal((await verifyDkim(signed, { [name]: txt })).signatures[0]?.ok, true, 'python3-dkim');
+});
+
 t.test('fails closed', async (t) => {
   t.throws(() => dkimSignatures(message, [], signTime), DkimSignError);
+  const r = await generateDkimKey('rsa');
+  const rsa = [{ domain: 'example.test', selector: r.selector, key: createPrivateKey(r.privatePem) }];
+  t.throws(() => dkimSignatures(message, rsa, Number.NaN), /no valid signing time/);
   const { privateKey } = await import('node:crypto').then((c) => c.generateKeyPairSync('ec', { namedCurve: 'P-256' }));
   t.throws(
     () => dkimSignatures(message, [{ domain: 'example.test', selector: 's', key: privateKey }], signTime),
