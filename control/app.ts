@@ -56,6 +56,11 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
   app.proxy = false;
   app.silent = true;
   const router = new Router();
+  // Routes whose path has no parameter, by method and path as written in the route table: the router tests each
+  // of its ~120 paths' regular expressions in turn for every request (~3% of a sendEmail's CPU), this one Map
+  // lookup. Anything else (a parameter, another case, a trailing slash, HEAD) is the router's, as before; a
+  // path that is in the Map is the router's first match too, since a literal segment sorts before a parameter.
+  const exact = new Map<string, (ctx: Koa.Context) => Promise<void>>();
   const bodies = bodyReader(deps.ctx.config.httpMaxLargeBodies);
 
   const names = Object.keys(routeTable).sort((a, b) =>
@@ -77,7 +82,7 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
     };
     const limit = spec.bodyLimit ?? DEFAULT_BODY_LIMIT;
 
-    router.register(koaPath(spec.path), [spec.method], async (ctx) => {
+    const route = async (ctx: Koa.Context) => {
       // The route's name labels its metrics and access log line (control/middleware/ops.ts).
       ctx.state.route = name;
       // Refused before its body is read: the answer closes the connection rather than reading the rest.
@@ -134,7 +139,9 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
       ctx.status = spec.status ?? 200;
       for (const [k, v] of Object.entries(rc.headers)) ctx.set(k, v);
       ctx.body = result;
-    });
+    };
+    router.register(koaPath(spec.path), [spec.method], route);
+    if (!spec.path.includes('{')) exact.set(`${spec.method} ${spec.path}`, route);
   }
 
   // The client's address and scheme: the socket's, or what a trusted proxy says (SVC_TRUSTED_PROXIES).
@@ -150,6 +157,10 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
   app.use(opsEndpoints(deps, opts.scrape ?? opts.metrics));
   app.use(openApiEndpoint(deps));
   app.use(webmailPages(deps));
+  app.use((ctx, next) => {
+    const route = exact.get(`${ctx.method} ${ctx.path}`);
+    return route ? route(ctx) : next();
+  });
   app.use(router.routes());
   return app;
 }
