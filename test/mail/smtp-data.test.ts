@@ -9,7 +9,12 @@ import { pathToFileURL } from 'node:url';
 import type { Transform } from 'node:stream';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { dotStuff } from '../../mail/smtp-data.js';
-import { SmtpConnection, transparentTransform } from '../../mta/outbound/smtp-connection.js';
+import {
+  makeTransparent,
+  SmtpConnection,
+  transparentFlush,
+  transparentTransform,
+} from '../../mta/outbound/smtp-connection.js';
 
 const require = createRequire(import.meta.url);
 // DataStream is not among nodemailer's exports; it sits beside the client's module.
@@ -36,12 +41,8 @@ function through(stream: Transform, chunks: Buffer[]): Promise<Buffer> {
   });
 }
 
-/** nodemailer's stream with our transform in place of its own: what SmtpConnection sends through. */
-function ours(): Transform {
-  const s = new DataStream();
-  s._transform = transparentTransform;
-  return s;
-}
+/** nodemailer's stream with our transform and flush in place of its own: what SmtpConnection sends through. */
+const ours = (): Transform => makeTransparent(new DataStream());
 
 t.test('dotStuff gives DataStream bytes for random input, in random chunks', async (t) => {
   const rnd = seeded(7);
@@ -59,6 +60,39 @@ t.test('dotStuff gives DataStream bytes for random input, in random chunks', asy
       t.fail(`${JSON.stringify(s)} in ${chunks.length}: ${JSON.stringify(mine.toString())}`);
   }
   t.equal(mismatches, 0, '3000 random messages');
+});
+
+t.test('a message written whole leaves in one push with its end; a large one in two', async (t) => {
+  for (const [size, pushes] of [
+    [0, 1],
+    [1000, 1],
+    [64 * 1024, 1],
+    [64 * 1024 + 1, 2],
+  ] as const) {
+    const s = ours();
+    const out: Buffer[] = [];
+    s.on('data', (b: Buffer) => out.push(b));
+    const done = new Promise((resolve) => s.on('end', resolve));
+    const message = Buffer.alloc(size, 'a');
+    if (size) s.write(message);
+    s.end();
+    await done;
+    t.equal(out.length, pushes, `${size} octets: ${pushes} push(es)`);
+    t.ok(Buffer.concat(out).equals(Buffer.concat([message, Buffer.from('\r\n.\r\n')])), `${size} octets: the bytes`);
+  }
+  // Written in chunks: each goes on when the next arrives, the last with the end.
+  const s = ours();
+  const out: Buffer[] = [];
+  s.on('data', (b: Buffer) => out.push(b));
+  const done = new Promise((resolve) => s.on('end', resolve));
+  s.write(Buffer.from('a\r\n'));
+  s.write(Buffer.from('.b\r\n'));
+  s.end();
+  await done;
+  t.same(
+    out.map((b) => b.toString()),
+    ['a\r\n', '..b\r\n.\r\n'],
+  );
 });
 
 t.test('dotStuff: the cases by name', async (t) => {
@@ -139,10 +173,10 @@ t.test('SmtpConnection puts the bytes nodemailer would on the wire', async (t) =
   // Which transform the client's stream had: ours, or this test proves nothing about SmtpConnection.
   const proto = SmtpConnection.prototype as unknown as { _createSendStream(cb: unknown): Transform };
   const made = proto._createSendStream;
-  let used: unknown = null;
+  let used: unknown[] = [];
   proto._createSendStream = function (this: unknown, cb: unknown) {
     const s = made.call(this, cb);
-    used = s._transform;
+    used = [s._transform, s._flush];
     return s;
   };
   t.teardown(() => {
@@ -159,5 +193,5 @@ t.test('SmtpConnection puts the bytes nodemailer would on the wire', async (t) =
   const [theirs, mine] = await Promise.all(server.data);
   t.ok(theirs!.length > message.length, 'the message was made transparent');
   t.ok(mine!.equals(theirs!), 'the same octets');
-  t.equal(used, transparentTransform, 'sent through our transform');
+  t.same(used, [transparentTransform, transparentFlush], 'sent through our transform and flush');
 });
