@@ -58,8 +58,9 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
   const router = new Router();
   // Routes whose path has no parameter, by method and path as written in the route table: the router tests each
   // of its ~120 paths' regular expressions in turn for every request (~11 µs, about 1% of a sendEmail's CPU),
-  // this is one Map lookup. Anything else (a parameter, another case, a trailing slash, HEAD) is the router's, as before; a
-  // path that is in the Map is the router's first match too, since a literal segment sorts before a parameter.
+  // this is one Map lookup. Anything else (a parameter, another case, a trailing slash, HEAD) is the router's, as
+  // before; a path that is in the Map is the router's first match too, since a literal segment sorts before a
+  // parameter.
   const exact = new Map<string, (ctx: Koa.Context) => Promise<void>>();
   const bodies = bodyReader(deps.ctx.config.httpMaxLargeBodies);
 
