@@ -216,9 +216,8 @@ export function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTim
   if (!present.headers.some((h) => h.key === 'from')) throw new DkimSignError('message has no From header');
   const signing = { keys: `${present.keys}: ${OVERSIGNED_NAMES}`, headers: present.headers };
   if (!Number.isFinite(signTimeMs)) throw new DkimSignError('no valid signing time');
-  // The signed fields in relaxed form (RFC 6376 §3.4.2), the same for every key.
-  let canonicalFields = '';
-  for (const h of signing.headers) canonicalFields += relaxedField(h.line.toString('latin1'));
+  // The signed fields in relaxed form (RFC 6376 §3.4.2), the same for every key: made by the first that needs them.
+  let canonicalFields: string | undefined;
   const lines: string[] = [];
   for (const k of keys) {
     const keyType = k.key.asymmetricKeyType;
@@ -239,6 +238,7 @@ export function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTim
         time: Math.floor(signTimeMs / 1000),
         bodyHash,
       });
+      canonicalFields ??= signing.headers.map((h) => relaxedField(h.line.toString('latin1'))).join('');
       const signature = sign(Buffer.from(canonicalFields + canonicalSignatureField(tags), 'latin1'));
       lines.push(signatureField(tags, signature));
       continue;
