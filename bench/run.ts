@@ -24,7 +24,8 @@
 //                                   [--one-process] [--cpu-prof] [--workers N] [--out latest.json]
 //
 // --body html posts the same words as html alone (the service makes the text alternative).
-// --workers sets SVC_WORKERS of each service process (unset: one per core it may run on). The cores: run the
+// --workers sets SVC_WORKERS of each service process (unset: one per core it may run on), or with two numbers
+// (`--workers 1,2`) of the control's and of the mta's. The cores: run the
 // whole bench under taskset (`taskset -c 0 npm run bench`, then `-c 0,1`) and both sides, the load generators
 // and the sinks get the same cores; Postgres, a system service, is not pinned (it serves only our side, so a
 // one-core run of ours is flattered, which makes our two-core over one-core ratio look smaller, not larger).
@@ -154,10 +155,7 @@ try {
   // --domains: each recipient domain its own MX record, all on the one sink (sized never to be the bottleneck).
   for (let d = 0; d < DOMAINS; d++) zone.mx(recipientDomain(d, DOMAINS), 10, 'mx.dest.test');
   const nodeFlags = args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [];
-  const env = {
-    ...serviceEnv(dbUrl.toString(), dataDir, zone.hostPort),
-    ...(args.workers ? { SVC_WORKERS: args.workers } : {}),
-  };
+  const env = serviceEnv(dbUrl.toString(), dataDir, zone.hostPort);
 
   // ---- 1 and 2. end to end: the service, and the same through Postfix, --runs times in turn -----------
   const ourSink = await startSink('svc');
@@ -298,7 +296,7 @@ try {
   await pf.relay.stop();
 
   // ---- 3. sendEmail alone, sendBatch, then pgbench with the same statements -------------------------
-  const ctl = await startChild('control', env, nodeFlags);
+  const ctl = await startChild('control', { ...env, ...workersOf('control') }, nodeFlags);
   cleanups.push(() => ctl.stop());
   checked(
     'control warm-up',
@@ -429,7 +427,7 @@ const summary = {
     size: SIZE,
     body: args.body,
     domains: DOMAINS,
-    workers: args.workers ? Number(args.workers) : os.availableParallelism(),
+    workers: args.workers?.includes(',') ? args.workers : Number(args.workers ?? os.availableParallelism()),
   },
   ...results,
   failures,
@@ -514,13 +512,20 @@ async function startService(env: Record<string, string>, flags: string[]) {
   const stop = () => Promise.all(roles.map((r) => r.stop())).then(() => undefined);
   try {
     for (const role of args['one-process'] ? (['all'] as const) : (['control', 'mta'] as const)) {
-      roles.push({ role, ...(await startChild(role, env, flags)) });
+      roles.push({ role, ...(await startChild(role, { ...env, ...workersOf(role) }, flags)) });
     }
   } catch (err) {
     await stop().catch(() => {});
     throw err;
   }
   return { url: roles[0]!.url, roles, cpuSeconds: () => roles.reduce((sum, r) => sum + r.cpuSeconds(), 0), stop };
+}
+
+/** SVC_WORKERS of a role's process, from --workers (N, or control,mta); none: the service's default. */
+function workersOf(role: 'all' | 'control' | 'mta'): Record<string, string> {
+  if (!args.workers) return {};
+  const [control, mta = control] = args.workers.split(',');
+  return { SVC_WORKERS: role === 'mta' ? mta! : control! };
 }
 
 /** Every request of a load answered 200 (and there were `expected`, when given), or the run fails. */
