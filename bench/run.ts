@@ -21,14 +21,14 @@
 //   node --import tsx bench/run.ts [--messages 10000] [--concurrency 64] [--seconds 10] [--orgs 8]
 //                                   [--warmup 2000] [--runs 5] [--size 1k|10k|100k] [--body text|html]
 //                                   [--domains 1|100] [--pgbench-clients 1,4,8,16,32,64] [--pg URL]
-//                                   [--one-process] [--cpu-prof] [--workers N] [--out latest.json]
+//                                   [--one-process] [--cpu-prof] [--workers N|C,M] [--out latest.json]
 //
 // --body html posts the same words as html alone (the service makes the text alternative).
 // --workers sets SVC_WORKERS of each service process (unset: one per core it may run on), or with two numbers
-// (`--workers 1,2`) of the control's and of the mta's. The cores: run the
-// whole bench under taskset (`taskset -c 0 npm run bench`, then `-c 0,1`) and both sides, the load generators
-// and the sinks get the same cores; Postgres, a system service, is not pinned (it serves only our side, so a
-// one-core run of ours is flattered, which makes our two-core over one-core ratio look smaller, not larger).
+// (`--workers 1,2`) of the control's and of the mta's. The cores: run the whole bench under taskset
+// (`taskset -c 0 npm run bench`, then `-c 0,1`) and both sides, the load generators and the sinks get the same
+// cores; Postgres, a system service, is not pinned (it serves only our side, so a one-core run of ours is
+// flattered, which makes our two-core over one-core ratio look smaller, not larger).
 //
 // Phases 1 and 2 alternate --runs times (svc first, then Postfix first, ...), and phase 3 measures sendEmail
 // and the pgbench sweep once a run; the report gives each figure's median and range over the runs.
