@@ -14,6 +14,7 @@ import {
   parseFrom,
   type ComposeInput,
 } from '../../mail/compose.js';
+import { seeded } from '../helpers/seeded.js';
 
 const INJECTIONS = [
   'a@b.com\r\nBcc: x@y.com',
@@ -330,9 +331,6 @@ t.test("serializeMime writes exactly the bytes of nodemailer's own streaming bui
   t.equal((await composeMessage(BASE)).length > 0, true, 'composeMessage goes through serializeMime');
 });
 
-function seeded(seed: number) {
-  return () => (seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff;
-}
 function randomOf(rnd: () => number, pieces: string[], max: number): string {
   let s = '';
   for (let n = Math.floor(rnd() * max); n > 0; n--) s += pieces[Math.floor(rnd() * pieces.length)];

@@ -10,6 +10,7 @@ import {
   signatureField,
   signatureTags,
 } from '../../mail/dkim-header.js';
+import { seeded } from '../helpers/seeded.js';
 
 const require = createRequire(import.meta.url);
 const tools = require('mailauth/lib/tools.js') as {
@@ -33,8 +34,7 @@ const libmime = createRequire(require.resolve('mailauth/lib/tools.js'))('libmime
   foldLines(s: string, lineLength?: number): string;
 };
 
-let seed = 11;
-const rnd = () => (seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff;
+const rnd = seeded(11);
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)] as T;
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 const base64 = (n: number) => Array.from({ length: n }, () => pick([...B64])).join('');

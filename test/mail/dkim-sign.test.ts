@@ -8,6 +8,7 @@ import { dkimSign, dkimSignatures, DkimSignError, OVERSIGNED_HEADERS, relaxedBod
 import { composeMessage } from '../../mail/compose.js';
 import { dkimTxtValue } from '../../mail/dkim-keys.js';
 import { verifyDkim } from '../helpers/dkim-verify.js';
+import { seeded } from '../helpers/seeded.js';
 
 const require = createRequire(import.meta.url);
 const { dkimVerify: mailauthVerify } = require('mailauth/lib/dkim/verify.js') as {
@@ -167,8 +168,7 @@ t.test("relaxedBodyHash is mailauth's relaxed body hash (RFC 6376 §3.4.4) for r
     '\r\n\r\n',
     ' \r\n',
   ];
-  let seed = 7;
-  const rnd = () => (seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff;
+  const rnd = seeded(7);
   let mismatches = 0;
   for (let i = 0; i < 20000; i++) {
     const n = Math.floor(rnd() * 200);

@@ -15,6 +15,7 @@ import {
   quotedPrintableLines,
   textTransferEncoding,
 } from '../../mail/mime-encode.js';
+import { seeded } from '../helpers/seeded.js';
 
 const require = createRequire(import.meta.url);
 const libqp = require('libqp') as { decode(s: string): Buffer };
@@ -103,9 +104,6 @@ function randomText(rnd: () => number, max: number, pieces = PIECES): string {
   return s;
 }
 const BARE_CR_OR_LF = /\r(?!\n)|(?<!\r)\n/;
-function seeded(seed: number) {
-  return () => (seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff;
-}
 
 /** RFC 2045 §6.7: lines of at most 76 characters, CRLF between them, soft breaks as a final "=". */
 function assertValidQp(t: Test, qp: string, what: string): boolean {

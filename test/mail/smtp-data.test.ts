@@ -15,6 +15,7 @@ import {
   transparentFlush,
   transparentTransform,
 } from '../../mta/outbound/smtp-connection.js';
+import { seeded } from '../helpers/seeded.js';
 
 const require = createRequire(import.meta.url);
 // DataStream is not among nodemailer's exports; it sits beside the client's module.
@@ -24,10 +25,6 @@ const { default: DataStream } = (await import(pathToFileURL(dataStreamFile).href
 };
 
 const PIECES = ['a', 'xyz', '.', '..', '\r', '\n', '\r\n', '\r\n.', '\n.', '\r.', '\r\r\n', 'é', '\0', ' '];
-
-function seeded(seed: number) {
-  return () => (seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff) / 0x7fffffff;
-}
 
 /** Writes `chunks` through a stream and resolves with everything it pushed (its flush included). */
 function through(stream: Transform, chunks: Buffer[]): Promise<Buffer> {
