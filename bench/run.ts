@@ -24,8 +24,11 @@
 //                                   [--one-process] [--cpu-prof] [--workers N|C,M] [--out latest.json]
 //
 // --body html posts the same words as html alone (the service makes the text alternative).
-// --workers sets SVC_WORKERS of each service process (unset: one per core it may run on), or with two numbers
-// (`--workers 1,2`) of the control's and of the mta's. The cores: run the whole bench under taskset
+// --workers sets SVC_WORKERS of each service process, or with two numbers (`--workers 1,2`) of the control's and
+// of the mta's. Unset, each role gets its share of the cores, as docs/operations.md (Workers) tells an operator
+// whose roles share a host: half each for the control and the mta, all of them for `--one-process`.
+// `--workers default` leaves SVC_WORKERS unset: the service's own default, one per core in each role's process,
+// which on a host running both roles is twice as many processes as cores. The cores: run the whole bench under taskset
 // (`taskset -c 0 npm run bench`, then `-c 0,1`) and both sides, the load generators and the sinks get the same
 // cores; Postgres, a system service, is not pinned (it serves only our side, so a one-core run of ours is
 // flattered, which makes our two-core over one-core ratio look smaller, not larger).
@@ -107,6 +110,16 @@ if (args.body !== 'text' && args.body !== 'html') throw new Error('--body must b
 const CONTENT = args.body === 'html' ? { html: htmlOf(BODY) } : { text: BODY };
 const DOMAINS = Math.max(1, Number(args.domains));
 const PGBENCH_CLIENTS = args['pgbench-clients']!.split(',').map(Number);
+// SVC_WORKERS of the service processes ("N" or "control,mta"), null to leave it unset (see --workers above). The
+// share is half the cores each: on this 2-core machine one worker a role delivered 2.23× Postfix where the
+// service's default (two each) gave 1.87×, since a second worker halves every batch and is preempted beside the
+// others (docs/operations.md, Workers).
+const SHARE = String(Math.max(1, Math.floor(os.availableParallelism() / 2)));
+const WORKERS: string | null =
+  args.workers === 'default'
+    ? null
+    : (args.workers ?? (args['one-process'] ? String(os.availableParallelism()) : `${SHARE},${SHARE}`));
+if (WORKERS !== null && !/^[1-9]\d*(,[1-9]\d*)?$/.test(WORKERS)) throw new Error('--workers must be N, C,M or default');
 
 /** The median and range of a figure over the runs. */
 function spread(xs: number[]) {
@@ -427,7 +440,7 @@ const summary = {
     size: SIZE,
     body: args.body,
     domains: DOMAINS,
-    workers: args.workers?.includes(',') ? args.workers : Number(args.workers ?? os.availableParallelism()),
+    workers: WORKERS ?? `default (${os.availableParallelism()} each)`,
   },
   ...results,
   failures,
@@ -439,7 +452,7 @@ console.log(
     '',
     `svc-mail bench: ${RUNS} runs of ${N} messages of ${SIZE} (${args.body}) to ${DOMAINS} domain(s), ` +
       `${C} in flight, ${ORGS} orgs; ${summary.machine.cores} of ${summary.machine.cpus} cores ` +
-      `(${summary.machine.cpu}), ${summary.args.workers} worker(s) a service process, ` +
+      `(${summary.machine.cpu}), SVC_WORKERS ${WORKERS ?? 'unset'} (${args['one-process'] ? 'all' : 'control,mta'}), ` +
       `load ${loadAtStart.toFixed(1)} at start`,
     row('end to end (median of runs, range)', 'rate'),
     row(
@@ -521,10 +534,10 @@ async function startService(env: Record<string, string>, flags: string[]) {
   return { url: roles[0]!.url, roles, cpuSeconds: () => roles.reduce((sum, r) => sum + r.cpuSeconds(), 0), stop };
 }
 
-/** SVC_WORKERS of a role's process, from --workers (N, or control,mta); none: the service's default. */
+/** SVC_WORKERS of a role's process (WORKERS: N, or control,mta); none: the service's default. */
 function workersOf(role: 'all' | 'control' | 'mta'): Record<string, string> {
-  if (!args.workers) return {};
-  const [control, mta = control] = args.workers.split(',');
+  if (WORKERS === null) return {};
+  const [control, mta = control] = WORKERS.split(',');
   return { SVC_WORKERS: role === 'mta' ? mta! : control! };
 }
 
