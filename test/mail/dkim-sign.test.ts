@@ -202,6 +202,31 @@ t.test("relaxedBodyHash is mailauth's relaxed body hash (RFC 6376 §3.4.4) for r
     t.equal(relaxedBodyHash(Buffer.from(s)), mailauthBodyHash(Buffer.from(s)), JSON.stringify(s));
 });
 
+t.test("relaxedBodyHash of bodies of long CRLF lines is mailauth's", async (t) => {
+  const rnd = seeded(13);
+  const words = ['Lorem ipsum dolor sit amet,', 'consectetur', 'elit', ' ', '  ', '\t', '.', 'é'];
+  let mismatches = 0;
+  let lone = 0;
+  for (let i = 0; i < 3000; i++) {
+    const lines: string[] = [];
+    for (let l = Math.floor(rnd() * 60); l > 0; l--) {
+      let line = '';
+      for (let w = Math.floor(rnd() * 10); w > 0; w--) line += words[Math.floor(rnd() * (i % 2 ? 3 : words.length))];
+      lines.push(line);
+    }
+    let s = lines.join('\r\n') + '\r\n';
+    // One in four with a lone CR or LF somewhere, which only mailauth's canonicalization takes.
+    if (i % 4 === 0 && s.length > 2) {
+      const at = Math.floor(rnd() * (s.length - 2));
+      s = s.slice(0, at) + (rnd() < 0.5 ? '\r' : '\n') + 'x' + s.slice(at);
+      lone++;
+    }
+    const b = Buffer.from(s);
+    if (relaxedBodyHash(b) !== mailauthBodyHash(b) && mismatches++ < 3) t.fail(`differs for ${JSON.stringify(s)}`);
+  }
+  t.equal(mismatches, 0, `3000 bodies, ${lone} with a lone CR or LF`);
+});
+
 t.test('a composed 100 kB text and html message: signed, verified by mailauth and python3-dkim', async (t) => {
   const line = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.  Grüße\t ';
   const text = Array.from({ length: 1200 }, (_, i) => (i % 7 ? line : '')).join('\n');

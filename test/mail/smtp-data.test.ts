@@ -59,6 +59,30 @@ t.test('dotStuff gives DataStream bytes for random input, in random chunks', asy
   t.equal(mismatches, 0, '3000 random messages');
 });
 
+t.test('dotStuff gives DataStream bytes for messages of CRLF lines, dots opening many, in random chunks', async (t) => {
+  const rnd = seeded(9);
+  const words = ['Lorem ipsum dolor sit amet,', 'consectetur', 'adipiscing elit', '.', '..', 'é', ' ', '\t'];
+  let mismatches = 0;
+  for (let i = 0; i < 1000; i++) {
+    const lines: string[] = [];
+    for (let l = Math.floor(rnd() * 80); l > 0; l--) {
+      let line = rnd() < 0.2 ? '.' : '';
+      for (let w = Math.floor(rnd() * 8); w > 0; w--) line += words[Math.floor(rnd() * words.length)];
+      lines.push(line);
+    }
+    const whole = Buffer.from(lines.join('\r\n') + (rnd() < 0.5 ? '\r\n' : ''));
+    // Whole in half of them (as the MTA writes), else cut at up to 3 random places.
+    const cuts = [
+      ...new Set(Array.from({ length: i % 2 ? Math.floor(rnd() * 4) : 0 }, () => Math.floor(rnd() * whole.length))),
+    ];
+    cuts.sort((a, b) => a - b);
+    const chunks = [0, ...cuts].map((c, k) => whole.subarray(c, k < cuts.length ? cuts[k] : whole.length));
+    const [theirs, mine] = await Promise.all([through(new DataStream(), chunks), through(ours(), chunks)]);
+    if (!mine.equals(theirs) && mismatches++ < 3) t.fail(`${JSON.stringify(whole.toString())} in ${chunks.length}`);
+  }
+  t.equal(mismatches, 0, '1000 messages');
+});
+
 t.test('a message written whole leaves in one push with its end; a large one in two', async (t) => {
   for (const [size, pushes] of [
     [0, 1],
