@@ -30,8 +30,8 @@
 // `--workers default` leaves SVC_WORKERS unset: the service's own default, one per core in each role's process,
 // which on a host running both roles is twice as many processes as cores. The cores: run the whole bench under taskset
 // (`taskset -c 0 npm run bench`, then `-c 0,1`) and both sides, the load generators and the sinks get the same
-// cores; Postgres, a system service, is not pinned (it serves only our side, so a one-core run of ours is
-// flattered, which makes our two-core over one-core ratio look smaller, not larger).
+// cores, and so does the system's Postgres, whose processes are pinned for the run and put back after (pinPostgres:
+// before, a one-core run of ours had a second core for its database, which flattered our one-core figure).
 //
 // Phases 1 and 2 alternate --runs times (svc first, then Postfix first, ...), and phase 3 measures sendEmail
 // and the pgbench sweep once a run; the report gives each figure's median and range over the runs.
@@ -63,7 +63,7 @@ import {
   type LoadResult,
   type Tenant,
 } from './service.js';
-import { benchDatabase, cpuSecondsOf, freshSends, PG_URL, undelivered, quantile, sleep } from './util.js';
+import { benchDatabase, cpuSecondsOf, freshSends, PG_URL, pinPostgres, undelivered, quantile, sleep } from './util.js';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -153,9 +153,12 @@ const results: Record<string, unknown> = {};
 const profDir = path.join(os.tmpdir(), `svc-bench-prof-${Date.now().toString(36)}`);
 // Other work on the machine skews every figure here: say how busy it was when the run began.
 const loadAtStart = os.loadavg()[0]!;
+// The cores the system's Postgres was pinned to for the run (under taskset), or null: not pinned.
+let postgresCores: string | null = null;
 try {
   // ---- shared setup: a database, a data dir, a DNS zone with the recipients' MX -------------------
   const created = await benchDatabase(args.pg, 'svc_bench', cleanups);
+  postgresCores = await pinPostgres(args.pg!, cleanups);
   const dbName = created.dbName;
   results.postgres = created.version;
   const dbUrl = new URL(created.url);
@@ -429,6 +432,7 @@ const summary = {
     cpu: os.cpus()[0]?.model,
     node: process.version,
     loadAtStart,
+    postgresCores,
   },
   args: {
     messages: N,
@@ -453,7 +457,8 @@ console.log(
     `svc-mail bench: ${RUNS} runs of ${N} messages of ${SIZE} (${args.body}) to ${DOMAINS} domain(s), ` +
       `${C} in flight, ${ORGS} orgs; ${summary.machine.cores} of ${summary.machine.cpus} cores ` +
       `(${summary.machine.cpu}), SVC_WORKERS ${WORKERS ?? 'unset'} (${args['one-process'] ? 'all' : 'control,mta'}), ` +
-      `load ${loadAtStart.toFixed(1)} at start`,
+      `load ${loadAtStart.toFixed(1)} at start` +
+      (postgresCores === null ? '' : `, Postgres pinned to cores ${postgresCores}`),
     row('end to end (median of runs, range)', 'rate'),
     row(
       '  svc: sendEmail → MTA (DKIM) → smtp-sink',

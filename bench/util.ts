@@ -1,6 +1,8 @@
 // Small helpers shared by the bench modules.
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import pg from 'pg';
 import { openLmdb } from '../storage/lmdb/env.js';
 import { openSpool } from '../storage/lmdb/spool.js';
@@ -79,6 +81,54 @@ export async function benchDatabase(
   const url = new URL(serverUrl);
   url.pathname = `/${dbName}`;
   return { dbName, url: url.toString(), version };
+}
+
+/** The CPU list a process may run on (`taskset -pc`), as taskset takes it back: "0", "0,1", "0-3". */
+function affinityOf(pid: number): string {
+  const out = execFileSync('taskset', ['-pc', String(pid)], { encoding: 'utf8' });
+  const list = /:\s*(\S+)\s*$/.exec(out)?.[1];
+  if (!list) throw new Error(`taskset -pc ${pid}: ${out}`);
+  return list;
+}
+
+/**
+ * Under taskset (`taskset -c 0 npm run bench`): the PostgreSQL server at `serverUrl` pinned to this process's cores
+ * for the run, every one of its processes, and put back by the cleanup it pushes. Else a one-core run of ours has a
+ * second core for its database, which Postfix has no use for. The postmaster's new backends inherit its mask.
+ * Returns the cores, or null when the bench may use every core or the server is not on this machine (its
+ * postmaster.pid unreadable).
+ */
+export async function pinPostgres(serverUrl: string, cleanups: (() => Promise<unknown>)[]): Promise<string | null> {
+  if (os.availableParallelism() >= os.cpus().length) return null;
+  const c = new pg.Client({ connectionString: serverUrl });
+  await c.connect();
+  let dataDir: string;
+  try {
+    dataDir = (await c.query<{ data_directory: string }>('SHOW data_directory')).rows[0]!.data_directory;
+  } finally {
+    await c.end();
+  }
+  let postmaster: number;
+  try {
+    postmaster = Number(readFileSync(`${dataDir}/postmaster.pid`, 'utf8').split('\n')[0]);
+  } catch {
+    return null;
+  }
+  const cores = affinityOf(process.pid);
+  const children = execFileSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' })
+    .split('\n')
+    .filter(Boolean);
+  const saved = [postmaster, ...children.map(Number)].map((pid) => ({ pid, cores: affinityOf(pid) }));
+  cleanups.push(async () => {
+    // A backend that has exited since is gone with its mask.
+    for (const p of saved) {
+      try {
+        execFileSync('taskset', ['-a', '-pc', p.cores, String(p.pid)], { stdio: 'ignore' });
+      } catch {}
+    }
+  });
+  for (const p of saved) execFileSync('taskset', ['-a', '-pc', cores, String(p.pid)], { stdio: 'ignore' });
+  return cores;
 }
 
 /**
