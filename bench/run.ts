@@ -111,9 +111,9 @@ const CONTENT = args.body === 'html' ? { html: htmlOf(BODY) } : { text: BODY };
 const DOMAINS = Math.max(1, Number(args.domains));
 const PGBENCH_CLIENTS = args['pgbench-clients']!.split(',').map(Number);
 // SVC_WORKERS of the service processes ("N" or "control,mta"), null to leave it unset (see --workers above). The
-// share is half the cores each: on this 2-core machine one worker a role delivered 2.23× Postfix where the
-// service's default (two each) gave 1.87×, since a second worker halves every batch and is preempted beside the
-// others (docs/operations.md, Workers).
+// share is half the cores each: on a 2-core machine one worker a role delivered 2.11× Postfix where the service's
+// default (two each) gave 1.87×, since a second worker halves every batch and is preempted beside the others
+// (README, Benchmarks; docs/decisions.md #70).
 const SHARE = String(Math.max(1, Math.floor(os.availableParallelism() / 2)));
 const WORKERS: string | null =
   args.workers === 'default'

@@ -38,6 +38,13 @@ function through(stream: Transform, chunks: Buffer[]): Promise<Buffer> {
   });
 }
 
+/** `whole` cut into up to 4 chunks at random places, so that CRs, LFs and dots fall at chunk edges. */
+function cutRandomly(whole: Buffer, rnd: () => number): Buffer[] {
+  const cuts = [...new Set(Array.from({ length: Math.floor(rnd() * 4) }, () => Math.floor(rnd() * whole.length)))];
+  cuts.sort((a, b) => a - b);
+  return [0, ...cuts].map((c, k) => whole.subarray(c, k < cuts.length ? cuts[k] : whole.length));
+}
+
 /** nodemailer's stream with our transform and flush in place of its own: what SmtpConnection sends through. */
 const ours = (): Transform => makeTransparent(new DataStream());
 
@@ -48,10 +55,7 @@ t.test('dotStuff gives DataStream bytes for random input, in random chunks', asy
     let s = '';
     for (let n = Math.floor(rnd() * 40); n > 0; n--) s += PIECES[Math.floor(rnd() * PIECES.length)];
     const whole = Buffer.from(s);
-    // Cut into up to 4 chunks at random places, so that CRs, LFs and dots fall at chunk edges.
-    const cuts = [...new Set(Array.from({ length: Math.floor(rnd() * 4) }, () => Math.floor(rnd() * whole.length)))];
-    cuts.sort((a, b) => a - b);
-    const chunks = [0, ...cuts].map((c, k) => whole.subarray(c, k < cuts.length ? cuts[k] : whole.length));
+    const chunks = cutRandomly(whole, rnd);
     const [theirs, mine] = await Promise.all([through(new DataStream(), chunks), through(ours(), chunks)]);
     if (!mine.equals(theirs) && mismatches++ < 3)
       t.fail(`${JSON.stringify(s)} in ${chunks.length}: ${JSON.stringify(mine.toString())}`);
@@ -71,12 +75,8 @@ t.test('dotStuff gives DataStream bytes for messages of CRLF lines, dots opening
       lines.push(line);
     }
     const whole = Buffer.from(lines.join('\r\n') + (rnd() < 0.5 ? '\r\n' : ''));
-    // Whole in half of them (as the MTA writes), else cut at up to 3 random places.
-    const cuts = [
-      ...new Set(Array.from({ length: i % 2 ? Math.floor(rnd() * 4) : 0 }, () => Math.floor(rnd() * whole.length))),
-    ];
-    cuts.sort((a, b) => a - b);
-    const chunks = [0, ...cuts].map((c, k) => whole.subarray(c, k < cuts.length ? cuts[k] : whole.length));
+    // Whole in half of them, as the MTA writes.
+    const chunks = i % 2 ? cutRandomly(whole, rnd) : [whole];
     const [theirs, mine] = await Promise.all([through(new DataStream(), chunks), through(ours(), chunks)]);
     if (!mine.equals(theirs) && mismatches++ < 3) t.fail(`${JSON.stringify(whole.toString())} in ${chunks.length}`);
   }
