@@ -14,7 +14,7 @@ import {
   parseFrom,
   type ComposeInput,
 } from '../../mail/compose.js';
-import { seeded } from '../helpers/seeded.js';
+import { randomOf, seeded } from '../helpers/seeded.js';
 
 const INJECTIONS = [
   'a@b.com\r\nBcc: x@y.com',
@@ -330,12 +330,6 @@ t.test("serializeMime writes exactly the bytes of nodemailer's own streaming bui
   );
   t.equal((await composeMessage(BASE)).length > 0, true, 'composeMessage goes through serializeMime');
 });
-
-function randomOf(rnd: () => number, pieces: string[], max: number): string {
-  let s = '';
-  for (let n = Math.floor(rnd() * max); n > 0; n--) s += pieces[Math.floor(rnd() * pieces.length)];
-  return s;
-}
 
 t.test("serializeMime writes build()'s bytes for random contents in every encoding, lone CR and LF too", async (t) => {
   // compileMessage never gives a part a lone CR or LF; serializeMime must still write what build() writes

@@ -15,7 +15,7 @@ import {
   quotedPrintableLines,
   textTransferEncoding,
 } from '../../mail/mime-encode.js';
-import { seeded } from '../helpers/seeded.js';
+import { randomOf, seeded } from '../helpers/seeded.js';
 
 const require = createRequire(import.meta.url);
 const libqp = require('libqp') as { decode(s: string): Buffer };
@@ -97,12 +97,6 @@ const PLAIN_PIECES = [
   'words, more words. ',
 ];
 
-function randomText(rnd: () => number, max: number, pieces = PIECES): string {
-  const n = Math.floor(rnd() * max);
-  let s = '';
-  for (let i = 0; i < n; i++) s += pieces[Math.floor(rnd() * pieces.length)];
-  return s;
-}
 const BARE_CR_OR_LF = /\r(?!\n)|(?<!\r)\n/;
 
 /** RFC 2045 §6.7: lines of at most 76 characters, CRLF between them, soft breaks as a final "=". */
@@ -120,7 +114,7 @@ t.test('quotedPrintable writes the bytes of nodemailer for random text, CRLF-onl
   const rnd = seeded(1);
   let mismatches = 0;
   for (let i = 0; i < 20000; i++) {
-    let s = randomText(rnd, 300);
+    let s = randomOf(rnd, PIECES, 300);
     if (i % 2) s = s.replace(/\r\n|\r|\n/g, '\r\n');
     const ours = quotedPrintable(s);
     const lines = quotedPrintableLines(s, isPlainText(s));
@@ -146,7 +140,7 @@ t.test('quotedPrintable of plain text: its `plain` path writes the bytes of node
   let mismatches = 0;
   let fast = 0;
   for (let i = 0; i < 20000; i++) {
-    let s = randomText(rnd, 120, PLAIN_PIECES);
+    let s = randomOf(rnd, PLAIN_PIECES, 120);
     // Mostly CRLF-only, as compose gives it; the rest with lone CR and LF, which the plain path hands back.
     if (i % 4) s = s.replace(/\r\n|\r|\n/g, '\r\n');
     if (!isPlainText(s)) {
@@ -220,7 +214,7 @@ t.test("isPlainText is mime-funcs' for every code unit and for random text", asy
   check('');
   check('\ud83d\ude00'); // a pair: one code point, two units, four octets
   const rnd = seeded(5);
-  for (let i = 0; i < 3000; i++) check(randomText(rnd, 60));
+  for (let i = 0; i < 3000; i++) check(randomOf(rnd, PIECES, 60));
   t.equal(mismatches, 0, 'no text where the two differ');
 });
 
@@ -238,7 +232,7 @@ t.test("textTransferEncoding is MimeNode's choice for a text part", async (t) =>
     '\u0001\u0002ab',
     'a\u2028'.repeat(50),
   ];
-  for (let i = 0; i < 3000; i++) texts.push(randomText(rnd, 100));
+  for (let i = 0; i < 3000; i++) texts.push(randomOf(rnd, PIECES, 100));
   // Long texts whose letters and other code units (non-ASCII, controls) are even or one apart, in either order,
   // around the 4096-unit blocks after which the rest of the text may no longer be weighed.
   for (const n of [4095, 4096, 4097, 6000, 8192, 20000]) {
@@ -249,7 +243,7 @@ t.test("textTransferEncoding is MimeNode's choice for a text part", async (t) =>
       }
     }
   }
-  for (let i = 0; i < 40; i++) texts.push(randomText(rnd, 3000));
+  for (let i = 0; i < 40; i++) texts.push(randomOf(rnd, PIECES, 3000));
   let mismatches = 0;
   for (const s of texts) {
     const node = new MimeNode('text/plain').setContent(s);

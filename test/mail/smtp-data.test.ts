@@ -15,7 +15,7 @@ import {
   transparentFlush,
   transparentTransform,
 } from '../../mta/outbound/smtp-connection.js';
-import { seeded } from '../helpers/seeded.js';
+import { randomOf, seeded } from '../helpers/seeded.js';
 
 const require = createRequire(import.meta.url);
 // DataStream is not among nodemailer's exports; it sits beside the client's module.
@@ -52,8 +52,7 @@ t.test('dotStuff gives DataStream bytes for random input, in random chunks', asy
   const rnd = seeded(7);
   let mismatches = 0;
   for (let i = 0; i < 3000; i++) {
-    let s = '';
-    for (let n = Math.floor(rnd() * 40); n > 0; n--) s += PIECES[Math.floor(rnd() * PIECES.length)];
+    const s = randomOf(rnd, PIECES, 40);
     const whole = Buffer.from(s);
     const chunks = cutRandomly(whole, rnd);
     const [theirs, mine] = await Promise.all([through(new DataStream(), chunks), through(ours(), chunks)]);
