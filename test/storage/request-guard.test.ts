@@ -1,0 +1,69 @@
+// The request guard's statement (storage/pg/request-guard.ts) on one connection: it consumes a nonce once, and its
+// transaction's asynchronous commit (docs/decisions.md #71) stays its own. A pooled connection goes on to run other
+// statements, the accept statement among them, whose commits must wait for the disk as before.
+import t, { type Test } from 'tap';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { openEmbedded, openPostgres, type Db } from '../../storage/pg/client.js';
+import { migrate } from '../../storage/pg/migrate.js';
+import { guardRequest, type GuardBatches, type GuardInput } from '../../storage/pg/request-guard.js';
+import { createTestDatabase } from '../helpers/database.js';
+
+const SERVER_URL = process.env.SVC_DATABASE_URL;
+
+/** One connection, so that the statement after the guard's runs where the guard's did. */
+async function oneConnection(t: Test): Promise<Db> {
+  if (SERVER_URL) {
+    const database = await createTestDatabase(SERVER_URL, { migrated: true });
+    const db = openPostgres(database.url, 1);
+    t.teardown(async () => {
+      await db.close();
+      await database.drop();
+    });
+    return db;
+  }
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-guard-'));
+  const db = await openEmbedded(path.join(dir, 'pg'));
+  t.teardown(async () => {
+    await db.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  await migrate(db);
+  return db;
+}
+
+const input = (nonce: string, now: Date): GuardInput => ({
+  keyId: 'key-1',
+  nonce,
+  nonceExpiresAt: new Date(now.getTime() + 600_000),
+  now,
+  bucket: { burst: 2, perSecond: 1 },
+  organizationId: null,
+});
+
+t.test('the guard consumes a nonce once, and its asynchronous commit stays in its own transaction', async (t) => {
+  const db = await oneConnection(t);
+  const storage = { db, caches: { guard: new Map() as GuardBatches } };
+  const setting = async () =>
+    (await db.query<{ s: string }>("SELECT current_setting('synchronous_commit') AS s"))[0]!.s;
+  t.equal(await setting(), 'on', 'the connection commits synchronously to begin with');
+
+  const now = new Date();
+  const first = await guardRequest(storage, input('nonce-a', now));
+  t.ok(first.freshNonce && first.allowed, 'a new nonce passes and takes a token');
+  t.equal(await setting(), 'on', 'the next statement on the connection commits synchronously again');
+
+  const again = await guardRequest(storage, input('nonce-a', now));
+  t.notOk(again.freshNonce, 'the same nonce again is a replay: it was committed');
+  const rows = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM request_nonces WHERE nonce = $1', [
+    'nonce-a',
+  ]);
+  t.same(rows, [{ n: 1 }], 'one row for the nonce');
+
+  const second = await guardRequest(storage, input('nonce-b', now));
+  const third = await guardRequest(storage, input('nonce-c', now));
+  t.ok(second.allowed, 'the burst of two allows a second request');
+  t.notOk(third.allowed, 'and refuses a third in the same instant');
+  t.equal(await setting(), 'on', 'still synchronous after a refusal');
+});
