@@ -53,8 +53,8 @@ const REFILL = `least(${LIMIT('burst')},
 // The statement's transaction commits without waiting for its WAL to reach the disk (synchronous_commit off,
 // local to this transaction, set as its first rows are read): whatever a request then commits, it commits after,
 // and that commit's flush takes the nonce with it, since WAL is flushed in order. What a crash of Postgres can
-// lose is the nonces and tokens of requests that wrote nothing (docs/decisions.md #71). One disk flush fewer a
-// batch, beside the spool's and the accept statement's: ~8% more sendEmails a second here (README, Benchmarks).
+// lose is the nonces and tokens of requests that wrote nothing. One disk flush fewer a batch, beside the spool's
+// and the accept statement's: ~8% more sendEmails a second in an A/B (docs/decisions.md #71).
 //
 // Parameters: arrays $1 key ids, $2 instants, $3 nonces, $6 nonce expiries, $7 organization ids, $8 sealed
 // secrets (with a lookup); scalars $4 burst, $5 refill per second (the defaults). One row per request, in
