@@ -6,9 +6,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { openEmbedded, openPostgres, type Db } from '../../storage/pg/client.js';
-import { migrate } from '../../storage/pg/migrate.js';
 import { guardRequest, type GuardBatches, type GuardInput } from '../../storage/pg/request-guard.js';
-import { createTestDatabase } from '../helpers/database.js';
+import { createTestDatabase, prepareEmbedded } from '../helpers/database.js';
 
 const SERVER_URL = process.env.SVC_DATABASE_URL;
 
@@ -24,12 +23,13 @@ async function oneConnection(t: Test): Promise<Db> {
     return db;
   }
   const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-guard-'));
+  // A copy of the migrated template, as every embedded test database is.
+  await prepareEmbedded(dir);
   const db = await openEmbedded(path.join(dir, 'pg'));
   t.teardown(async () => {
     await db.close();
     await rm(dir, { recursive: true, force: true });
   });
-  await migrate(db);
   return db;
 }
 
