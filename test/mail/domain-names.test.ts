@@ -1,7 +1,9 @@
 // control/domain-names.ts: the one normalization of host names (lower case, no trailing dot,
 // punycode) and the host name rules every domain route applies.
+import { isIP } from 'node:net';
+import { domainToASCII } from 'node:url';
 import t from 'tap';
-import { normalizeDomain, MAX_DOMAIN_LENGTH } from '../../mail/domain-names.js';
+import { asciiHost, normalizeDomain, MAX_DOMAIN_LENGTH } from '../../mail/domain-names.js';
 
 t.test('normalizes: trims, lower-cases, drops one trailing dot', async (t) => {
   t.equal(normalizeDomain('example.com'), 'example.com');
@@ -84,4 +86,27 @@ t.test('pure and stable: normalizing twice changes nothing', async (t) => {
     const once = normalizeDomain(s);
     t.equal(normalizeDomain(once as string), once, s);
   }
+});
+
+t.test('asciiHost gives what the URL host parser gives, on every name of up to 6 such characters', async (t) => {
+  // Letters that make hex numbers (0x…), A-label prefixes (xn--) and plain labels; digits that make decimal and
+  // invalid octal numbers (09); hyphens and dots, empty labels and trailing dots among them.
+  const alphabet = ['a', 'f', 'n', 'x', '0', '1', '9', '-', '.'];
+  let names = [''];
+  let checked = 0;
+  const wrong: string[] = [];
+  for (let length = 1; length <= 6; length++) {
+    names = names.flatMap((name) => alphabet.map((c) => name + c));
+    for (const name of names) {
+      checked++;
+      const parser = domainToASCII(name);
+      // An IPv4 address the parser rewrites ('0x7f.1' → '127.0.0.1'): both end refused (an IP, a numeric label).
+      const same = asciiHost(name) === parser || (isIP(parser) === 4 && asciiHost(name) === '');
+      if (!same && wrong.length < 10) wrong.push(name);
+    }
+  }
+  t.same(wrong, [], `${checked} names`);
+  t.equal(normalizeDomain('a.0x1f'), null, 'a hex number as the last label');
+  t.equal(normalizeDomain('a.0x1g'), 'a.0x1g', 'not a number');
+  t.equal(normalizeDomain('0x7f.0.0.1'), null);
 });
