@@ -57,9 +57,10 @@ const NUMBER = /^(?:[0-9]+|0x[0-9a-f]*)$/;
  * has nothing to map or encode, so the parser returns it as it is, unless its last label is a number. Then the parser
  * reads the name as IPv4 and gives the address or '' (not one), and this gives '': normalizeDomain refuses both (an
  * IP, a numeric top-level label), as it refuses `xn--` labels that are not A-labels (validALabel).
- * test/mail/domain-names.test.ts compares the two on every short name of such characters. Why: a send normalizes several domains (its sender's, its recipients',
- * its return path's), and with the parser normalizeDomain took ~1.7 µs a name here, without it ~0.5; the parser was
- * ~3% of the control's CPU in sendEmail at 64 clients (a CPU profile of `npm run bench`).
+ * test/mail/domain-names.test.ts compares the two on every short name of such characters. Why: a send normalizes
+ * several domains (its sender's, its recipients', its return path's), and with the parser normalizeDomain took ~1.7 µs
+ * a name here, without it ~0.5; the parser was ~3% of the control's CPU in sendEmail at 64 clients (a CPU profile of
+ * `npm run bench`).
  */
 export function asciiHost(s: string): string {
   // The parser reads the last label before a trailing dot (URL Standard, "ends in a number checker").
