@@ -2,12 +2,13 @@
 // (creating a PGlite cluster costs seconds, copying one a fraction). Real Postgres
 // (SVC_DATABASE_URL set for the test run): a fresh database per service, dropped at the end.
 import { createHash, randomBytes } from 'node:crypto';
-import { appendFile, mkdir, rename, stat } from 'node:fs/promises';
+import { appendFile, mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
-import { openEmbedded, openPostgres } from '../../storage/pg/client.js';
+import type { Test } from 'tap';
+import { openEmbedded, openPostgres, type Db } from '../../storage/pg/client.js';
 import { listMigrations, migrate } from '../../storage/pg/migrate.js';
 import { copyTree, removeTree } from './tree.js';
 
@@ -124,4 +125,29 @@ export async function createTestDatabase(serverUrl: string, opts: { migrated?: b
       await c.end();
     },
   };
+}
+
+/**
+ * A migrated database for a storage test, closed and removed when `t` ends: on the server of SVC_DATABASE_URL a copy
+ * of its migrated template, with a pool of `connections`; else a PGlite copy of the migrated template (one connection).
+ */
+export async function openTestDb(t: Test, connections = 10): Promise<Db> {
+  const server = process.env.SVC_DATABASE_URL;
+  if (server) {
+    const database = await createTestDatabase(server, { migrated: true });
+    const db = openPostgres(database.url, connections);
+    t.teardown(async () => {
+      await db.close();
+      await database.drop();
+    });
+    return db;
+  }
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-test-db-'));
+  await prepareEmbedded(dir);
+  const db = await openEmbedded(path.join(dir, 'pg'));
+  t.teardown(async () => {
+    await db.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  return db;
 }

@@ -2,42 +2,15 @@
 // every process sharing the database (two starting together agree on one key), sealed at rest, and readable
 // without the master key for `svc doctor --platform`. On the embedded database, and on a fresh real Postgres one
 // when SVC_DATABASE_URL is set for the run.
-import t, { type Test } from 'tap';
-import { mkdtemp, rm } from 'node:fs/promises';
+import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import os from 'node:os';
-import path from 'node:path';
-import { openEmbedded, openPostgres, type Db } from '../../storage/pg/client.js';
-import { migrate } from '../../storage/pg/migrate.js';
 import { createSealer } from '../../storage/secrets.js';
 import { ensurePlatformKeys, platformKeys } from '../../storage/platform-dkim.js';
 import { publicKeyValue } from '../../mail/dkim-keys.js';
-import { createTestDatabase, prepareEmbedded } from '../helpers/database.js';
-
-async function openDb(t: Test): Promise<Db> {
-  const server = process.env.SVC_DATABASE_URL;
-  if (server) {
-    const d = await createTestDatabase(server);
-    const db = await openPostgres(d.url);
-    t.teardown(async () => {
-      await db.close();
-      await d.drop();
-    });
-    return db;
-  }
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-platform-dkim-'));
-  await prepareEmbedded(dir);
-  const db = await openEmbedded(path.join(dir, 'pg'));
-  t.teardown(async () => {
-    await db.close();
-    await rm(dir, { recursive: true, force: true });
-  });
-  return db;
-}
+import { openTestDb } from '../helpers/database.js';
 
 t.test('made once, shared, sealed', async (t) => {
-  const db = await openDb(t);
-  await migrate(db);
+  const db = await openTestDb(t);
   const sealer = createSealer(randomBytes(32));
   const now = new Date();
   t.same(await platformKeys(db, 'notify.test'), [], 'none before the first start');

@@ -2,36 +2,12 @@
 // transaction's asynchronous commit (docs/decisions.md #71) stays its own. A pooled connection goes on to run other
 // statements, the accept statement among them, whose commits must wait for the disk as before.
 import t, { type Test } from 'tap';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { openEmbedded, openPostgres, type Db } from '../../storage/pg/client.js';
+import type { Db } from '../../storage/pg/client.js';
 import { guardRequest, type GuardBatches, type GuardInput } from '../../storage/pg/request-guard.js';
-import { createTestDatabase, prepareEmbedded } from '../helpers/database.js';
-
-const SERVER_URL = process.env.SVC_DATABASE_URL;
+import { openTestDb } from '../helpers/database.js';
 
 /** One connection, so that the statement after the guard's runs where the guard's did. */
-async function oneConnection(t: Test): Promise<Db> {
-  if (SERVER_URL) {
-    const database = await createTestDatabase(SERVER_URL, { migrated: true });
-    const db = openPostgres(database.url, 1);
-    t.teardown(async () => {
-      await db.close();
-      await database.drop();
-    });
-    return db;
-  }
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-guard-'));
-  // A copy of the migrated template, as every embedded test database is.
-  await prepareEmbedded(dir);
-  const db = await openEmbedded(path.join(dir, 'pg'));
-  t.teardown(async () => {
-    await db.close();
-    await rm(dir, { recursive: true, force: true });
-  });
-  return db;
-}
+const oneConnection = (t: Test): Promise<Db> => openTestDb(t, 1);
 
 const input = (nonce: string, now: Date): GuardInput => ({
   keyId: 'key-1',
