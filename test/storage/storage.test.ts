@@ -1,14 +1,18 @@
 // Storage foundations: migrations on the embedded database and (when SVC_DATABASE_URL is set for the
 // run) on a fresh real Postgres database; the master key and sealed secrets; the LMDB environment.
 import t, { type Test } from 'tap';
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { openEmbedded, openPostgres, type Db } from '../../storage/pg/client.js';
 import { listMigrations, migrate } from '../../storage/pg/migrate.js';
 import { createSealer, loadMasterKey } from '../../storage/secrets.js';
-import { openLmdb } from '../../storage/lmdb/env.js';
+import { NAMED_DATABASES, openLmdb } from '../../storage/lmdb/env.js';
+import { openSpool } from '../../storage/lmdb/spool.js';
+import { openLocalBlobStore } from '../../storage/lmdb/blob-store.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { sweepExpired } from '../../storage/pg/request-guard.js';
 
@@ -215,6 +219,49 @@ t.test('LMDB lives under <dataDir>/lmdb and keeps writes across reopen', async (
   );
   t.equal(reopened.root.get('missing'), undefined);
 });
+
+t.test('openLmdb creates every named database the roles open: no process creates one beside another', async (t) => {
+  // lmdb-js is not safe while another process creates a named database (docs/decisions.md #72): openLmdb creates
+  // them all, one process at a time; a module that opened one missing from NAMED_DATABASES would create it outside.
+  const env = await openLmdb(path.join(await tempDir(t), 'data'));
+  t.teardown(() => env.close());
+  const names = () => [...env.root.getKeys()].map(String).sort();
+  t.same(names(), [...NAMED_DATABASES].sort(), 'a fresh environment holds every named database, and only those');
+  openSpool(env);
+  openLocalBlobStore(env);
+  t.same(names(), [...NAMED_DATABASES].sort(), 'the spool and the blob store open no other');
+});
+
+t.test(
+  'openLmdb waits for another process opening the environment, and takes over the lock of a dead one',
+  async (t) => {
+    const dataDir = path.join(await tempDir(t), 'data');
+    const lock = path.join(dataDir, 'lmdb', 'open.lock');
+    const holdAs = async (pid: number) => {
+      await mkdir(lock, { recursive: true });
+      await writeFile(path.join(lock, 'pid'), String(pid));
+    };
+
+    const gone = spawn(process.execPath, ['-e', '']);
+    await once(gone, 'exit');
+    await holdAs(gone.pid!);
+    const env = await openLmdb(dataDir);
+    t.notOk(await exists(lock), "a dead process's lock is taken over, and ours removed after the open");
+    await env.close();
+
+    const holder = spawn('sleep', ['60']);
+    t.teardown(() => holder.kill());
+    await holdAs(holder.pid!);
+    let opened = false;
+    const opening = openLmdb(dataDir).then((env) => ((opened = true), env));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    t.notOk(opened, 'a live holder is waited for');
+    await rm(lock, { recursive: true });
+    const second = await opening;
+    t.ok(opened, 'and the open goes on once it lets go');
+    await second.close();
+  },
+);
 
 t.test('the nonce sweep keeps what a node on time would still take (issue 15 item 6)', async (t) => {
   const dir = await tempDir(t);
