@@ -64,9 +64,8 @@ async function whileHolding<T>(lock: string, fn: () => T): Promise<T> {
       (s) => s.mtimeMs,
       () => null,
     );
-    // Our own pid: a process before us with this pid died holding it.
-    const stale =
-      holder > 0 ? holder === process.pid || !alive(holder) : made !== null && Date.now() - made > LOCK_UNNAMED_MS;
+    // Our own pid is alive: another open in this process holds it, and is waited for like any other.
+    const stale = holder > 0 ? !alive(holder) : made !== null && Date.now() - made > LOCK_UNNAMED_MS;
     if (stale) await rm(lock, { recursive: true, force: true });
     else if (Date.now() - since > LOCK_WAIT_MS) throw new Error(`another process has held ${lock} for 30 s`);
   }

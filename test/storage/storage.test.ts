@@ -248,6 +248,9 @@ t.test(
     const env = await openLmdb(dataDir);
     t.notOk(await exists(lock), "a dead process's lock is taken over, and ours removed after the open");
     await env.close();
+    const both = await Promise.all([openLmdb(dataDir), openLmdb(dataDir)]);
+    for (const e of both) await e.close();
+    t.notOk(await exists(lock), 'two opens at once in one process both end (the second waits), and leave no lock');
 
     const holder = spawn('sleep', ['60']);
     t.teardown(() => holder.kill());
