@@ -19,10 +19,11 @@ export const NAMED_DATABASES = ['queue', 'index', 'bodies', 'leases', 'held', 'b
 export async function openLmdb(dataDir: string): Promise<LmdbEnv> {
   const dir = path.join(dataDir, 'lmdb');
   await mkdir(dir, { recursive: true });
-  // One process at a time opens the environment and creates what is missing of it (docs/decisions.md #72): lmdb-js
-  // is not safe while another process creates a named database or the environment itself (seen: a segfault or a
-  // failed open in ~1 of 100 pairs of processes starting together on a fresh directory).
-  const root = await whileHolding(path.join(dir, 'open.lock'), () => {
+  // One process at a time opens the environment and creates what is missing of it, or closes it (docs/decisions.md
+  // #72): lmdb-js is not safe while another process creates a named database or the environment itself (seen: a
+  // segfault or a failed open in ~1 of 100 pairs of processes starting together on a fresh directory).
+  const lock = path.join(dir, 'open.lock');
+  const root = await whileHolding(lock, () => {
     // Default flags keep LMDB's durable commits (no noSync/noMetaSync): an acknowledged write is on disk.
     // Several processes may open this environment at once (MTA processes sharing the spool, `svc queue` beside
     // them; docs/decisions.md #58), which LMDB and lmdb-js support with these options: the write lock and the
@@ -37,7 +38,9 @@ export async function openLmdb(dataDir: string): Promise<LmdbEnv> {
     for (const name of NAMED_DATABASES) env.openDB({ name });
     return env;
   });
-  return { root, close: () => root.close() };
+  // Closes hold it too: the last process to close an environment destroys its mutexes in lock.mdb (LMDB's
+  // mdb_env_close0), and one opening at that moment can take them as alive and fail its first write (#72).
+  return { root, close: () => whileHolding(lock, () => root.close()) };
 }
 
 /** How long openLmdb waits for another process's open, and after how long a lock that names no process is stale. */
@@ -50,7 +53,7 @@ const LOCK_UNNAMED_MS = 10_000;
  * (above), so a pid that answers is alive. Not covered: two processes both waiting for the lock of one that died
  * in its few milliseconds of holding it may both take it over, and then open together as they would without it.
  */
-async function whileHolding<T>(lock: string, fn: () => T): Promise<T> {
+async function whileHolding<T>(lock: string, fn: () => T | Promise<T>): Promise<T> {
   const pidFile = path.join(lock, 'pid');
   for (const since = Date.now(); ; await sleep(5)) {
     try {
@@ -71,7 +74,7 @@ async function whileHolding<T>(lock: string, fn: () => T): Promise<T> {
   }
   try {
     await writeFile(pidFile, String(process.pid));
-    return fn();
+    return await fn();
   } finally {
     await rm(lock, { recursive: true, force: true });
   }

@@ -233,7 +233,7 @@ t.test('openLmdb creates every named database the roles open: no process creates
 });
 
 t.test(
-  'openLmdb waits for another process opening the environment, and takes over the lock of a dead one',
+  "openLmdb and close wait for another process opening or closing the environment, and take over a dead one's lock",
   async (t) => {
     const dataDir = path.join(await tempDir(t), 'data');
     const lock = path.join(dataDir, 'lmdb', 'open.lock');
@@ -262,7 +262,16 @@ t.test(
     await rm(lock, { recursive: true });
     const second = await opening;
     t.ok(opened, 'and the open goes on once it lets go');
-    await second.close();
+
+    // A close takes the same lock: the last process to close destroys the environment's mutexes.
+    await holdAs(holder.pid!);
+    let closed = false;
+    const closing = second.close().then(() => (closed = true));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    t.notOk(closed, 'a close waits for a live holder too');
+    await rm(lock, { recursive: true });
+    await closing;
+    t.notOk(await exists(lock), 'and then closes, and lets go');
   },
 );
 
