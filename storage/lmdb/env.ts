@@ -43,13 +43,13 @@ export async function openLmdb(dataDir: string): Promise<LmdbEnv> {
   return { root, close: () => whileHolding(lock, () => root.close()) };
 }
 
-/** How long openLmdb waits for another process's open, and after how long a lock that names no process is stale. */
+/** How long an open or a close waits for another's, and after how long a lock that names no process is stale. */
 const LOCK_WAIT_MS = 30_000;
 const LOCK_UNNAMED_MS = 10_000;
 
 /**
  * Runs `fn` while this process holds the lock `lock`, a directory (mkdir is atomic) holding the holder's pid. A
- * lock whose process is gone is taken over: that process died while opening. The processes share a pid namespace
+ * lock whose process is gone is taken over: it died while opening or closing. The processes share a pid namespace
  * (above), so a pid that answers is alive. Not covered: two processes both waiting for the lock of one that died
  * in its few milliseconds of holding it may both take it over, and then open together as they would without it.
  */
@@ -70,7 +70,8 @@ async function whileHolding<T>(lock: string, fn: () => T | Promise<T>): Promise<
     // Our own pid is alive: another open in this process holds it, and is waited for like any other.
     const stale = holder > 0 ? !alive(holder) : made !== null && Date.now() - made > LOCK_UNNAMED_MS;
     if (stale) await rm(lock, { recursive: true, force: true });
-    else if (Date.now() - since > LOCK_WAIT_MS) throw new Error(`another process has held ${lock} for 30 s`);
+    else if (Date.now() - since > LOCK_WAIT_MS)
+      throw new Error(`${lock} has been held for 30 s (pid ${holder || 'not yet written'})`);
   }
   try {
     await writeFile(pidFile, String(process.pid));
