@@ -4,6 +4,7 @@ import t, { type Test } from 'tap';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
@@ -257,7 +258,7 @@ t.test(
     await holdAs(holder.pid!);
     let opened = false;
     const opening = openLmdb(dataDir).then((env) => ((opened = true), env));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     t.notOk(opened, 'a live holder is waited for');
     await rm(lock, { recursive: true });
     const second = await opening;
@@ -267,7 +268,7 @@ t.test(
     await holdAs(holder.pid!);
     let closed = false;
     const closing = second.close().then(() => (closed = true));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sleep(300);
     t.notOk(closed, 'a close waits for a live holder too');
     await rm(lock, { recursive: true });
     await closing;
