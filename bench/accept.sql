@@ -5,6 +5,8 @@
 -- same work in one statement shared by concurrent sends (storage/pg/messages.ts, group commit).
 -- Not here: the request guard (nonce, rate limit, credential), which a sendEmail also costs, and the
 -- LMDB spool write, which sendEmail makes before its statement.
+-- The ids of the message and its event are UUIDv7 as the service's are (mail/uuid.ts, docs/decisions.md #73): the
+-- milliseconds of clock_timestamp() over the first 48 bits of a random UUID, its version nibble set to 7.
 \set t random(1, :tenants)
 \set r random(1, 1000000000)
 SELECT c.id AS outbound, c.project_id AS project, p.organization_id AS org, o.plan AS plan
@@ -17,10 +19,16 @@ INSERT INTO quota_days AS d (organization_id, day, accepted) VALUES (:org, (now(
 SELECT reason FROM suppressions WHERE project_id = :project AND address = 'rcpt-' || :r || '@dest.test';
 INSERT INTO messages (id, project_id, organization_id, outbound_id, status, from_header, from_address, to_address, subject,
     message_id_header, return_path, idempotency_key, size_bytes, created_at, updated_at)
-  VALUES (gen_random_uuid(), :project, :org, :outbound, 'queued', 'Bench <no-reply@bench-' || :t || '.test>',
+  VALUES (encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing
+      substring(int8send((extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1),
+      'hex')::uuid,
+    :project, :org, :outbound, 'queued', 'Bench <no-reply@bench-' || :t || '.test>',
     'no-reply@bench-' || :t || '.test', 'rcpt-' || :r || '@dest.test', 'Your sign-in code ' || :r,
     md5(:r::text) || '@bench-' || :t || '.test', 'b-' || md5(:r::text) || '@bounces.bench-' || :t || '.test', NULL, 1100, now(), now())
   RETURNING id AS message \gset
 INSERT INTO message_events (id, message_id, project_id, type, detail, created_at)
-  VALUES (gen_random_uuid(), :message, :project, 'queued', NULL, now());
+  VALUES (encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) placing
+      substring(int8send((extract(epoch from clock_timestamp()) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1),
+      'hex')::uuid,
+    :message, :project, 'queued', NULL, now());
 END;

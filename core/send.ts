@@ -16,6 +16,7 @@ import {
   type Mailbox,
 } from '../mail/compose.js';
 import { encodeReturnPath, returnPathMac } from '../mail/verp.js';
+import { timeOrderedUuid } from '../mail/uuid.js';
 import { extrasOf, hasExtras, type ExtraFields, type Extras } from './send-fields.js';
 import { recipientsOf, type RecipientFields, type Recipients } from './send-recipients.js';
 import { parseScheduledAt } from './schedule.js';
@@ -264,7 +265,7 @@ interface Composed {
 async function compose(deps: CoreDeps, now: Date, p: Prepared, cap: SendingCapability): Promise<Composed> {
   const { body, extras, from, to } = p;
   const content = await renderContent(deps, body, cap.organizationId);
-  const id = randomUUID();
+  const id = timeOrderedUuid();
   // Unrelated to the id (docs/decisions.md #53): the Message-ID travels with every copy, forwards and
   // quotes, and must not tell anyone the return path.
   const messageIdHeader = `${randomUUID()}@${p.fromDomain}`;

@@ -1,7 +1,7 @@
 // Turns the result of one attempt into the message's next state (pure, docs/conventions.md #6), and writes
 // outcomes to Postgres in batches: while one batch commits, the next accumulates, so the number of
 // transactions follows the commit latency rather than the number of deliveries (group commit).
-import { randomUUID } from 'node:crypto';
+import { timeOrderedUuid } from '../../mail/uuid.js';
 import type { Logger } from 'pino';
 import { isConnectionLoss, isTransientConflict, type Db } from '../../storage/pg/client.js';
 import { recordOutcomes, type Outcome, type OutcomeStatus } from '../../storage/pg/deliveries.js';
@@ -203,7 +203,7 @@ export function createOutcomeWriter(db: Db, log: Logger, opts: OutcomeWriterOpti
     /** Resolves once the outcome is committed; rejects when its batch failed. */
     write(outcome: Outcome): Promise<void> {
       // Its event id, made once: the same on every write of its batch.
-      const o = outcome.eventId ? outcome : { ...outcome, eventId: randomUUID() };
+      const o = outcome.eventId ? outcome : { ...outcome, eventId: timeOrderedUuid() };
       const p = new Promise<void>((resolve, reject) =>
         pending.push({ outcome: o, done: (err) => (err ? reject(err) : resolve()) }),
       );

@@ -1,7 +1,7 @@
 // What the MTA reads and writes in Postgres around a delivery: the current status of spooled messages,
 // the DKIM keys of a capability, and the outcomes of attempts, written in batches (one statement for
 // many deliveries: a status update, an event, maybe a suppression and the capability's sent count).
-import { randomUUID } from 'node:crypto';
+import { timeOrderedUuid } from '../../mail/uuid.js';
 import type { Db, Queryable } from './client.js';
 import { fanOutSql, WEBHOOK_EVENT_TYPES } from './webhooks.js';
 import { lockMessages, messageStatusOf } from './recipients.js';
@@ -191,7 +191,7 @@ export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Prom
     col((o) => o.status),
     col((o) => o.attempts),
     col((o) => o.at),
-    col((o) => o.eventId ?? randomUUID()),
+    col((o) => o.eventId ?? timeOrderedUuid()),
     col((o) => o.projectId),
     col((o) => JSON.stringify(o.detail)),
     col((o) => o.suppress?.address ?? null),

@@ -1,6 +1,6 @@
 // Accepting a message: idempotency, the daily quota, the suppression check, the message row and its
 // first event, in one statement (and a transaction only for an idempotency key): no read-then-write races.
-import { randomUUID } from 'node:crypto';
+import { timeOrderedUuid } from '../../mail/uuid.js';
 import type { Db, Queryable } from './client.js';
 import { fanOutSql } from './webhooks.js';
 import { ALONE, batched } from './batch.js';
@@ -216,7 +216,7 @@ async function acceptRows(
     col((m) => m.template?.id ?? null),
     col((m) => m.template?.version ?? null),
     col((m) => utcDay(m.now)),
-    col(() => randomUUID()),
+    col(() => timeOrderedUuid()),
     col((m) => m.sender.domain),
     col((m) => m.sender.returnPathSubdomain),
     col((m) => m.sender.defaultDisplayName),

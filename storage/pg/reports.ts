@@ -1,6 +1,6 @@
 // Asynchronous reports about sent messages (DSN bounces and delays, ARF complaints), received at the
 // VERP return path: the message they name, and their effect, in one transaction with the webhook fan-out.
-import { randomUUID } from 'node:crypto';
+import { timeOrderedUuid } from '../../mail/uuid.js';
 import type { Db, Queryable } from './client.js';
 import { fanOut } from './webhooks.js';
 import { lockMessages, messageStatusOf } from './recipients.js';
@@ -44,7 +44,7 @@ export interface Report {
  * a copy, records nothing and answers false. Delays may come again.
  */
 export async function recordReport(db: Db, r: Report): Promise<boolean> {
-  const eventId = randomUUID();
+  const eventId = timeOrderedUuid();
   return db.tx(async (q) => {
     if (r.type !== 'deferred') {
       // The message's row lock orders concurrent reports of one message: the second sees the first's event.

@@ -8,6 +8,7 @@ import { sender, type Sender } from '../helpers/sender.js';
 import { errorOf } from '../helpers/errors.js';
 import { signHeaders, type Client } from '@svc-mail/sdk';
 
+const V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const headerBlock = (raw: Buffer) => raw.toString('utf8').split('\r\n\r\n')[0]!;
 const header = (raw: Buffer, name: string) =>
   new RegExp(`^${name}: (.*(?:\\r\\n[ \\t].*)*)`, 'mi').exec(headerBlock(raw))?.[1]?.replace(/\r\n[ \t]/g, ' ') ?? null;
@@ -15,6 +16,7 @@ const header = (raw: Buffer, name: string) =>
 t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
   const svc = await startTestService(t);
   const s = await sender(svc);
+  const before = Date.now();
   const res = await s.key.v1.services.sendEmail({
     from: `Ada <ada@${s.domain}>`,
     to: 'Bob@Example.COM',
@@ -23,7 +25,10 @@ t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
     html: '<p>Hi Bob</p>',
   });
   t.equal(res.status, 'queued');
-  t.match(res.providerMessageId, /^[0-9a-f-]{36}$/);
+  // docs/decisions.md #73: a UUIDv7 (RFC 9562 §5.7), its first 48 bits the milliseconds when it was accepted.
+  t.match(res.providerMessageId, V7);
+  const ms = parseInt(res.providerMessageId.replace(/-/g, '').slice(0, 12), 16);
+  t.ok(ms >= before && ms <= Date.now(), 'its time is when it was sent');
 
   const { spool, db } = svc.running.storage;
   const entry = spool.get(res.providerMessageId);
@@ -56,21 +61,30 @@ t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
     rows.map((r) => r.status),
     ['queued'],
   );
-  const events = await db.query<{ type: string }>(
-    'SELECT type FROM message_events WHERE message_id = $1 ORDER BY seq',
+  const events = await db.query<{ type: string; id: string }>(
+    'SELECT type, id FROM message_events WHERE message_id = $1 ORDER BY seq',
     [res.providerMessageId],
   );
   t.same(
     events.map((e) => e.type),
     ['queued'],
   );
+  t.match(events[0]?.id, V7, 'its event id too');
+
+  const next = await s.key.v1.services.sendEmail({
+    from: `ada@${s.domain}`,
+    to: 'bob@example.com',
+    subject: 'Again',
+    text: 'x',
+  });
+  t.ok(next.providerMessageId > res.providerMessageId, 'a later message has a greater id');
 
   await svc.restart();
   t.ok(svc.running.storage.spool.body(res.providerMessageId), 'the body survives a restart');
   // The restarted service listens on a new port: a new client.
   const owner = svc.client({ keyId: s.owner.tokenId, secret: s.owner.secret });
   const detail = await owner.console.organizations.get({ id: s.orgId });
-  t.equal(detail.usage.usedToday, 1, 'counted in usage');
+  t.equal(detail.usage.usedToday, 2, 'both counted in usage');
 });
 
 t.test('display-name rule (docs/api.md §4.11)', async (t) => {

@@ -54,7 +54,11 @@ const statusOf = async (w: World, id: string) =>
   (await w.svc.running.storage.db.query<{ status: string }>('SELECT status FROM messages WHERE id = $1', [id]))[0]
     ?.status;
 const eventsOf = async (w: World, id: string) =>
-  (await w.s.key.v1.messages.events({ id })).events as { type: string; detail: Record<string, unknown> | null }[];
+  (await w.s.key.v1.messages.events({ id })).events as {
+    id: string;
+    type: string;
+    detail: Record<string, unknown> | null;
+  }[];
 /** Until the worker has finished a poll of the spool that began at `at` or later (on the service's clock). */
 const polledSince = (w: World, at: number) =>
   waitFor(() => (w.svc.running.mta?.worker.polledAt() ?? -Infinity) >= at, { what: `a spool poll at ${at}` });
@@ -118,6 +122,10 @@ t.test('delivered: STARTTLS, EHLO, VERP, two DKIM signatures, one reused connect
     ['queued', 'delivered'],
   );
   t.match(events[1]!.detail, { attempt: 1, host: 'mx.dest.test', tls: true, reply: /^250/ });
+  // docs/decisions.md #73: the MTA's event ids are UUIDv7 too, later than the queued event's.
+  const [queued, delivered] = events;
+  t.match(delivered!.id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  t.ok(delivered!.id > queued!.id, 'the delivered event sorts after the queued one');
   const { row } = await w.s.key.v1.messages.get({ id: ids[0]! });
   t.equal(row.status, 'delivered');
   t.equal(row.attempts, 1);
