@@ -1,11 +1,10 @@
 // `npm run bench`: throughput of the platform beside Debian's Postfix and beside pgbench, in one run on
 // one machine (issue 5). Sequential phases, so they never compete for the cores:
 //
-//   1. end to end: N sendEmail requests (SDK, signed, 64 in flight) to the service (compiled by `npm run build`,
-//      as operators run it: bench/service.ts; its control and
-//      mta roles as two child processes on one spool, or with --one-process one `--role all`) → its
-//      MTA, DKIM signing, delivering through a loopback DNS zone's MX → smtp-sink. From the first
-//      request to the N-th message counted by the sink.
+//   1. end to end: N sendEmail requests (SDK, signed, 64 in flight) to the service, compiled as operators run
+//      it (bench/service.ts): its control and mta roles as two child processes on one spool, or with
+//      --one-process one `--role all` → its MTA, DKIM signing, delivering through a loopback DNS zone's MX
+//      → smtp-sink. From the first request to the N-th message counted by the sink.
 //   2. Postfix: smtp-source (64 sessions) → a private Postfix relaying to an identical smtp-sink, the
 //      same N messages (same size, one recipient each). From smtp-source's start to the N-th message.
 //   3. sendEmail alone (the service with --role control: nothing delivers) for --seconds at 64
