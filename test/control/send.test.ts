@@ -6,9 +6,9 @@ import { randomUUID } from 'node:crypto';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { errorOf } from '../helpers/errors.js';
+import { msOfUuidV7, UUID_V7 as V7 } from '../helpers/uuid-v7.js';
 import { signHeaders, type Client } from '@svc-mail/sdk';
 
-const V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const headerBlock = (raw: Buffer) => raw.toString('utf8').split('\r\n\r\n')[0]!;
 const header = (raw: Buffer, name: string) =>
   new RegExp(`^${name}: (.*(?:\\r\\n[ \\t].*)*)`, 'mi').exec(headerBlock(raw))?.[1]?.replace(/\r\n[ \t]/g, ' ') ?? null;
@@ -27,7 +27,7 @@ t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
   t.equal(res.status, 'queued');
   // docs/decisions.md #73: a UUIDv7 (RFC 9562 §5.7), its first 48 bits the milliseconds when it was accepted.
   t.match(res.providerMessageId, V7);
-  const ms = parseInt(res.providerMessageId.replace(/-/g, '').slice(0, 12), 16);
+  const ms = msOfUuidV7(res.providerMessageId);
   t.ok(ms >= before && ms <= Date.now(), 'its time is when it was sent');
 
   const { spool, db } = svc.running.storage;

@@ -1,9 +1,7 @@
 // mail/uuid.ts: ids in time order (docs/decisions.md #73), RFC 9562 §5.7 UUIDv7.
 import t from 'tap';
 import { isUuid, timeOrderedUuid } from '../../mail/uuid.js';
-
-const V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
-const msOf = (id: string) => parseInt(id.replace(/-/g, '').slice(0, 12), 16);
+import { msOfUuidV7 as msOf, UUID_V7 as V7 } from '../helpers/uuid-v7.js';
 
 t.test('a UUIDv7: version 7, variant 10, the first 48 bits the time in milliseconds', async (t) => {
   const before = Date.now();

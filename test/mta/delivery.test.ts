@@ -8,6 +8,7 @@ import { startSmtpSink, type SmtpSink, type Received, type SinkOptions } from '.
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { verifyDkimAll } from '../helpers/dkim-verify.js';
+import { UUID_V7 } from '../helpers/uuid-v7.js';
 import { platformKeys } from '../../storage/platform-dkim.js';
 
 interface World {
@@ -124,7 +125,7 @@ t.test('delivered: STARTTLS, EHLO, VERP, two DKIM signatures, one reused connect
   t.match(events[1]!.detail, { attempt: 1, host: 'mx.dest.test', tls: true, reply: /^250/ });
   // docs/decisions.md #73: the MTA's event ids are UUIDv7 too, later than the queued event's.
   const [queued, delivered] = events;
-  t.match(delivered!.id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  t.match(delivered!.id, UUID_V7);
   t.ok(delivered!.id > queued!.id, 'the delivered event sorts after the queued one');
   const { row } = await w.s.key.v1.messages.get({ id: ids[0]! });
   t.equal(row.status, 'delivered');
