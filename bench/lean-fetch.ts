@@ -94,19 +94,19 @@ export const leanFetch = (async (url: string, init: Init = {}): Promise<Answer> 
   let c = free.pop();
   while (c && (c.socket.destroyed || !c.socket.writable)) c = free.pop();
   c ??= await connect(u.hostname, Number(u.port));
-  const body = init.body === undefined ? null : Buffer.from(init.body);
+  const body = init.body;
   const lines = [`${init.method ?? 'GET'} ${u.pathname}${u.search} HTTP/1.1`, `host: ${origin}`];
   for (const [k, v] of Object.entries(init.headers ?? {})) lines.push(`${k}: ${v}`);
-  if (body) lines.push(`content-length: ${body.length}`);
+  if (body !== undefined) lines.push(`content-length: ${Buffer.byteLength(body)}`);
   const answer = new Promise<Answer>((resolve, reject) => {
     c.waiting = resolve;
     c.fail = reject;
   });
-  c.socket.write(
-    body
-      ? Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), body])
-      : `${lines.join('\r\n')}\r\n\r\n`,
-  );
+  // Head and body written corked: one send, and the body encoded once, straight into the socket's buffer.
+  c.socket.cork();
+  c.socket.write(`${lines.join('\r\n')}\r\n\r\n`, 'latin1');
+  if (body !== undefined) c.socket.write(body, 'utf8');
+  c.socket.uncork();
   const a = await answer;
   free.push(c);
   return a;
