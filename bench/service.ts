@@ -234,6 +234,10 @@ export const htmlOf = (text: string): string =>
     .map((l) => `<p>${l}</p>`)
     .join('\n')}</body></html>`;
 
+/** `s` as a JSON string literal that JSON.stringify writes as it stands (JSON.rawJSON; TypeScript's lib lacks it). */
+const rawJson = (s: string): unknown =>
+  (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON(JSON.stringify(s));
+
 export interface LoadResult {
   ok: number;
   errors: Map<string, number>;
@@ -266,6 +270,11 @@ export async function sendLoad(
   },
 ): Promise<LoadResult> {
   const batch = o.batch ?? 1;
+  // The body is the same in every message: JSON-encoded once, as smtp-source sends one prepared message, and put
+  // into each request's JSON as it stands (JSON.rawJSON), not escaped again by the SDK's JSON.stringify (~0.14 ms of
+  // the load generator's CPU a request at 100 kB, on the cores the service also runs on). The service receives the
+  // same octets.
+  const body = o.html === undefined ? { text: rawJson(o.text ?? TEXT) } : { html: rawJson(o.html) };
   // Interleaved, so that neighbouring clients belong to different organizations.
   const order: { key: Client; domain: string }[] = [];
   for (let k = 0; k < Math.max(...tenants.map((t) => t.keys.length)); k++) {
@@ -298,7 +307,7 @@ export async function sendLoad(
           from: `Bench <no-reply@${domain}>`,
           to: `rcpt-${j}@${recipientDomain(j, o.domains ?? 1)}`,
           subject: `${SUBJECT} ${j}`,
-          ...(o.html === undefined ? { text: o.text ?? TEXT } : { html: o.html }),
+          ...(body as { text: string } | { html: string }),
         });
         const t0 = performance.now();
         try {
