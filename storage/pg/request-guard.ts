@@ -41,10 +41,11 @@ export interface GuardInput {
 // The bucket refills at its per-second rate up to its burst (the organization's own, else $4 and $5: the lim
 // CTE) from its last update to the request's instant (the proposed row's updated_at); a request takes one token
 // if at least one is there. A rejected request takes nothing, so a client that backs off per Retry-After gets
-// through. In DO UPDATE SET every right-hand side reads the old row, so REFILL means the same in each line.
-const LIMIT = (column: string) => `(SELECT lim.${column} FROM lim WHERE lim.key_id = excluded.key)`;
-const REFILL = `least(${LIMIT('burst')},
-  r.tokens + greatest(0, extract(epoch FROM (excluded.updated_at - r.updated_at))::float8) * ${LIMIT('per_second')})`;
+// through. In DO UPDATE SET every right-hand side reads the old row, so REFILL means the same in each line. The
+// proposed row carries the limits (migration 0022): a subquery of lim in each expression instead was a scan of
+// the whole batch per expression and row, ~12% of the statement's time (docs/decisions.md #74).
+const REFILL = `least(excluded.burst,
+  r.tokens + greatest(0, extract(epoch FROM (excluded.updated_at - r.updated_at))::float8) * excluded.per_second)`;
 
 // The bucket's INSERT takes its rows from the nonce CTE: a replayed nonce inserts nothing there, so a
 // replay (refused with 401) costs the credential's owner no token; nor does a request signed with a
@@ -55,6 +56,11 @@ const REFILL = `least(${LIMIT('burst')},
 // and that commit's flush takes the nonce with it, since WAL is flushed in order. What a crash of Postgres can
 // lose is the nonces and tokens of requests that wrote nothing. One disk flush fewer a batch, beside the spool's
 // and the accept statement's: ~8% more sendEmails a second in an A/B (docs/decisions.md #71).
+//
+// The credential is read by a LATERAL subquery with LIMIT 1 (key ids are unique), which Postgres cannot flatten
+// into a join: each request's credential is then one probe of its unique index, whatever the table's statistics
+// say. Flattened, a never-analyzed api_keys (a new deployment's, until autovacuum comes by) was planned as a nested
+// loop over every key, and 264 keys cost 0.35 ms a statement; analyzed, as a hash join over all of them (#74).
 //
 // Parameters: arrays $1 key ids, $2 instants, $3 nonces, $6 nonce expiries, $7 organization ids, $8 sealed
 // secrets (with a lookup); scalars $4 burst, $5 refill per second (the defaults). One row per request, in
@@ -74,7 +80,7 @@ WITH req AS (
 ), ${
   lookup
     ? `cred AS (
-  SELECT req.i, c.* FROM req CROSS JOIN LATERAL (${lookup.sql('req.key_id', 'req.at')}) c
+  SELECT req.i, c.* FROM req CROSS JOIN LATERAL (${lookup.sql('req.key_id', 'req.at')} LIMIT 1) c
 ), `
     : ''
 }nonce AS (
@@ -84,14 +90,16 @@ WITH req AS (
   ORDER BY req.key_id, req.nonce
   ON CONFLICT DO NOTHING RETURNING key_id
 ), bucket AS (
-  INSERT INTO rate_limits AS r (key, tokens, allowed, updated_at)
-  SELECT nonce.key_id, lim.burst - 1, true, req.at
+  INSERT INTO rate_limits AS r (key, tokens, allowed, updated_at, burst, per_second)
+  SELECT nonce.key_id, lim.burst - 1, true, req.at, lim.burst, lim.per_second
   FROM nonce JOIN req ON req.key_id = nonce.key_id JOIN lim ON lim.key_id = nonce.key_id
   ORDER BY nonce.key_id
   ON CONFLICT (key) DO UPDATE SET
     tokens = CASE WHEN ${REFILL} >= 1 THEN ${REFILL} - 1 ELSE ${REFILL} END,
     allowed = ${REFILL} >= 1,
-    updated_at = greatest(excluded.updated_at, r.updated_at)
+    updated_at = greatest(excluded.updated_at, r.updated_at),
+    burst = excluded.burst,
+    per_second = excluded.per_second
   RETURNING r.key, r.tokens, r.allowed
 )
 SELECT (nonce.key_id IS NOT NULL) AS fresh, bucket.tokens, bucket.allowed, lim.per_second
