@@ -56,6 +56,14 @@ function time(fn: () => void, n: number): number {
   return (d.user + d.system) / 1000 / n;
 }
 
+/** time() of an asynchronous call, one at a time: the process's CPU, so a signature made on the thread pool counts. */
+async function timeAsync(fn: () => Promise<unknown>, n: number): Promise<number> {
+  const t0 = process.cpuUsage();
+  for (let i = 0; i < n; i++) await fn();
+  const d = process.cpuUsage(t0);
+  return (d.user + d.system) / 1000 / n;
+}
+
 const rows: Record<string, unknown>[] = [];
 for (const kind of args.kinds!.split(',')) {
   for (const size of args.sizes!.split(',')) {
@@ -71,7 +79,7 @@ for (const kind of args.kinds!.split(',')) {
       const root = compileMessage(m);
       const s = time(() => serializeMime(root), per);
       const all = time(() => void composeMessage(m), per);
-      const sg = time(() => dkimSign(raw, keys, Date.now()), per);
+      const sg = await timeAsync(() => dkimSign(raw, keys, Date.now()), per);
       if (r === 0) continue;
       st.compile.push(c);
       st.serialize.push(s);

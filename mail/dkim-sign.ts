@@ -7,13 +7,22 @@
 // pin moves) rather than its public dkimSign(), which in 7.1.0 still takes the key as PEM text and parses it on
 // every signature (~400 µs, 60% of its time, as measured on 4.13.3), is async, reports problems in
 // `result.errors` instead of throwing, and cannot oversign (its headerList signs only the fields present). Here
-// the KeyObject is cached by the caller and every problem throws: a message is never sent unsigned (fail
-// closed). test/mail/dkim-sign.test.ts has every signature checked by mailauth's verifier and by python3-dkim.
+// the KeyObject is cached by the caller and every problem is an error (a rejection): a message is never sent
+// unsigned (fail closed). test/mail/dkim-sign.test.ts has every signature checked by mailauth's verifier and by
+// python3-dkim.
 import { createHash, sign as cryptoSign, type KeyObject } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { promisify } from 'node:util';
 import { canonicalSignatureField, plainTagValue, relaxedField, signatureField, signatureTags } from './dkim-header.js';
 
 const require = createRequire(import.meta.url);
+
+/**
+ * crypto.sign with a callback: the signature is made on libuv's thread pool, not on the event loop (docs/decisions.md
+ * #75). An RSA-2048 signature is ~0.25 ms of CPU, half of what the MTA spends on a 1 kB message; on the event loop it
+ * held up every session of the process meanwhile.
+ */
+const signOffLoop = promisify(cryptoSign);
 
 interface ParsedHeader {
   key: string | null;
@@ -202,9 +211,10 @@ function mailauthBodyHash(body: Buffer): string {
 
 /**
  * Returns the DKIM-Signature header lines (CRLF-terminated) for `raw`, one per key, relaxed/relaxed,
- * sha256. Throws DkimSignError when there is no key or a signature cannot be made.
+ * sha256. Rejects with DkimSignError when there is no key or a signature cannot be made. The body hash and the
+ * canonical fields are made on the caller's thread; the signatures of the keys on the thread pool, side by side.
  */
-export function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTimeMs: number): Buffer {
+export async function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTimeMs: number): Promise<Buffer> {
   if (keys.length === 0) throw new DkimSignError('no DKIM key to sign with');
   const { header, body } = splitMessage(raw);
   const parsed = tools.parseHeaders(header).parsed;
@@ -218,17 +228,13 @@ export function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTim
   if (!Number.isFinite(signTimeMs)) throw new DkimSignError('no valid signing time');
   // The signed fields in relaxed form (RFC 6376 §3.4.2), the same for every key: made by the first that needs them.
   let canonicalFields: string | undefined;
-  const lines: string[] = [];
+  // What each key signs and how its field is written, all made before the first signature starts: a key refused
+  // part way through leaves no signature running.
+  const jobs: { key: SigningKey; input: Buffer; field: (signature: string) => string }[] = [];
   for (const k of keys) {
     const keyType = k.key.asymmetricKeyType;
     if (keyType !== 'rsa' && keyType !== 'ed25519') throw new DkimSignError(`unsupported DKIM key type ${keyType}`);
     const algorithm = `${keyType}-sha256`;
-    const sign = (canonicalizedHeader: Buffer) =>
-      // RFC 8463 §3: Ed25519 signs the SHA-256 of the canonicalized header (PureEdDSA over the hash).
-      (keyType === 'rsa'
-        ? cryptoSign('rsa-sha256', canonicalizedHeader, k.key)
-        : cryptoSign(null, createHash('sha256').update(canonicalizedHeader).digest(), k.key)
-      ).toString('base64');
     if (plainTagValue(k.domain) && plainTagValue(k.selector)) {
       const tags = signatureTags({
         algorithm,
@@ -239,8 +245,8 @@ export function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTim
         bodyHash,
       });
       canonicalFields ??= signing.headers.map((h) => relaxedField(h.line.toString('latin1'))).join('');
-      const signature = sign(Buffer.from(canonicalFields + canonicalSignatureField(tags), 'latin1'));
-      lines.push(signatureField(tags, signature));
+      const input = Buffer.from(canonicalFields + canonicalSignatureField(tags), 'latin1');
+      jobs.push({ key: k, input, field: (signature) => signatureField(tags, signature) });
       continue;
     }
     // A domain or selector that is not plain ASCII (an IDN's U-labels): mailauth converts and formats it.
@@ -252,13 +258,27 @@ export function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTim
       signTime: new Date(signTimeMs),
       bodyHash,
     });
-    dkimHeaderOpts.b = sign(canonicalizedHeader);
-    lines.push(tools.formatSignatureHeaderLine('DKIM', dkimHeaderOpts, true));
+    jobs.push({
+      key: k,
+      input: canonicalizedHeader,
+      field: (b) => tools.formatSignatureHeaderLine('DKIM', { ...dkimHeaderOpts, b }, true),
+    });
   }
-  return Buffer.from(lines.join('\r\n') + '\r\n');
+  const signatures = await Promise.all(jobs.map((j) => signOne(j.key.key, j.input)));
+  return Buffer.from(jobs.map((j, i) => j.field(signatures[i]!)).join('\r\n') + '\r\n');
+}
+
+/** The signature of a canonicalized header, base64, made on the thread pool. */
+async function signOne(key: KeyObject, input: Buffer): Promise<string> {
+  // RFC 8463 §3: Ed25519 signs the SHA-256 of the canonicalized header (PureEdDSA over the hash).
+  const signature =
+    key.asymmetricKeyType === 'rsa'
+      ? await signOffLoop('rsa-sha256', input, key)
+      : await signOffLoop(null, createHash('sha256').update(input).digest(), key);
+  return signature.toString('base64');
 }
 
 /** The message with its DKIM-Signature headers prepended. */
-export function dkimSign(raw: Buffer, keys: readonly SigningKey[], signTimeMs: number): Buffer {
-  return Buffer.concat([dkimSignatures(raw, keys, signTimeMs), raw]);
+export async function dkimSign(raw: Buffer, keys: readonly SigningKey[], signTimeMs: number): Promise<Buffer> {
+  return Buffer.concat([await dkimSignatures(raw, keys, signTimeMs), raw]);
 }

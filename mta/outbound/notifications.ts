@@ -64,7 +64,7 @@ export function startNotificationSender(ctx: Context, storage: Storage, pools: P
           date: new Date(now),
           headers: { 'Auto-Submitted': AUTO_SUBMITTED },
         });
-    const message = dkimSign(raw, (await platformKeys()).signing, now);
+    const message = await dkimSign(raw, (await platformKeys()).signing, now);
     const domain = n.recipient.slice(n.recipient.lastIndexOf('@') + 1).toLowerCase();
     const result = await pools.send(
       { domain, source: sourceAddressFor(config.sourceAddresses, config.notifyFrom) },

@@ -243,7 +243,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
           detail: { reason: 'the sending domain was removed; the message cannot be signed' },
         });
       // Signed once, whatever the number of envelopes: every copy is the same bytes (Bcc is in no header).
-      signed = dkimSign(body, k, now);
+      signed = await dkimSign(body, k, now);
     } catch (err) {
       // Fail closed (issue 5): never an unsigned send. A key that does not open (a changed master
       // key) is the operator's to fix, so the message waits instead of bouncing.

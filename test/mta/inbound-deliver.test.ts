@@ -140,7 +140,7 @@ t.test('DKIM pass, SPF pass, DMARC pass from a signing domain; a forged result i
       '',
     ].join('\n'),
   );
-  const signed = dkimSign(message, [{ domain: 'signer.test', selector: 'sel', key: privateKey }], Date.now());
+  const signed = await dkimSign(message, [{ domain: 'signer.test', selector: 'sel', key: privateKey }], Date.now());
   const r = await swaks(w.port, { from: 'news@signer.test', to: w.box.address, data: signed });
   t.equal(r.code, 0, r.out);
   const [m] = await readMailbox(storage, w.box.mailboxes.INBOX!.id);
