@@ -12,6 +12,7 @@
 // python3-dkim.
 import { createHash, sign as cryptoSign, type KeyObject } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import { canonicalSignatureField, plainTagValue, relaxedField, signatureField, signatureTags } from './dkim-header.js';
 
@@ -20,9 +21,11 @@ const require = createRequire(import.meta.url);
 /**
  * crypto.sign with a callback: the signature is made on libuv's thread pool, not on the event loop (docs/decisions.md
  * #75). An RSA-2048 signature is ~0.25 ms of CPU, half of what the MTA spends on a 1 kB message; on the event loop it
- * held up every session of the process meanwhile.
+ * held up every session of the process meanwhile. Only where the process may run on more than one core (its CPU
+ * affinity, as `taskset` or systemd's CPUAffinity sets it): on one, the pool's thread only takes turns with the event
+ * loop, and the hand-over cost more than it freed.
  */
-const signOffLoop = promisify(cryptoSign);
+const signOffLoop = availableParallelism() > 1 ? promisify(cryptoSign) : undefined;
 
 interface ParsedHeader {
   key: string | null;
@@ -268,13 +271,12 @@ export async function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], s
   return Buffer.from(jobs.map((j, i) => j.field(signatures[i]!)).join('\r\n') + '\r\n');
 }
 
-/** The signature of a canonicalized header, base64, made on the thread pool. */
+/** The signature of a canonicalized header, base64, made on the thread pool where there is one to gain (above). */
 async function signOne(key: KeyObject, input: Buffer): Promise<string> {
   // RFC 8463 §3: Ed25519 signs the SHA-256 of the canonicalized header (PureEdDSA over the hash).
-  const signature =
-    key.asymmetricKeyType === 'rsa'
-      ? await signOffLoop('rsa-sha256', input, key)
-      : await signOffLoop(null, createHash('sha256').update(input).digest(), key);
+  const [algorithm, data] =
+    key.asymmetricKeyType === 'rsa' ? ['rsa-sha256', input] : [null, createHash('sha256').update(input).digest()];
+  const signature = signOffLoop ? await signOffLoop(algorithm, data, key) : cryptoSign(algorithm, data, key);
   return signature.toString('base64');
 }
 
