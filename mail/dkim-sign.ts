@@ -215,7 +215,8 @@ function mailauthBodyHash(body: Buffer): string {
 /**
  * Returns the DKIM-Signature header lines (CRLF-terminated) for `raw`, one per key, relaxed/relaxed,
  * sha256. Rejects with DkimSignError when there is no key or a signature cannot be made. The body hash and the
- * canonical fields are made on the caller's thread; the signatures of the keys on the thread pool, side by side.
+ * canonical fields are made on the caller's thread; the keys' signatures side by side on the thread pool where the
+ * process has more than one core (signOffLoop).
  */
 export async function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTimeMs: number): Promise<Buffer> {
   if (keys.length === 0) throw new DkimSignError('no DKIM key to sign with');
@@ -233,7 +234,7 @@ export async function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], s
   let canonicalFields: string | undefined;
   // What each key signs and how its field is written, all made before the first signature starts: a key refused
   // part way through leaves no signature running.
-  const jobs: { key: SigningKey; input: Buffer; field: (signature: string) => string }[] = [];
+  const jobs: { key: KeyObject; input: Buffer; field: (signature: string) => string }[] = [];
   for (const k of keys) {
     const keyType = k.key.asymmetricKeyType;
     if (keyType !== 'rsa' && keyType !== 'ed25519') throw new DkimSignError(`unsupported DKIM key type ${keyType}`);
@@ -249,7 +250,7 @@ export async function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], s
       });
       canonicalFields ??= signing.headers.map((h) => relaxedField(h.line.toString('latin1'))).join('');
       const input = Buffer.from(canonicalFields + canonicalSignatureField(tags), 'latin1');
-      jobs.push({ key: k, input, field: (signature) => signatureField(tags, signature) });
+      jobs.push({ key: k.key, input, field: (signature) => signatureField(tags, signature) });
       continue;
     }
     // A domain or selector that is not plain ASCII (an IDN's U-labels): mailauth converts and formats it.
@@ -262,12 +263,12 @@ export async function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], s
       bodyHash,
     });
     jobs.push({
-      key: k,
+      key: k.key,
       input: canonicalizedHeader,
       field: (b) => tools.formatSignatureHeaderLine('DKIM', { ...dkimHeaderOpts, b }, true),
     });
   }
-  const signatures = await Promise.all(jobs.map((j) => signOne(j.key.key, j.input)));
+  const signatures = await Promise.all(jobs.map((j) => signOne(j.key, j.input)));
   return Buffer.from(jobs.map((j, i) => j.field(signatures[i]!)).join('\r\n') + '\r\n');
 }
 
