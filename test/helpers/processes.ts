@@ -40,8 +40,11 @@ export function processes(): Proc[] {
   return out;
 }
 
-/** The children of `parent` that run the service (`bin/svc.ts`): a cluster primary's workers. */
+/**
+ * The children of `parent` that run the service (`bin/svc.ts`, or `dist/bin/svc.js` as the benchmarks and the
+ * systemd units run it): a cluster primary's workers.
+ */
 export const svcChildren = (parent: number): number[] =>
   processes()
-    .filter((p) => p.ppid === parent && p.cmdline.includes('bin/svc.ts'))
+    .filter((p) => p.ppid === parent && /bin\/svc\.[jt]s(\0|$)/.test(p.cmdline))
     .map((p) => p.pid);
