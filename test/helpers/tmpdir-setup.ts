@@ -26,7 +26,7 @@ if (!process.env.TMPDIR) {
 // Every test file is a process that loads the service's modules, and many start `svc` children that load them
 // again: a `svc start` spent ~2.1 s of CPU before it listened, ~0.8 s of it compiling what it loaded. V8's code
 // cache on disk, shared by the whole run through the environment the children inherit, saves that from the second
-// load on. Tests only: the service keeps no cache in a shared temporary directory, where another local user could
-// plant one.
+// load on. Tests only, on a machine that runs nothing else: the service keeps no cache in a shared temporary
+// directory, where another local user could plant one (V8 would run the code it holds).
 process.env.NODE_COMPILE_CACHE ??= join(tmpdir(), 'svc-test-compile-cache');
 enableCompileCache(process.env.NODE_COMPILE_CACHE);
