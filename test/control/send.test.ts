@@ -193,6 +193,42 @@ t.test('the sender check sees a removed capability at once, though the service c
   );
 });
 
+t.test('a send whose cached capability went stale is composed again as the domain now stands', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  const { db, spool } = svc.running.storage;
+  const ok = { from: `a@${s.domain}`, to: 'r@example.com', subject: 'Hi', text: 'x' };
+  const first = await s.key.v1.services.sendEmail(ok);
+  t.equal(first.status, 'queued', 'sent once: the capability is now cached');
+  // Changed behind this process's cache, as another control process would: the accept statement finds the cached
+  // capability stale (its default display name), and the send looks it up again and composes anew.
+  await db.query('UPDATE outbound_capabilities SET default_display_name = $2 WHERE id = $1', [
+    s.outboundId,
+    'Ada Support',
+  ]);
+  const text = `Composed twice, every word kept: ${'lorem ipsum '.repeat(300)}end.`;
+  const second = await s.key.v1.services.sendEmail({ ...ok, text });
+  t.equal(second.status, 'queued', 'accepted on the second composition');
+  const raw = spool.body(second.providerMessageId)?.toString('latin1') ?? '';
+  t.match(raw, /^From: Ada Support <a@/m, 'the message carries the display name the domain has now');
+  const decoded = raw.replace(/=\r\n/g, '').replace(/\r\n/g, '\n');
+  t.ok(decoded.includes(text), 'and the whole text');
+  const rows = await db.query<{ id: string; from_header: string }>('SELECT id, from_header FROM messages');
+  t.same(
+    Object.fromEntries(rows.map((r) => [r.id, r.from_header])),
+    { [first.providerMessageId]: `a@${s.domain}`, [second.providerMessageId]: `Ada Support <a@${s.domain}>` },
+    'one row for the send, with the new name',
+  );
+  t.same(
+    spool
+      .list(10)
+      .map((x) => x.id)
+      .sort(),
+    [first.providerMessageId, second.providerMessageId].sort(),
+    'and the first composition taken back from the spool',
+  );
+});
+
 t.test('a suppressed recipient is accepted as suppressed and never spooled', async (t) => {
   const svc = await startTestService(t);
   const s = await sender(svc);
