@@ -1,7 +1,11 @@
 // Group commit for hot statements: calls that arrive while earlier statements are in flight wait and
-// then go together, as one statement over arrays. Alone (low load) a call goes at once, adding no
-// latency; under load each round trip carries everything queued since the last one, so the cost per
-// call in Node (a socket write, a result to parse) and in Postgres (a statement, a commit) is shared.
+// then go together, as one statement over arrays. A call that finds none in flight goes at the end of the
+// event loop's turn (setImmediate), with every call made in that turn: alone (low load) that adds no
+// wait for anything, and under load the continuations of one shared flush (an LMDB group commit, the
+// requests read from one poll) share a statement instead of the first going alone and the rest waiting a
+// whole round trip for it (docs/decisions.md #26). Each round trip carries everything queued since the
+// last one, so the cost per call in Node (a socket write, a result to parse) and in Postgres (a
+// statement, a commit) is shared.
 
 /** What a batch returns for an item it could not decide together with the others. */
 export const ALONE = Symbol('alone');
@@ -33,6 +37,8 @@ export function batched<I, O>(
 ): (item: I) => Promise<O> {
   const queue: Waiting<I, O>[] = [];
   let running = 0;
+  // A drain is set to start at the end of this turn.
+  let starting = false;
 
   const take = (): Waiting<I, O>[] => {
     if (!o.keyOf) return queue.splice(0, o.max);
@@ -79,6 +85,12 @@ export function batched<I, O>(
   return (item) =>
     new Promise<O>((resolve, reject) => {
       queue.push({ item, resolve, reject });
-      if (running < o.inFlight) void drain();
+      if (running < o.inFlight && !starting) {
+        starting = true;
+        setImmediate(() => {
+          starting = false;
+          while (running < o.inFlight && queue.length) void drain();
+        });
+      }
     });
 }

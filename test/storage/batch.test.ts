@@ -1,5 +1,6 @@
-// storage/pg/batch.ts: calls made while a statement is in flight go together in the next one, keyed
-// items never share one, ALONE items and the items of a failed batch are decided one by one.
+// storage/pg/batch.ts: calls made while a statement is in flight go together in the next one, calls made in
+// one turn of the event loop go together, keyed items never share one, ALONE items and the items of a failed
+// batch are decided one by one.
 import t from 'tap';
 import { ALONE, batched } from '../../storage/pg/batch.js';
 
@@ -30,6 +31,35 @@ t.test('alone at low load, together under load, in order', async (t) => {
     [1, 50, 50, 20],
     'the first went alone; the rest waited and went in batches of at most 50',
   );
+});
+
+t.test('calls made in one turn share a statement, though the first found none in flight', async (t) => {
+  const batches: number[][] = [];
+  const run = batched<number, number>(
+    async (xs) => {
+      batches.push(xs);
+      await tick();
+      return xs.map((x) => x + 1);
+    },
+    async () => {
+      throw new Error('not used');
+    },
+    { max: 50, inFlight: 1 },
+  );
+  // As when one LMDB flush resolves many writes at once: each caller goes on in a microtask of its own, some
+  // after more awaits than others, all before the turn ends.
+  let flushed!: () => void;
+  const flush = new Promise<void>((r) => (flushed = r));
+  const callers = Array.from({ length: 8 }, async (_, i) => {
+    await flush;
+    for (let hop = 0; hop < i; hop++) await Promise.resolve();
+    return run(i);
+  });
+  flushed();
+  t.same(await Promise.all(callers), [1, 2, 3, 4, 5, 6, 7, 8], 'every caller gets its own answer');
+  t.same(batches, [[0, 1, 2, 3, 4, 5, 6, 7]], 'one statement for the eight, not the first alone and seven after it');
+  t.same(await run(9), 10, 'a lone call later still goes');
+  t.same(batches.length, 2, 'in a statement of its own');
 });
 
 t.test('keyed items never share a batch; inFlight bounds the statements at once', async (t) => {
