@@ -6,19 +6,25 @@ import { ALONE, batched } from '../../storage/pg/batch.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
 
-t.test('alone at low load, together under load, in order', async (t) => {
+/** A batcher of at most 50 a statement, one in flight, that records each statement's items and answers f(x). */
+function recording(f: (x: number) => number) {
   const batches: number[][] = [];
   const run = batched<number, number>(
     async (xs) => {
       batches.push(xs);
       await tick();
-      return xs.map((x) => x * 10);
+      return xs.map(f);
     },
     async () => {
       throw new Error('not used');
     },
     { max: 50, inFlight: 1 },
   );
+  return { batches, run };
+}
+
+t.test('alone at low load, together under load, in order', async (t) => {
+  const { batches, run } = recording((x) => x * 10);
   t.same(await run(1), 10, 'a lone call goes at once');
   const out = await Promise.all(Array.from({ length: 120 }, (_, i) => run(i)));
   t.same(
@@ -34,18 +40,7 @@ t.test('alone at low load, together under load, in order', async (t) => {
 });
 
 t.test('calls made in one turn share a statement, though the first found none in flight', async (t) => {
-  const batches: number[][] = [];
-  const run = batched<number, number>(
-    async (xs) => {
-      batches.push(xs);
-      await tick();
-      return xs.map((x) => x + 1);
-    },
-    async () => {
-      throw new Error('not used');
-    },
-    { max: 50, inFlight: 1 },
-  );
+  const { batches, run } = recording((x) => x + 1);
   // As when one LMDB flush resolves many writes at once: each caller goes on in a microtask of its own, some
   // after more awaits than others, all before the turn ends.
   let flushed!: () => void;
