@@ -58,6 +58,10 @@ t.test('refuses IP addresses in every spelling', async (t) => {
     '::1',
     '[::1]',
     '2001:db8::1',
+    '::ffff:1.2.3.4',
+    // Full-width colons and dots, which IDNA maps to ASCII ones.
+    '2001\uff1adb8\uff1a\uff1a1',
+    '1\uff0e2\uff0e3\uff0e4',
     'example.123',
   ]) {
     t.equal(normalizeDomain(s), null, JSON.stringify(s));
