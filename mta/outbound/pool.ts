@@ -657,7 +657,11 @@ export function createPools(opts: PoolOptions) {
     dest: Destination,
     from: string,
     to: string | string[],
-    raw: Buffer,
+    /**
+     * The message, or what makes it once a session is ready for it (undefined: it is gone, and the attempt fails
+     * as a connection problem would), so that a send waiting for a session holds no copy of its body.
+     */
+    raw: Buffer | (() => Buffer | undefined),
     progress: (stage: string) => void = () => {},
   ): Promise<SendResult> {
     const rcpts = typeof to === 'string' ? [to] : to;
@@ -714,7 +718,7 @@ export function createPools(opts: PoolOptions) {
     failures: string[];
     from: string;
     rcpts: string[];
-    raw: Buffer;
+    raw: Buffer | (() => Buffer | undefined);
     /** The policy's refused hosts were reported for this attempt (once, at its first new connection). */
     planReported: boolean;
     /** Told what the attempt is doing now (the worker's slow-delivery warning names it). */
@@ -781,10 +785,18 @@ export function createPools(opts: PoolOptions) {
         }
       }
       const transport = transportFor(c, dest.domain, planned, plan, failures, refused);
+      // Made now that a session is ready for it (docs/decisions.md #76); gone, the session goes back unused.
+      const raw = typeof a.raw === 'function' ? a.raw() : a.raw;
+      if (!raw) {
+        release(c);
+        return {
+          result: { kind: 'connection', host: c.host, error: 'message body missing from the spool', transport },
+        };
+      }
       const reused = c.messages > 0;
       c.messages++;
       a.progress(`sending to ${address}`);
-      const { err, response, rejected } = await transmit(c, a.from, a.rcpts, a.raw);
+      const { err, response, rejected } = await transmit(c, a.from, a.rcpts, raw);
       if (!err) {
         release(c);
         const result: SendResult = {

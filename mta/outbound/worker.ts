@@ -13,7 +13,7 @@ import {
   type Outcome,
   type SpooledStatus,
 } from '../../storage/pg/deliveries.js';
-import { dkimSign } from '../../mail/dkim-sign.js';
+import { dkimSignatures } from '../../mail/dkim-sign.js';
 import { createKeyCache } from './signing-keys.js';
 import { createOutcomeWriter, decide, type Decision } from './outcomes.js';
 import { createPools, type PoolOptions, type SendResult } from './pool.js';
@@ -234,7 +234,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     const body = spool.body(e.id);
     if (!body) return end({ status: 'failed', detail: { reason: 'message body missing from the spool' } });
 
-    let signed: Buffer;
+    let signature: Buffer;
     try {
       const k = await keys.get(e.outboundId);
       if (!k)
@@ -243,7 +243,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
           detail: { reason: 'the sending domain was removed; the message cannot be signed' },
         });
       // Signed once, whatever the number of envelopes: every copy is the same bytes (Bcc is in no header).
-      signed = await dkimSign(body, k, now);
+      signature = await dkimSignatures(body, k, now);
     } catch (err) {
       // Fail closed (issue 5): never an unsigned send. A key that does not open (a changed master
       // key) is the operator's to fix, so the message waits instead of bouncing.
@@ -252,6 +252,12 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       return spool.reschedule(e.id, now + 60_000);
     }
 
+    // Only the DKIM-Signature fields are kept: the message is put together from the spool when a session is ready
+    // for it (docs/decisions.md #76), so that the many sends waiting for a session hold no copy of their bodies.
+    const signed = () => {
+      const b = spool.body(e.id);
+      return b && Buffer.concat([signature, b], signature.length + b.length);
+    };
     const source = sourceAddressFor(config.sourceAddresses, e.mailFrom);
     if (envelopes) return sendEnvelopes(e, envelopes, source, signed);
     const attempts = e.attempts + 1;
@@ -346,7 +352,12 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
    * outcome per recipient (a recipient refused at RCPT TO gets its own reply); the recipients deferred stay
    * in their envelope with its next attempt time, and the entry is due again at the earliest envelope.
    */
-  async function sendEnvelopes(e: SpoolEntry, envelopes: SpoolEnvelope[], source: string | null, signed: Buffer) {
+  async function sendEnvelopes(
+    e: SpoolEntry,
+    envelopes: SpoolEnvelope[],
+    source: string | null,
+    signed: () => Buffer | undefined,
+  ) {
     const now = clock.now();
     // Envelopes to a held domain (`svc queue hold`) are never sent: the lease flagged them (heldMs) and leased
     // the entry for the others (a held entry as a whole never reaches here; docs/operations.md, Queue).
