@@ -785,13 +785,18 @@ export function createPools(opts: PoolOptions) {
         }
       }
       const transport = transportFor(c, dest.domain, planned, plan, failures, refused);
-      // Made now that a session is ready for it (docs/decisions.md #76); gone, the session goes back unused.
-      const raw = typeof a.raw === 'function' ? a.raw() : a.raw;
+      // Made now that a session is ready for it (docs/decisions.md #76); gone, or not to be read (a spool closed
+      // under a stopping MTA), the session goes back unused.
+      let raw: Buffer | undefined;
+      let unread = 'message body missing from the spool';
+      try {
+        raw = typeof a.raw === 'function' ? a.raw() : a.raw;
+      } catch (err) {
+        unread = `message body not read from the spool: ${(err as Error).message}`;
+      }
       if (!raw) {
         release(c);
-        return {
-          result: { kind: 'connection', host: c.host, error: 'message body missing from the spool', transport },
-        };
+        return { result: { kind: 'connection', host: c.host, error: unread, transport } };
       }
       const reused = c.messages > 0;
       c.messages++;

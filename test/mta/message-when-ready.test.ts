@@ -12,7 +12,7 @@ import { startSmtpSink } from '../helpers/smtp-sink.js';
 const message = (subject: string) =>
   Buffer.from(`From: a@sender.test\r\nTo: b@dest.test\r\nSubject: ${subject}\r\n\r\nhello\r\n`);
 
-t.test('a message is made when its session is ready, once; one that is gone fails the attempt alone', async (t) => {
+t.test('made once, when its session is ready; a message gone or unreadable fails its attempt alone', async (t) => {
   const zone = await startDnsZone(t);
   zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
   const sink = await startSmtpSink(t, { tls: false });
@@ -46,6 +46,11 @@ t.test('a message is made when its session is ready, once; one that is gone fail
   const gone = await pools.send(dest, 'a@sender.test', 'b@dest.test', () => undefined);
   t.equal(gone.kind, 'connection');
   t.match(gone.kind === 'connection' ? gone.error : '', /message body missing from the spool/);
+  const unread = await pools.send(dest, 'a@sender.test', 'b@dest.test', () => {
+    throw new Error('database closed');
+  });
+  t.equal(unread.kind, 'connection');
+  t.match(unread.kind === 'connection' ? unread.error : '', /not read from the spool: database closed/);
   // The session was given back untouched: the next message goes over the same connection.
   const after = await pools.send(dest, 'a@sender.test', 'b@dest.test', message('third'));
   t.equal(after.kind, 'accepted');
