@@ -171,6 +171,9 @@ const refusalsOf = (errors: SmtpError[] | undefined): RcptRefusal[] | undefined 
   return out.length ? out : undefined;
 };
 
+/** Why a message is not sent or signed: its body is no longer in the spool. */
+export const BODY_MISSING = 'message body missing from the spool';
+
 export function createPools(opts: PoolOptions) {
   const perHost = opts.maxSessionsPerHost ?? 10;
   const maxSessions = opts.maxSessions ?? 200;
@@ -710,6 +713,19 @@ export function createPools(opts: PoolOptions) {
     return last;
   }
 
+  /**
+   * The attempt's message, made now if it is made on demand (docs/decisions.md #76), or why there is none: it is
+   * gone, or could not be read (a spool closed under a stopping MTA).
+   */
+  function messageOf(a: Attempt): Buffer | string {
+    if (typeof a.raw !== 'function') return a.raw;
+    try {
+      return a.raw() ?? BODY_MISSING;
+    } catch (err) {
+      return `message body not read from the spool: ${(err as Error).message}`;
+    }
+  }
+
   interface Attempt {
     dest: Destination;
     plan: TlsPlan;
@@ -785,18 +801,11 @@ export function createPools(opts: PoolOptions) {
         }
       }
       const transport = transportFor(c, dest.domain, planned, plan, failures, refused);
-      // Made now that a session is ready for it (docs/decisions.md #76); gone, or not to be read (a spool closed
-      // under a stopping MTA), the session goes back unused.
-      let raw: Buffer | undefined;
-      let unread = 'message body missing from the spool';
-      try {
-        raw = typeof a.raw === 'function' ? a.raw() : a.raw;
-      } catch (err) {
-        unread = `message body not read from the spool: ${(err as Error).message}`;
-      }
-      if (!raw) {
+      // Without a message to send, the session goes back unused.
+      const raw = messageOf(a);
+      if (typeof raw === 'string') {
         release(c);
-        return { result: { kind: 'connection', host: c.host, error: unread, transport } };
+        return { result: { kind: 'connection', host: c.host, error: raw, transport } };
       }
       const reused = c.messages > 0;
       c.messages++;

@@ -16,7 +16,7 @@ import {
 import { dkimSignatures } from '../../mail/dkim-sign.js';
 import { createKeyCache } from './signing-keys.js';
 import { createOutcomeWriter, decide, type Decision } from './outcomes.js';
-import { createPools, type PoolOptions, type SendResult } from './pool.js';
+import { BODY_MISSING, createPools, type PoolOptions, type SendResult } from './pool.js';
 import { createTlsPolicy } from './tls-policy.js';
 import { simulate } from './simulate.js';
 import { simulatorDomain } from '../../mail/simulator.js';
@@ -232,7 +232,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       return end({ status: 'failed', detail: { reason: e.cancelReason ?? 'cancelled by operator' } });
     stage(e.id, 'signing');
     const body = spool.body(e.id);
-    if (!body) return end({ status: 'failed', detail: { reason: 'message body missing from the spool' } });
+    if (!body) return end({ status: 'failed', detail: { reason: BODY_MISSING } });
 
     let signature: Buffer;
     try {
