@@ -7,14 +7,14 @@
 import { randomUUID } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import addressparser from 'nodemailer/lib/addressparser';
-import { detectMimeType, encodeWord, hasLongerLines } from 'nodemailer/lib/mime-funcs';
+import { detectMimeType, encodeWord } from 'nodemailer/lib/mime-funcs';
 import type MimeNode from 'nodemailer/lib/mime-node';
 import { compile as compileHtmlToText } from 'html-to-text';
 import { normalizeDomain } from './domain-names.js';
 import './header-keys.js'; // MimeNode's header-name normalization, remembered (see there)
 import { htmlText } from './html-text.js';
 import { nestsWithin } from './html-nesting.js';
-import { base64Lines, isPlainText, quotedPrintableLines, textTransferEncoding } from './mime-encode.js';
+import { base64Lines, hasLongerLines, isPlainText, quotedPrintableLines, textTransferEncoding } from './mime-encode.js';
 
 export interface Mailbox {
   /** Display name, or null for a bare address. */
@@ -494,10 +494,11 @@ export function compileMessage(m: ComposeInput): MimeNode {
 
 /**
  * The text and html go to MailComposer as placeholders and into their parts after compile(): MimeNode.setContent
- * looks through a string content with mime-funcs' isPlainText, one regular expression over the whole text (about
- * 0.15 ms at 100 kB), where isPlainText of mime-encode.ts gives the same answer (test/mail/mime-encode.test.ts) in a
- * third of that. A Buffer content is not looked at; MailComposer only places it. The answer is set as setContent
- * sets it, in `_isPlainText` and `_hasLongLines` (nodemailer internals, pinned by package.json;
+ * looks through a string content with mime-funcs' isPlainText and hasLongerLines, regular expressions over the whole
+ * text (about 0.15 ms at 100 kB, and ~0.4 ms for a text of short lines), where those of mime-encode.ts give the same
+ * answers (test/mail/mime-encode.test.ts) in a third and a tenth of that. A Buffer content is not looked at;
+ * MailComposer only places it. The answers are set as setContent sets them, in `_isPlainText` and `_hasLongLines`
+ * (nodemailer internals, pinned by package.json;
  * test/mail/compose.test.ts checks both against a MimeNode given the same text).
  */
 function heldTexts() {

@@ -6,9 +6,10 @@ import { createRequire } from 'node:module';
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
 import { encode as b64Encode, wrap as b64Wrap } from 'nodemailer/lib/base64';
 import MimeNode from 'nodemailer/lib/mime-node';
-import { isPlainText } from 'nodemailer/lib/mime-funcs';
+import { hasLongerLines, isPlainText } from 'nodemailer/lib/mime-funcs';
 import {
   base64Lines,
+  hasLongerLines as ourHasLongerLines,
   isPlainText as ourIsPlainText,
   quotedPrintable,
   quotedPrintableBytes,
@@ -216,6 +217,43 @@ t.test("isPlainText is mime-funcs' for every code unit and for random text", asy
   const rnd = seeded(5);
   for (let i = 0; i < 3000; i++) check(randomOf(rnd, PIECES, 60));
   t.equal(mismatches, 0, 'no text where the two differ');
+});
+
+t.test("hasLongerLines is mime-funcs' for random text and every kind of line end", async (t) => {
+  let mismatches = 0;
+  let checked = 0;
+  const check = (s: string, n: number) => {
+    checked++;
+    if (ourHasLongerLines(s, n) !== hasLongerLines(s, n) && mismatches++ < 3)
+      t.fail(`differs at ${n} for ${JSON.stringify(s.slice(0, 80))}`);
+  };
+  const ends = ['\r\n', '\n', '\r', '\u2028', '\u2029', '\r\r', '\n\r'];
+  for (const n of [0, 1, 10, 76]) {
+    check('', n);
+    for (const end of ends) {
+      for (const len of [n - 1, n, n + 1]) {
+        if (len < 0) continue;
+        const line = 'x'.repeat(len);
+        // The long line first, last, alone, between short ones, with its end and without.
+        for (const s of [line, line + end, end + line, `ab${end}${line}`, `${line}${end}ab`, `a${end}${line}${end}b`])
+          check(s, n);
+      }
+    }
+  }
+  // Over 128 kB a text counts as long whatever its lines; at the limit it is looked at.
+  const short = 'short line\r\n';
+  check(short.repeat(Math.floor((128 * 1024) / short.length)), 76);
+  check('y'.repeat(128 * 1024), 76);
+  check('y'.repeat(128 * 1024 + 1), 76);
+  check(`${short.repeat(10000)}z`.slice(0, 128 * 1024 + 1), 76);
+  const rnd = seeded(11);
+  for (let i = 0; i < 3000; i++) {
+    const s = randomOf(rnd, PIECES, 40);
+    check(s, 76);
+    check(s, 10);
+  }
+  for (let i = 0; i < 200; i++) check(randomOf(rnd, [...PIECES, '\u2028', '\u2029', 'z'.repeat(77)], 60), 76);
+  t.equal(mismatches, 0, `no text where the two differ (${checked} checked)`);
 });
 
 t.test("textTransferEncoding is MimeNode's choice for a text part", async (t) => {
