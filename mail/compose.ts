@@ -534,7 +534,7 @@ function pinTransferEncodings(node: MimeNode): void {
   if (typeof content === 'string' && content && !node.getHeader('Content-Transfer-Encoding')) {
     const type = String(node.getHeader('Content-Type') ?? '').trim();
     if (/^text\//i.test(type)) {
-      const encoding = textTransferEncoding(content, plainFlagOf(node));
+      const encoding = textTransferEncoding(content, flagOf(node, '_isPlainText'), flagOf(node, '_hasLongLines'));
       if (encoding !== '7bit') node.setHeader('Content-Transfer-Encoding', encoding);
     }
   }
@@ -542,13 +542,13 @@ function pinTransferEncodings(node: MimeNode): void {
 }
 
 /**
- * Whether a node's string content is plain text by mime-funcs' isPlainText (no C0 control but TAB, CR and LF,
- * no non-ASCII), as its `_isPlainText` says: set by MimeNode.setContent, or by heldTexts for compose's text parts
- * (nodemailer internals, pinned by package.json; test/mail/compose.test.ts fails if it goes). Undefined when the
- * node does not say.
+ * What a node knows of its string content: whether it is plain text by mime-funcs' isPlainText (no C0 control but
+ * TAB, CR and LF, no non-ASCII), its `_isPlainText`, and whether such text has lines over 76 characters,
+ * `_hasLongLines`: set by MimeNode.setContent, or by heldTexts for compose's text parts (nodemailer internals, pinned
+ * by package.json; test/mail/compose.test.ts fails if they go). Undefined when the node does not say.
  */
-function plainFlagOf(node: MimeNode): boolean | undefined {
-  const known = (node as unknown as { _isPlainText?: unknown })._isPlainText;
+function flagOf(node: MimeNode, flag: '_isPlainText' | '_hasLongLines'): boolean | undefined {
+  const known = (node as unknown as Record<string, unknown>)[flag];
   return typeof known === 'boolean' ? known : undefined;
 }
 
@@ -617,7 +617,7 @@ function serializeMimeText(root: MimeNode): string {
       if (typeof content !== 'string' || encoding === 'base64') {
         out.push(base64Lines(content));
       } else if (encoding === 'quoted-printable') {
-        const qp = quotedPrintableLines(content, plainFlagOf(node));
+        const qp = quotedPrintableLines(content, flagOf(node, '_isPlainText'));
         bareLf ||= !qp.crlfOnly && hasBareLf(qp.text);
         out.push(qp.text);
       } else {

@@ -382,9 +382,11 @@ export function textTransferEncoding(
   text: string,
   /** Whether the text is plain (isPlainText), when the caller knows it already. */
   plain: boolean = isPlainText(text),
+  /** Whether a plain text has lines over 76 characters (hasLongerLines), when the caller knows it already. */
+  longLines?: boolean,
 ): '7bit' | 'quoted-printable' | 'base64' {
   if (plain) {
-    if (!hasLongerLines(text, 76)) return '7bit';
+    if (!(longLines ?? hasLongerLines(text, 76))) return '7bit';
     // Plain: nothing to weigh against the letters.
     return LETTER.test(text) ? 'quoted-printable' : 'base64';
   }
