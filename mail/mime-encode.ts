@@ -342,7 +342,7 @@ export function isPlainText(text: string): boolean {
  * nodemailer's mime-funcs hasLongerLines(text, lineLength): whether a line holds more than lineLength characters,
  * where CR, LF, U+2028 and U+2029 end a line (its `/^.{lineLength+1,}/m`), and any text over 128 kB counts as
  * long. Its regular expression tries every position of a text whose lines are all short: ~370 µs for 100 kB of
- * 72-character lines here, and compose asks twice a text part. A native search for the next CR and the next LF
+ * 72-character lines here, asked of every text part compose makes. A native search for the next CR and the next LF
  * steps a line at a time instead (~30 µs); text holding U+2028 or U+2029 (none in ASCII, which a one-byte string
  * tells V8 at once) is left to theirs. test/mail/mime-encode.test.ts compares the two on random text.
  */
@@ -376,7 +376,7 @@ const LETTER = /[A-Za-z]/;
  * 7bit for plain text with short lines (nothing over 128 kB is measured: such a text counts as long); else
  * quoted-printable when the text has more ASCII letters than controls and non-ASCII code units, else base64.
  * The same answer in one pass at most, stopped once the rest of the text cannot change it, with the plain case
- * left to two native regex scans.
+ * left to hasLongerLines and one regex scan.
  */
 export function textTransferEncoding(
   text: string,
