@@ -14,7 +14,14 @@ import { normalizeDomain } from './domain-names.js';
 import './header-keys.js'; // MimeNode's header-name normalization, remembered (see there)
 import { htmlText } from './html-text.js';
 import { nestsWithin } from './html-nesting.js';
-import { base64Lines, hasLongerLines, isPlainText, quotedPrintableLines, textTransferEncoding } from './mime-encode.js';
+import {
+  base64Lines,
+  hasLongerLines,
+  isPlainText,
+  MAX_ENCODED_LINE,
+  quotedPrintableLines,
+  textTransferEncoding,
+} from './mime-encode.js';
 
 export interface Mailbox {
   /** Display name, or null for a bare address. */
@@ -498,8 +505,8 @@ export function compileMessage(m: ComposeInput): MimeNode {
  * text (about 0.15 ms at 100 kB, and ~0.4 ms for a text of short lines), where those of mime-encode.ts give the same
  * answers (test/mail/mime-encode.test.ts) in a third and a tenth of that. A Buffer content is not looked at;
  * MailComposer only places it. The answers are set as setContent sets them, in `_isPlainText` and `_hasLongLines`
- * (nodemailer internals, pinned by package.json;
- * test/mail/compose.test.ts checks both against a MimeNode given the same text).
+ * (nodemailer internals, pinned by package.json; test/mail/compose.test.ts checks both against a MimeNode given the
+ * same text).
  */
 function heldTexts() {
   const held = new Map<Buffer, string>();
@@ -516,7 +523,11 @@ function heldTexts() {
     const text = Buffer.isBuffer(node.content) ? held.get(node.content) : undefined;
     if (text !== undefined) {
       const plain = isPlainText(text);
-      Object.assign(node, { content: text, _isPlainText: plain, _hasLongLines: plain && hasLongerLines(text, 76) });
+      Object.assign(node, {
+        content: text,
+        _isPlainText: plain,
+        _hasLongLines: plain && hasLongerLines(text, MAX_ENCODED_LINE),
+      });
     }
     for (const child of node.childNodes ?? []) restore(child);
   }

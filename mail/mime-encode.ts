@@ -386,7 +386,7 @@ export function textTransferEncoding(
   longLines?: boolean,
 ): '7bit' | 'quoted-printable' | 'base64' {
   if (plain) {
-    if (!(longLines ?? hasLongerLines(text, 76))) return '7bit';
+    if (!(longLines ?? hasLongerLines(text, MAX_ENCODED_LINE))) return '7bit';
     // Plain: nothing to weigh against the letters.
     return LETTER.test(text) ? 'quoted-printable' : 'base64';
   }
