@@ -122,8 +122,13 @@ const LONE_CR_LF = /\r(?!\n)|(?<!\r)\n/;
  * mailauth's canonicalization. test/mail/dkim-sign.test.ts compares the two on random bodies.
  */
 export function relaxedBodyHash(body: Buffer): string {
+  return bodyHashOf(body).hash;
+}
+
+/** relaxedBodyHash, and whether the body is known to hold CR and LF only as CRLF pairs (false: not known). */
+function bodyHashOf(body: Buffer): { hash: string; crlfOnly: boolean } {
   const len = body.length;
-  if (len > 0 && (body[len - 2] !== 0x0d || body[len - 1] !== 0x0a)) return mailauthBodyHash(body);
+  if (len > 0 && (body[len - 2] !== 0x0d || body[len - 1] !== 0x0a)) return notCrlf(body);
   const hash = createHash('sha256');
   // The scans run on a latin1 copy of the octets (one character per octet), whose matching is V8's own.
   const text = body.toString('latin1');
@@ -135,7 +140,7 @@ export function relaxedBodyHash(body: Buffer): string {
     while (end >= 4 && text.startsWith('\r\n\r\n', end - 4)) end -= 2;
     // Nothing but empty lines: nothing is hashed.
     if (end === 2) end = 0;
-    return hash.update(body.subarray(0, end)).digest('base64');
+    return { hash: hash.update(body.subarray(0, end)).digest('base64'), crlfOnly: true };
   }
   let runStart = 0;
   let runEnd = 0;
@@ -155,7 +160,7 @@ export function relaxedBodyHash(body: Buffer): string {
   while (ls < len) {
     const cr = text.indexOf('\r', ls);
     const lf = text.indexOf('\n', ls);
-    if (cr < 0 || lf !== cr + 1) return mailauthBodyHash(body);
+    if (cr < 0 || lf !== cr + 1) return notCrlf(body);
     if (tab !== -1 && tab < ls) tab = text.indexOf('\t', ls);
     if (double !== -1 && double < ls) double = text.indexOf('  ', ls);
     const clean =
@@ -186,7 +191,7 @@ export function relaxedBodyHash(body: Buffer): string {
     ls = cr + 2;
   }
   flushRun();
-  return hash.digest('base64');
+  return { hash: hash.digest('base64'), crlfOnly: true };
 }
 
 /** RFC 6376 §3.4.4 (b) and (c) for one line's content: whitespace runs as one space, none at the end. */
@@ -206,23 +211,42 @@ function canonicalLine(body: Buffer, from: number, to: number): Buffer {
   return out.subarray(0, o);
 }
 
-function mailauthBodyHash(body: Buffer): string {
+/** A body that is not all CRLF lines: mailauth's canonicalization. */
+function notCrlf(body: Buffer): { hash: string; crlfOnly: false } {
   const hasher = dkimBody('relaxed', 'sha256', false);
   hasher.update(body);
-  return hasher.digest('base64');
+  return { hash: hasher.digest('base64'), crlfOnly: false };
+}
+
+export interface Signatures {
+  /** The DKIM-Signature header lines, CRLF-terminated, one per key. */
+  fields: Buffer;
+  /**
+   * Whether the fields and the message hold CR and LF only as CRLF pairs, as the body hash found them (false: not
+   * known): what the message's DATA transparency may then skip looking for (mail/smtp-data.ts, markCrlfOnly).
+   */
+  crlfOnly: boolean;
 }
 
 /**
- * Returns the DKIM-Signature header lines (CRLF-terminated) for `raw`, one per key, relaxed/relaxed,
- * sha256. Rejects with DkimSignError when there is no key or a signature cannot be made. The body hash and the
- * canonical fields are made on the caller's thread; the keys' signatures side by side on the thread pool where the
- * process has more than one core (signOffLoop).
+ * The DKIM-Signature header lines for `raw`, relaxed/relaxed, sha256. Rejects with DkimSignError when there is no key
+ * or a signature cannot be made. The body hash and the canonical fields are made on the caller's thread before the
+ * first await, so `raw` may be bytes lent only until the call returns (the spool's withBody); the keys' signatures
+ * side by side on the thread pool where the process has more than one core (signOffLoop).
  */
-export async function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], signTimeMs: number): Promise<Buffer> {
+export async function dkimSignatures(
+  raw: Buffer,
+  keys: readonly SigningKey[],
+  signTimeMs: number,
+): Promise<Signatures> {
   if (keys.length === 0) throw new DkimSignError('no DKIM key to sign with');
   const { header, body } = splitMessage(raw);
   const parsed = tools.parseHeaders(header).parsed;
-  const bodyHash = relaxedBodyHash(body);
+  const { hash: bodyHash, crlfOnly: bodyCrlfOnly } = bodyHashOf(body);
+  // The header (a few hundred octets) looked at too, and the blank line after it: a bare-LF one ends a header of
+  // LF lines, which splitMessage gives without it.
+  const crlfOnly =
+    bodyCrlfOnly && raw.length - header.length - body.length === 2 && !LONE_CR_LF.test(header.toString('latin1'));
   // The same h= for every key: the fields present (bottom-up, as getSigningHeaderLines lists them), then each
   // oversigned name once more. The extra names match no field when a verifier walks h= bottom-up, so they add
   // nothing to the hash (RFC 6376 §5.4.2) but make any added instance part of it.
@@ -269,7 +293,7 @@ export async function dkimSignatures(raw: Buffer, keys: readonly SigningKey[], s
     });
   }
   const signatures = await Promise.all(jobs.map((j) => signOne(j.key, j.input)));
-  return Buffer.from(jobs.map((j, i) => j.field(signatures[i]!)).join('\r\n') + '\r\n');
+  return { fields: Buffer.from(jobs.map((j, i) => j.field(signatures[i]!)).join('\r\n') + '\r\n'), crlfOnly };
 }
 
 /** The signature of a canonicalized header, base64, made on the thread pool where there is one to gain (above). */
@@ -283,5 +307,5 @@ async function signOne(key: KeyObject, input: Buffer): Promise<string> {
 
 /** The message with its DKIM-Signature headers prepended. */
 export async function dkimSign(raw: Buffer, keys: readonly SigningKey[], signTimeMs: number): Promise<Buffer> {
-  return Buffer.concat([await dkimSignatures(raw, keys, signTimeMs), raw]);
+  return Buffer.concat([(await dkimSignatures(raw, keys, signTimeMs)).fields, raw]);
 }

@@ -19,11 +19,29 @@ const INSERT_DOT = Buffer.from('.');
 /** A CR not before an LF, an LF not after a CR, an LF before a dot: every place where judge() may insert. */
 const SITES = /\r(?!\n)|(?<!\r)\n|\n\./g;
 
+const LF_DOT = Buffer.from('\n.');
+
+/**
+ * Messages whose maker knows that they hold CR and LF only as CRLF pairs (the MTA's signer, which looked at every
+ * line end for the body hash: mail/dkim-sign.ts): nothing in them needs a CR or an LF, so dotStuff looks only for the
+ * dots that start a line, by Buffer#indexOf, with no latin1 copy and no regular expression (~5% of the MTA's CPU for a
+ * 100 kB message). A buffer is looked up by identity: the stream hands the transform the buffer written to it.
+ */
+const crlfOnly = new WeakSet<Buffer>();
+
+/** Marks `message` as holding CR and LF only as CRLF pairs (see crlfOnly); returns it. */
+export function markCrlfOnly(message: Buffer): Buffer {
+  crlfOnly.add(message);
+  return message;
+}
+
 /**
  * One chunk of the message made transparent. `prev` is the last octet of the chunk before it, or null at the
  * start of the message (where a dot also starts a line).
  */
 export function dotStuff(chunk: Buffer, prev: number | null): Buffer {
+  // After a CR the chunk's first octet may need an LF: only the general path judges that.
+  if (prev !== CR && crlfOnly.has(chunk)) return dotStuffCrlf(chunk, prev);
   const n = chunk.length;
   const parts: Buffer[] = [];
   let from = 0;
@@ -66,4 +84,19 @@ export function dotStuff(chunk: Buffer, prev: number | null): Buffer {
   if (!parts.length) return chunk;
   if (from < n) parts.push(chunk.subarray(from));
   return Buffer.concat(parts, n + extra);
+}
+
+/** dotStuff of a chunk marked crlfOnly, after an LF or at the start (`prev` not a CR): each dot that starts a line. */
+function dotStuffCrlf(chunk: Buffer, prev: number | null): Buffer {
+  const parts: Buffer[] = [];
+  let from = 0;
+  // A dot first in the chunk starts a line after an LF or at the start of the message; any other follows an LF.
+  if (chunk[0] === DOT && (prev === null || prev === LF)) parts.push(INSERT_DOT);
+  for (let p = chunk.indexOf(LF_DOT); p >= 0; p = chunk.indexOf(LF_DOT, p + 2)) {
+    parts.push(chunk.subarray(from, p + 1), INSERT_DOT);
+    from = p + 1;
+  }
+  if (!parts.length) return chunk;
+  parts.push(chunk.subarray(from));
+  return Buffer.concat(parts);
 }

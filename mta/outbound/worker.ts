@@ -13,7 +13,8 @@ import {
   type Outcome,
   type SpooledStatus,
 } from '../../storage/pg/deliveries.js';
-import { dkimSignatures } from '../../mail/dkim-sign.js';
+import { dkimSignatures, type Signatures } from '../../mail/dkim-sign.js';
+import { markCrlfOnly } from '../../mail/smtp-data.js';
 import { createKeyCache } from './signing-keys.js';
 import { createOutcomeWriter, decide, type Decision } from './outcomes.js';
 import { BODY_MISSING, createPools, type PoolOptions, type SendResult } from './pool.js';
@@ -231,10 +232,9 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     if (e.cancelledMs !== undefined)
       return end({ status: 'failed', detail: { reason: e.cancelReason ?? 'cancelled by operator' } });
     stage(e.id, 'signing');
-    const body = spool.body(e.id);
-    if (!body) return end({ status: 'failed', detail: { reason: BODY_MISSING } });
+    if (!spool.withBody(e.id, () => true)) return end({ status: 'failed', detail: { reason: BODY_MISSING } });
 
-    let signature: Buffer;
+    let signature: Signatures | undefined;
     try {
       const k = await keys.get(e.outboundId);
       if (!k)
@@ -242,8 +242,9 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
           status: 'failed',
           detail: { reason: 'the sending domain was removed; the message cannot be signed' },
         });
-      // Signed once, whatever the number of envelopes: every copy is the same bytes (Bcc is in no header).
-      signature = await dkimSignatures(body, k, now);
+      // Signed once, whatever the number of envelopes: every copy is the same bytes (Bcc is in no header). The body is
+      // lent, not copied: dkimSignatures is done with it before its first await.
+      signature = await spool.withBody(e.id, (body) => dkimSignatures(body, k, now));
     } catch (err) {
       // Fail closed (issue 5): never an unsigned send. A key that does not open (a changed master
       // key) is the operator's to fix, so the message waits instead of bouncing.
@@ -251,12 +252,16 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       metrics?.dkimFailure();
       return spool.reschedule(e.id, now + 60_000);
     }
+    // Gone while the key was looked up: the same failure as gone before.
+    if (!signature) return end({ status: 'failed', detail: { reason: BODY_MISSING } });
+    const { fields, crlfOnly } = signature;
 
     // Only the DKIM-Signature fields are kept: the message is put together from the spool when a session is ready
     // for it (docs/decisions.md #76), so that the many sends waiting for a session hold no copy of their bodies.
+    // What the signer found of its line ends spares the DATA transparency a look for lone CRs and LFs.
     const signed = () => {
-      const b = spool.body(e.id);
-      return b && Buffer.concat([signature, b], signature.length + b.length);
+      const message = spool.bodyAfter(e.id, fields);
+      return message && crlfOnly ? markCrlfOnly(message) : message;
     };
     const source = sourceAddressFor(config.sourceAddresses, e.mailFrom);
     if (envelopes) return sendEnvelopes(e, envelopes, source, signed);

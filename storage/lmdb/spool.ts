@@ -141,6 +141,13 @@ export interface Spool {
   get(id: string): SpoolEntry | undefined;
   body(id: string): Buffer | undefined;
   /**
+   * The body lent to `use`, which must be done with it before it returns: the bytes are LMDB's own (or a buffer
+   * the next read reuses), not a copy. undefined, `use` not called, for a body not stored.
+   */
+  withBody<T>(id: string, use: (body: Buffer) => T): T | undefined;
+  /** `prefix` then the body, in one new buffer (one copy of the body); undefined for a body not stored. */
+  bodyAfter(id: string, prefix: Buffer): Buffer | undefined;
+  /**
    * Moves an entry to a new attempt time (a lease before dialling, or the next backoff); durable. `envelopes`,
    * when given, replaces the entry's (what is left of a message to several recipients).
    */
@@ -305,6 +312,15 @@ export function openSpool(env: LmdbEnv, opts: SpoolOptions = {}): Spool {
   const leases: Database<LeaseValue, string> = root.openDB<LeaseValue, string>({ name: 'leases' });
   const held: Database<number, string> = root.openDB<number, string>({ name: 'held' });
 
+  /**
+   * The stored body as lent by getBinaryFast, as a view of its own length: lmdb-js's reusable read buffer (a small
+   * body) says its value's length in a `length` property of its own, which subarray, indexOf and set do not read.
+   */
+  const lentBody = (id: string): Buffer | undefined => {
+    const lent = bodies.getBinaryFast(id);
+    return lent === undefined ? undefined : lent.subarray(0, lent.length);
+  };
+
   // Resolves after the transaction committed and then the environment's latest commit was fsynced.
   // `flushed` is read after the commit, so it tracks our commit or a later one; LMDB syncs the whole
   // file and its meta page in order, so a later flush covers every earlier commit.
@@ -447,6 +463,24 @@ export function openSpool(env: LmdbEnv, opts: SpoolOptions = {}): Spool {
 
     body(id) {
       return bodies.get(id);
+    },
+
+    // getBinaryFast lends the stored bytes: a view of the map for a large body, else the read buffer lmdb-js
+    // reuses for the next read. getBinary copies the lent bytes into a new zero-filled buffer; a 100 kB message read
+    // that way for its signature and again for its send cost its MTA three copies and a zero-fill of the body
+    // (~7% of its CPU), where these cost one copy.
+    withBody(id, use) {
+      const lent = lentBody(id);
+      return lent === undefined ? undefined : use(lent);
+    },
+
+    bodyAfter(id, prefix) {
+      const lent = lentBody(id);
+      if (lent === undefined) return undefined;
+      const out = Buffer.allocUnsafe(prefix.length + lent.length);
+      prefix.copy(out, 0);
+      out.set(lent, prefix.length);
+      return out;
     },
 
     async reschedule(id, nextAttemptMs, attempts, envelopes) {

@@ -154,6 +154,40 @@ t.test('fails closed', async (t) => {
   );
 });
 
+t.test('dkimSignatures says crlfOnly only of a message whose CRs and LFs are all CRLF pairs', async (t) => {
+  const e = await generateDkimKey('ed25519');
+  const keys = [{ domain: 'example.test', selector: e.selector, key: createPrivateKey(e.privatePem) }];
+  const rnd = seeded(21);
+  const pieces = ['x', ' ', '.', '\r\n', '\r\n.', '\r', '\n', '\t', 'é'];
+  const LONE = /\r(?!\n)|(?<!\r)\n/;
+  let wrong = 0;
+  let said = 0;
+  for (let i = 0; i < 2000; i++) {
+    const header = randomOf(rnd, pieces, i % 2 ? 0 : 6).replace(/\r\n|\r|\n/g, i % 5 ? '\r\n' : '\n');
+    let body = randomOf(rnd, pieces, 60);
+    if (i % 3) body = body.replace(/\r\n|\r|\n/g, '\r\n') + '\r\n';
+    const blank = i % 7 ? '\r\n\r\n' : '\n\n';
+    const raw = Buffer.from(`From: a@example.test\r\nX: ${header}${blank}${body}`);
+    const { fields, crlfOnly } = await dkimSignatures(raw, keys, signTime);
+    const truth = !LONE.test(Buffer.concat([fields, raw]).toString('latin1'));
+    if (crlfOnly) said++;
+    if (crlfOnly && !truth && wrong++ < 3) t.fail(`crlfOnly of ${JSON.stringify(raw.toString())}`);
+  }
+  t.equal(wrong, 0, 'never said of a message with a lone CR or LF');
+  t.ok(said > 400, `said of ${said} of 2000`);
+});
+
+t.test('dkimSignatures is done with the message before its first await (the spool lends it)', async (t) => {
+  const r = await generateDkimKey('rsa');
+  const keys = [{ domain: 'example.test', selector: r.selector, key: createPrivateKey(r.privatePem) }];
+  const kept = await dkimSignatures(Buffer.from(message), keys, signTime);
+  const lent = Buffer.from(message);
+  const signing = dkimSignatures(lent, keys, signTime);
+  // What the next read of the spool would do to bytes it lent.
+  lent.fill(0x41);
+  t.ok((await signing).fields.equals(kept.fields), 'the same signature');
+});
+
 t.test("relaxedBodyHash is mailauth's relaxed body hash (RFC 6376 §3.4.4) for random bodies", async (t) => {
   const pieces = [
     'a',

@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import type { Transform } from 'node:stream';
 import SMTPConnection from 'nodemailer/lib/smtp-connection';
-import { dotStuff } from '../../mail/smtp-data.js';
+import { dotStuff, markCrlfOnly } from '../../mail/smtp-data.js';
 import {
   makeTransparent,
   SmtpConnection,
@@ -80,6 +80,32 @@ t.test('dotStuff gives DataStream bytes for messages of CRLF lines, dots opening
     if (!mine.equals(theirs) && mismatches++ < 3) t.fail(`${JSON.stringify(whole.toString())} in ${chunks.length}`);
   }
   t.equal(mismatches, 0, '1000 messages');
+});
+
+t.test('a message marked CRLF-only gets the same bytes by its shorter path', async (t) => {
+  const rnd = seeded(11);
+  const pieces = ['a', 'xyz', '.', '..', '\r\n', '\r\n.', '\r\n..', ' ', 'é'];
+  let mismatches = 0;
+  for (let i = 0; i < 3000; i++) {
+    const s = randomOf(rnd, pieces, 40);
+    const plain = Buffer.from(s);
+    // After an LF, at the start, after another octet, and after a CR (where only the general path judges).
+    for (const prev of [null, 0x0a, 0x61, 0x0d]) {
+      const mine = dotStuff(markCrlfOnly(Buffer.from(s)), prev);
+      if (!mine.equals(dotStuff(plain, prev)) && mismatches++ < 3) t.fail(`${JSON.stringify(s)} after ${prev}`);
+    }
+    // Whole through the stream, as the MTA writes it: DataStream's bytes.
+    const [theirs, ours_] = await Promise.all([
+      through(new DataStream(), [plain]),
+      through(ours(), [markCrlfOnly(Buffer.from(s))]),
+    ]);
+    if (!ours_.equals(theirs) && mismatches++ < 3) t.fail(`${JSON.stringify(s)} through the stream`);
+  }
+  t.equal(mismatches, 0, '3000 messages');
+  // The mark is of the buffer itself: another with the same bytes is not marked.
+  const marked = markCrlfOnly(Buffer.from('.a\r\n.b\r\n'));
+  t.equal(dotStuff(marked, null).toString(), '..a\r\n..b\r\n');
+  t.equal(dotStuff(Buffer.from('a\nb'), null).toString(), 'a\r\nb', 'unmarked: a lone LF still gets its CR');
 });
 
 t.test('a message written whole leaves in one push with its end; a large one in two', async (t) => {

@@ -87,6 +87,51 @@ t.test('enqueue, then get and body by id', async (t) => {
   t.notOk('secret' in (spool.get('m3') ?? {}), 'only the contract fields are stored');
 });
 
+t.test('withBody lends the stored bytes; bodyAfter puts a prefix before them in one buffer', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  // A small body is lent in lmdb-js's reusable read buffer, longer than the body, a large one as a view of the map.
+  const big = Buffer.alloc(200_000);
+  for (let i = 0; i < big.length; i++) big[i] = (i * 7) & 0xff;
+  await spool.enqueue(entry('big', 'example.test', 5_000), big);
+  await spool.enqueue(entry('small', 'example.test', 5_000), bodyOf('small'));
+  const prefix = Buffer.from('DKIM-Signature: x\r\n');
+  for (const [id, body] of [
+    ['small', bodyOf('small')],
+    ['big', big],
+    // Read after the large one: the reusable buffer is no shorter than before, the view still the body's own.
+    ['small', bodyOf('small')],
+  ] as const) {
+    const lent = spool.withBody(id, (b) => ({
+      equal: b.equals(body),
+      length: b.length,
+      // What subarray, indexOf and Buffer.concat read: the view's own length, not a property over it.
+      tail: b.subarray(b.length - 4).toString('latin1'),
+      lastLf: b.lastIndexOf(0x0a),
+    }));
+    t.same(
+      lent,
+      {
+        equal: true,
+        length: body.length,
+        tail: body.subarray(body.length - 4).toString('latin1'),
+        lastLf: body.lastIndexOf(0x0a),
+      },
+      `${id}: the stored bytes, and no more`,
+    );
+    const joined = spool.bodyAfter(id, prefix);
+    t.ok(joined?.equals(Buffer.concat([prefix, body])), `${id}: the prefix, then the body`);
+    // A copy: what the next read lends does not change it.
+    spool.withBody(id === 'big' ? 'small' : 'big', () => undefined);
+    t.ok(joined?.equals(Buffer.concat([prefix, body])), `${id}: kept after another read`);
+  }
+  t.equal(
+    spool.withBody('nope', () => t.fail('not called')),
+    undefined,
+    'unknown id: undefined, use not called',
+  );
+  t.equal(spool.bodyAfter('nope', prefix), undefined);
+});
+
 t.test('enqueue refuses keys that would break key order, and writes nothing', async (t) => {
   const { spool } = await open(t, await tempDir(t));
   await t.rejects(spool.enqueue(entry('a\0b', 'example.test', 1), bodyOf('x')), TypeError);
