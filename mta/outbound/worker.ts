@@ -232,8 +232,6 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     if (e.cancelledMs !== undefined)
       return end({ status: 'failed', detail: { reason: e.cancelReason ?? 'cancelled by operator' } });
     stage(e.id, 'signing');
-    if (!spool.withBody(e.id, () => true)) return end({ status: 'failed', detail: { reason: BODY_MISSING } });
-
     let signature: Signatures | undefined;
     try {
       const k = await keys.get(e.outboundId);
@@ -252,7 +250,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       metrics?.dkimFailure();
       return spool.reschedule(e.id, now + 60_000);
     }
-    // Gone while the key was looked up: the same failure as gone before.
+    // No body to sign (lost to a damaged spool, or taken by an operator's hand): it cannot be sent.
     if (!signature) return end({ status: 'failed', detail: { reason: BODY_MISSING } });
     const { fields, crlfOnly } = signature;
 

@@ -202,3 +202,27 @@ t.test('reschedule: moved earlier and later; the rules of scheduledAt', async (t
     'a batch item with a bad scheduledAt is named',
   );
 });
+
+t.test(
+  'a message whose body is gone from the spool when it is due fails with the reason, and is not sent',
+  async (t) => {
+    const w = await world(t);
+    const now = w.svc.clock.now();
+    const r = await send(w, { scheduledAt: iso(now + 10 * MIN) });
+    // A damaged spool: the entry without its body (the worker reads it only to sign).
+    const bodies = w.svc.running.storage.lmdb.root.openDB<Buffer, string>({ name: 'bodies', encoding: 'binary' });
+    t.ok(await bodies.remove(r.providerMessageId), 'the body removed');
+    w.svc.clock.advance(11 * MIN);
+    await waitFor(async () => (await read(w, r.providerMessageId)).status === 'failed', { what: 'the message failed' });
+    const ev = (await w.s.key.v1.messages.events({ id: r.providerMessageId })).events;
+    t.same(
+      ev.map((e) => [e.type, e.detail]),
+      [
+        ['queued', null],
+        ['failed', { reason: 'message body missing from the spool', recipient: 'bob@dest.test' }],
+      ],
+    );
+    t.equal(w.svc.running.storage.spool.get(r.providerMessageId), undefined, 'gone from the spool');
+    t.notOk(arrived(w, r.providerMessageId), 'never sent');
+  },
+);
