@@ -293,7 +293,9 @@ export async function dkimSignatures(
     });
   }
   const signatures = await Promise.all(jobs.map((j) => signOne(j.key, j.input)));
-  return { fields: Buffer.from(jobs.map((j, i) => j.field(signatures[i]!)).join('\r\n') + '\r\n'), crlfOnly };
+  const fields = jobs.map((j, i) => j.field(signatures[i]!)).join('\r\n') + '\r\n';
+  // The fields are folded with CRLF (signatureField, libmime's foldLines); looked at all the same, being a few lines.
+  return { fields: Buffer.from(fields), crlfOnly: crlfOnly && !LONE_CR_LF.test(fields) };
 }
 
 /** The signature of a canonicalized header, base64, made on the thread pool where there is one to gain (above). */

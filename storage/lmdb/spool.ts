@@ -141,8 +141,8 @@ export interface Spool {
   get(id: string): SpoolEntry | undefined;
   body(id: string): Buffer | undefined;
   /**
-   * The body lent to `use`, which must be done with it before it returns: the bytes are LMDB's own (or a buffer
-   * the next read reuses), not a copy. undefined, `use` not called, for a body not stored.
+   * The body lent to `use`, which must be done with it before it returns: in lmdb-js's read buffer, which the next
+   * read reuses (or a view of the map), not a copy of its own. undefined, `use` not called, for a body not stored.
    */
   withBody<T>(id: string, use: (body: Buffer) => T): T | undefined;
   /** `prefix` then the body, in one new buffer (one copy of the body); undefined for a body not stored. */
@@ -465,10 +465,10 @@ export function openSpool(env: LmdbEnv, opts: SpoolOptions = {}): Spool {
       return bodies.get(id);
     },
 
-    // getBinaryFast lends the stored bytes: a view of the map for a large body, else the read buffer lmdb-js
-    // reuses for the next read. getBinary copies the lent bytes into a new zero-filled buffer; a 100 kB message read
-    // that way for its signature and again for its send cost its MTA three copies and a zero-fill of the body
-    // (~7% of its CPU), where these cost one copy.
+    // getBinaryFast lends the stored bytes in lmdb-js's read buffer, which the next read reuses (or as a view of the
+    // map); getBinary copies them again, into a new zero-filled buffer. A 100 kB message read that way for its
+    // signature and again for its send, then joined to its signature fields, cost the MTA five copies and two
+    // zero-fills of its body (~7% of its CPU); withBody and bodyAfter cost three copies.
     withBody(id, use) {
       const lent = lentBody(id);
       return lent === undefined ? undefined : use(lent);
