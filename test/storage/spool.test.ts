@@ -89,7 +89,7 @@ t.test('enqueue, then get and body by id', async (t) => {
 
 t.test('withBody lends the stored bytes; bodyAfter puts a prefix before them in one buffer', async (t) => {
   const { spool } = await open(t, await tempDir(t));
-  // A small body is lent in lmdb-js's reusable read buffer, longer than the body, a large one as a view of the map.
+  // A small body is lent in lmdb-js's reusable read buffer, longer than the body; a large one may be lent otherwise.
   const big = Buffer.alloc(200_000);
   for (let i = 0; i < big.length; i++) big[i] = (i * 7) & 0xff;
   await spool.enqueue(entry('big', 'example.test', 5_000), big);
