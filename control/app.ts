@@ -119,6 +119,7 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
         audit: {},
         headers: {},
         webmail,
+        rereadBody: () => (spec.body ? parseJson(rawBody) : undefined),
       };
       const result = await handler(input as never, rc);
       // The change is committed: a failed audit row is logged (with everything it would have held) and never

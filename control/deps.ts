@@ -31,6 +31,8 @@ export interface RequestCtx {
   webmail?: WebmailGate | null;
   /** Response headers a handler adds (e.g. Idempotent-Replayed). */
   headers: Record<string, string>;
+  /** The request's JSON body parsed anew from its octets: the value the route's check passed, as a fresh object. */
+  rereadBody(): unknown;
 }
 
 export type Handler<R extends RouteSpec> = (input: RouteInput<R>, rc: RequestCtx) => Promise<RouteOutput<R>>;

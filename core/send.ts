@@ -204,14 +204,32 @@ function prepare(body: Body, now: Date): Prepared {
   return { body, from, fromDomain, to, extras, headers, scheduledAt };
 }
 
+/** What a caller of sendMessage may give besides the message. */
+export interface SendOptions {
+  /**
+   * The message again, as it was given (the request's JSON parsed anew). With it, the text and html of the message
+   * given are dropped, from the caller's object, once composed: a sendEmail otherwise holds them (100 kB strings at
+   * that size) until its row commits, through young-generation collections that copy them and then promote them
+   * (~6% of the control's CPU a 100 kB message, docs/decisions.md #77). The rare second composition, when the cached
+   * sending capability is found stale at commit, starts from this.
+   */
+  reread?: () => Body;
+}
+
 /**
  * Validates, composes, and accepts one message: the pipeline of sendEmail, of the test messages and of
  * the webmail. `projectId` is the project that must own the sender domain, or null for send-on-behalf
  * with the platform key (the domain's capability names the project). The body of a message that is not
  * queued is never kept; refusals throw ApiError (422 sender_domain_not_verified, 409, 429).
  */
-export async function sendMessage(deps: CoreDeps, body: Body, projectId: string | null, now: Date): Promise<Sent> {
-  const p = prepare(body, now);
+export async function sendMessage(
+  deps: CoreDeps,
+  body: Body,
+  projectId: string | null,
+  now: Date,
+  opts: SendOptions = {},
+): Promise<Sent> {
+  let p = prepare(body, now);
   const { fromDomain } = p;
   const { db } = deps.storage;
   const refused = () =>
@@ -235,9 +253,10 @@ export async function sendMessage(deps: CoreDeps, body: Body, projectId: string 
     }
     senders.set(fromDomain, cap);
 
-    const outcome = await composeAndAccept(deps, now, p, cap);
+    const outcome = await composeAndAccept(deps, now, p, cap, opts.reread !== undefined);
     if (outcome.kind === 'sender_changed') {
       cap = await lookAgain();
+      if (opts.reread) p = { ...p, body: opts.reread() };
       continue;
     }
     return settle(cap, outcome);
@@ -327,19 +346,24 @@ async function composeAndAccept(
   now: Date,
   p: Prepared,
   cap: SendingCapability,
+  /** Whether the message's text and html go once composed (SendOptions.reread). */
+  release: boolean,
 ): Promise<AcceptOutcome> {
   const { spool } = deps.storage;
+  // Hashed while the body is whole.
+  const idempotency = p.body.idempotencyKey
+    ? { key: p.body.idempotencyKey, bodyHash: bodyHash(p.body), ttlMs: IDEMPOTENCY_TTL_MS }
+    : null;
   const { id, raw, entry, message } = await compose(deps, now, p, cap);
+  if (release) {
+    delete p.body.text;
+    delete p.body.html;
+  }
   await spool.enqueue(entry, raw);
   // No cleanup of the body when this throws: the error may come after Postgres committed (a connection lost
   // before the reply), and then the row needs its body. The MTA decides by the row: without one after its
   // grace, the body goes (mta/outbound/worker.ts); with one, the message is delivered, once.
-  const outcome = await acceptMessage(deps.storage, {
-    ...message,
-    idempotency: p.body.idempotencyKey
-      ? { key: p.body.idempotencyKey, bodyHash: bodyHash(p.body), ttlMs: IDEMPOTENCY_TTL_MS }
-      : null,
-  });
+  const outcome = await acceptMessage(deps.storage, { ...message, idempotency });
   if (outcome.kind !== 'accepted' || outcome.status !== 'queued') await spool.remove(id);
   return outcome;
 }

@@ -8,6 +8,7 @@ import { sender, type Sender } from '../helpers/sender.js';
 import { errorOf } from '../helpers/errors.js';
 import { msOfUuidV7, UUID_V7 as V7 } from '../helpers/uuid-v7.js';
 import { signHeaders, type Client } from '@svc-mail/sdk';
+import { sendMessage, type OutgoingMessage } from '../../core/send.js';
 
 const headerBlock = (raw: Buffer) => raw.toString('utf8').split('\r\n\r\n')[0]!;
 const header = (raw: Buffer, name: string) =>
@@ -229,6 +230,30 @@ t.test('a send whose cached capability went stale is composed again as the domai
   );
 });
 
+t.test('a send given its body to reread lets go of the text and html once composed', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  const deps = { ctx: svc.running.ctx, storage: svc.running.storage };
+  const now = new Date(svc.clock.now());
+  const message = (): OutgoingMessage => ({
+    from: `a@${s.domain}`,
+    to: 'r@example.com',
+    subject: 'Hi',
+    text: 'plain words',
+    html: '<p>html words</p>',
+  });
+  const kept = message();
+  await sendMessage(deps, kept, s.projectId, now);
+  t.same([kept.text, kept.html], ['plain words', '<p>html words</p>'], "without it, the caller's message is untouched");
+  const given = message();
+  let rereads = 0;
+  const sent = await sendMessage(deps, given, s.projectId, now, { reread: () => (rereads++, message()) });
+  t.same([given.text, given.html], [undefined, undefined], 'with it, both are gone once composed');
+  t.equal(rereads, 0, 'and nothing is read again while the capability stands');
+  const raw = svc.running.storage.spool.body(sent.messageId)?.toString('latin1') ?? '';
+  t.ok(raw.includes('plain words') && raw.includes('<p>html words</p>'), 'the message holds both');
+});
+
 t.test('a suppressed recipient is accepted as suppressed and never spooled', async (t) => {
   const svc = await startTestService(t);
   const s = await sender(svc);
@@ -275,6 +300,9 @@ t.test('idempotency (docs/decisions.md #3)', async (t) => {
   t.equal(first.replayed, null, 'the first answer is not a replay');
   const reused = await errorOf(s.key.v1.services.sendEmail({ ...body, subject: 'different' }));
   t.same([reused.status, reused.code], [409, 'idempotency_key_reused']);
+  // The text is hashed before the send lets go of it (core/send.ts, SendOptions.reread).
+  const otherText = await errorOf(s.key.v1.services.sendEmail({ ...body, text: 'y' }));
+  t.same([otherText.status, otherText.code], [409, 'idempotency_key_reused'], 'nor with another text');
   svc.clock.advance(24 * 3_600_000 + 1000);
   const later = await s.key.v1.services.sendEmail(body);
   t.not(later.providerMessageId, first.json.providerMessageId, 'after 24 h the key is new again');
