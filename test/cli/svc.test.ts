@@ -3,11 +3,13 @@
 // touch the database get a fresh database on that server; otherwise they use the embedded default.
 import t from 'tap';
 import net from 'node:net';
-import { stat } from 'node:fs/promises';
+import { readFile, readdir, stat } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { waitFor } from '../helpers/wait-for.js';
 import { SERVER_URL, databaseEnv, listenEnv, listening, stderrLines, svc, tempDir } from '../helpers/child.js';
 import { listMigrations } from '../../storage/pg/migrate.js';
+import { svcChildren } from '../helpers/processes.js';
 import { routeTable, type RouteSpec } from '@svc-mail/sdk';
 
 const ADMIN_KEY = 'cli-test-platform-admin-key-0123456789';
@@ -76,6 +78,44 @@ t.test('start listens, answers /health, and drains on SIGTERM', async (t) => {
     "logs 'stopped'",
   );
   await t.rejects(fetch(`http://127.0.0.1:${String(port)}/health`), 'the port is closed');
+});
+
+/** How many threads of libuv's pool `pid` runs (libuv names them), 0 before the pool's first use. */
+async function poolThreads(pid: number): Promise<number> {
+  const tasks = await readdir(`/proc/${pid}/task`).catch(() => []);
+  const names = await Promise.all(tasks.map((id) => readFile(`/proc/${pid}/task/${id}/comm`, 'utf8').catch(() => '')));
+  return names.filter((n) => n.trim() === 'libuv-worker').length;
+}
+
+/** The pool sizes of a started `svc` and of its cluster workers, once one of them has started its pool. */
+async function poolSizes(pid: number): Promise<number[]> {
+  return waitFor(
+    async () => {
+      const sizes = await Promise.all([pid, ...svcChildren(pid)].map(poolThreads));
+      return sizes.some((n) => n > 0) ? sizes.filter((n) => n > 0) : null;
+    },
+    { what: "libuv's thread pool to start" },
+  );
+}
+
+t.test("libuv's pool has a thread a core, four at most, unless UV_THREADPOOL_SIZE says otherwise", async (t) => {
+  // The default is what this test's own environment leaves it to (CI sets none).
+  const inherited = process.env.UV_THREADPOOL_SIZE;
+  const cores = inherited ? Number(inherited) : Math.min(4, availableParallelism());
+  for (const [given, expected] of [
+    [undefined, cores],
+    ['3', 3],
+  ] as const) {
+    const dataDir = await tempDir(t);
+    const env: Record<string, string> = { ...listenEnv(dataDir), ...(await databaseEnv(t)) };
+    if (given) env.UV_THREADPOOL_SIZE = given;
+    const s = svc(t, ['start'], env);
+    await listening(s);
+    const sizes = await poolSizes(s.child.pid!);
+    t.same(new Set(sizes), new Set([expected]), `UV_THREADPOOL_SIZE ${given ?? 'unset'}: ${expected} in each process`);
+    s.child.kill('SIGTERM');
+    t.same(await s.exited, { code: 0, signal: null }, 'stopped');
+  }
 });
 
 t.test('start --role control without SVC_DATABASE_URL names SVC_DATABASE_URL', async (t) => {
