@@ -209,9 +209,9 @@ export interface SendOptions {
   /**
    * The message again, as it was given (the request's JSON parsed anew). With it, the text and html of the message
    * given are dropped, from the caller's object, once composed: a sendEmail otherwise holds them (100 kB strings at
-   * that size) until its row commits, through young-generation collections that copy them and then promote them
-   * (~6% of the control's CPU a 100 kB message, docs/decisions.md #77). The rare second composition, when the cached
-   * sending capability is found stale at commit, starts from this.
+   * that size) until its row commits, through young-generation collections that copy them and then promote them (a
+   * few percent of the control's CPU a 100 kB message, docs/decisions.md #77). The rare second composition, when the
+   * cached sending capability is found stale at commit, starts from this.
    */
   reread?: () => Body;
 }
