@@ -102,8 +102,10 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
       const rawBody = body.raw;
       const principal =
         accepted && checked ? await completeAuthentication(checked, head, body.sha256, accepted, deps) : null;
-      // A body on a route that takes none is ignored (it was still covered by the signature).
-      const json = spec.body ? parseJson(rawBody) : undefined;
+      // A body on a route that takes none is ignored (it was still covered by the signature). Parsed again, anew, for a
+      // handler that asks (RequestCtx.rereadBody).
+      const parseBody = () => (spec.body ? parseJson(rawBody) : undefined);
+      const json = parseBody();
       const input = {
         params: check.params ? check.params({ ...ctx.params }) : {},
         query: check.query ? check.query({ ...ctx.query }) : {},
@@ -119,7 +121,7 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
         audit: {},
         headers: {},
         webmail,
-        rereadBody: () => (spec.body ? parseJson(rawBody) : undefined),
+        rereadBody: parseBody,
       };
       const result = await handler(input as never, rc);
       // The change is committed: a failed audit row is logged (with everything it would have held) and never
