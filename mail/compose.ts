@@ -19,7 +19,7 @@ import {
   hasLongerLines,
   isPlainText,
   MAX_ENCODED_LINE,
-  quotedPrintableLines,
+  quotedPrintableParts,
   textTransferEncoding,
 } from './mime-encode.js';
 
@@ -628,9 +628,10 @@ function serializeMimeText(root: MimeNode): string {
       if (typeof content !== 'string' || encoding === 'base64') {
         out.push(base64Lines(content));
       } else if (encoding === 'quoted-printable') {
-        const qp = quotedPrintableLines(content, flagOf(node, '_isPlainText'));
-        bareLf ||= !qp.crlfOnly && hasBareLf(qp.text);
-        out.push(qp.text);
+        // Its pieces go straight into `out`, joined once with the rest (quotedPrintableParts).
+        const at = out.length;
+        if (!quotedPrintableParts(content, flagOf(node, '_isPlainText') ?? false, out))
+          bareLf ||= out.slice(at).some(hasBareLf);
       } else {
         bareLf ||= hasBareLf(content);
         out.push(content);
@@ -645,11 +646,15 @@ function serializeMimeText(root: MimeNode): string {
     }
   };
   walk(root);
-  let text = out.join('');
-  // LastNewline: the message ends with a line break; LeWindows: every LF is part of a CRLF.
-  if (!text.endsWith('\n')) text += text.endsWith('\r') ? '\n' : '\r\n';
-  if (bareLf) text = text.replace(/(?<!\r)\n/g, '\r\n');
-  return text;
+  // LastNewline: the message ends with a line break. Pushed before the join: added after it, the break would make
+  // the message a rope that the wire check's first scan copies flat again.
+  let i = out.length - 1;
+  while (i > 0 && out[i] === '') i--;
+  const last = out[i]!.at(-1);
+  if (last !== '\n') out.push(last === '\r' ? '\n' : '\r\n');
+  const text = out.join('');
+  // LeWindows: every LF is part of a CRLF.
+  return bareLf ? text.replace(/(?<!\r)\n/g, '\r\n') : text;
 }
 
 /**

@@ -207,20 +207,34 @@ export function quotedPrintable(text: string, plain = false): string {
 
 /** quotedPrintable, and whether its line breaks are known to be all CRLF (false: not known). */
 export function quotedPrintableLines(text: string, plain = false): { text: string; crlfOnly: boolean } {
+  const parts: string[] = [];
+  const crlfOnly = quotedPrintableParts(text, plain, parts);
+  return { text: parts.length === 1 ? (parts[0] as string) : parts.join(''), crlfOnly };
+}
+
+/**
+ * quotedPrintableLines as pieces pushed onto `out`: the text's slices between soft breaks, and the breaks. For a
+ * caller that joins them with more (compose's serializer), so that the message is one flat string made once: built
+ * by concatenation, a 100 kB text's encoding was a rope of a few nodes a line and then a flat copy of it, ~230 kB
+ * of garbage a message for the young generation's collector. Returns whether its line breaks are all CRLF.
+ */
+export function quotedPrintableParts(text: string, plain: boolean, out: string[]): boolean {
   if (plain && text.length > MAX_ENCODED_LINE) {
     let enc = text;
     if (enc.includes('=')) enc = enc.replaceAll('=', '=3D');
     if (enc.includes('\x7f')) enc = enc.replaceAll('\x7f', '=7F');
-    const wrapped = wrapCrlfText(enc, MAX_ENCODED_LINE, true);
-    if (wrapped !== null) return { text: wrapped, crlfOnly: true };
+    if (wrapCrlfText(enc, MAX_ENCODED_LINE, true, out)) return true;
   }
   // The escapes are the same whatever the line breaks (CR and LF are literal, and whitespace before either is
   // escaped); the soft breaks of text with a lone CR or LF are qpWrap's.
   const enc = text.replace(ESCAPED, escapeRun);
-  if (enc.length <= MAX_ENCODED_LINE) return { text: enc, crlfOnly: false };
-  const wrapped = wrapCrlfText(enc, MAX_ENCODED_LINE, false);
-  if (wrapped !== null) return { text: wrapped, crlfOnly: true };
-  return { text: qpWrap(Buffer.from(enc, 'latin1'), enc.length, MAX_ENCODED_LINE), crlfOnly: false };
+  if (enc.length <= MAX_ENCODED_LINE) {
+    out.push(enc);
+    return false;
+  }
+  if (wrapCrlfText(enc, MAX_ENCODED_LINE, false, out)) return true;
+  out.push(qpWrap(Buffer.from(enc, 'latin1'), enc.length, MAX_ENCODED_LINE));
+  return false;
 }
 
 /** `text` as quoted-printable by the octet loops alone: what quotedPrintable's fast path is checked against. */
@@ -230,24 +244,28 @@ export function quotedPrintableBytes(text: string): string {
 }
 
 /**
- * qpWrap's rules for encoded text whose only line breaks are CRLF; null for any other text. With
- * `unescapedBlanks`, the text's spaces and tabs before a line break or at its end are still to be escaped,
- * and are, line by line. A line (CRLF excluded) of up to lineLength - 2 characters is taken whole with
- * its CRLF; so is a last line (none after it) of up to lineLength - margin. Only longer ones get soft breaks,
- * where a window of lineLength characters from the current position may reach the line's CR but never past it.
+ * qpWrap's rules for encoded text whose only line breaks are CRLF, pushed onto `out` (quotedPrintableParts); false,
+ * with nothing pushed, for any other text. With `unescapedBlanks`, the text's spaces and tabs before a line break or
+ * at its end are still to be escaped, and are, line by line. A line (CRLF excluded) of up to lineLength - 2
+ * characters is taken whole with its CRLF; so is a last line (none after it) of up to lineLength - margin. Only
+ * longer ones get soft breaks, where a window of lineLength characters from the current position may reach the
+ * line's CR but never past it.
  */
-function wrapCrlfText(s: string, lineLength: number, unescapedBlanks: boolean): string | null {
+function wrapCrlfText(s: string, lineLength: number, unescapedBlanks: boolean, out: string[]): boolean {
   const len = s.length;
   const margin = Math.floor(lineLength / 3);
-  // The output between soft breaks is copied whole: one slice per soft break, then the rest.
-  let out = '';
+  const first = out.length;
+  // The output between soft breaks is pushed whole: one slice per soft break, then the rest.
   let copied = 0;
   let start = 0;
   while (start < len) {
-    // Native single-character scans: the next CR must be the next LF's own, else null (not CRLF-only text).
+    // Native single-character scans: the next CR must be the next LF's own, else false (not CRLF-only text).
     const cr = s.indexOf('\r', start);
     const lf = s.indexOf('\n', start);
-    if (cr < 0 ? lf >= 0 : lf !== cr + 1) return null;
+    if (cr < 0 ? lf >= 0 : lf !== cr + 1) {
+      out.length = first;
+      return false;
+    }
     const lineEnd = cr < 0 ? len : cr;
     const hasBreak = cr >= 0;
     if (unescapedBlanks && lineEnd > start) {
@@ -257,7 +275,9 @@ function wrapCrlfText(s: string, lineLength: number, unescapedBlanks: boolean): 
         // window never passes a CRLF), so the escaped line is wrapped on its own, the end of the text with it.
         const next = hasBreak ? cr + 2 : len;
         const line = s.slice(start, lineEnd - 1) + (last === 0x20 ? '=20' : '=09') + s.slice(lineEnd, next);
-        out += s.slice(copied, start) + (wrapCrlfText(line, lineLength, false) as string);
+        if (start > copied) out.push(s.slice(copied, start));
+        // One line with its CRLF, if any: CRLF-only.
+        wrapCrlfText(line, lineLength, false, out);
         copied = start = next;
         continue;
       }
@@ -297,14 +317,14 @@ function wrapCrlfText(s: string, lineLength: number, unescapedBlanks: boolean): 
         // A cut at the end of the text is no soft break: the rest is copied after the loop.
         if (cut >= len) break;
         if (cut - p === lineLength) cut -= s.charCodeAt(cut - 3) === EQ ? 3 : 1;
-        out += s.slice(copied, cut) + '=\r\n';
+        out.push(s.slice(copied, cut), '=\r\n');
         copied = p = cut;
       }
     }
     start = hasBreak ? cr + 2 : len;
   }
-  if (copied === 0) return s;
-  return out + s.slice(copied);
+  if (copied < len) out.push(copied === 0 ? s : s.slice(copied));
+  return true;
 }
 
 function onlyEscapesText(s: string, from: number, to: number): boolean {
