@@ -474,8 +474,8 @@ export function compileMessage(m: ComposeInput): MimeNode {
     // '' is "no body" to MailComposer, which is what it is: the part is left out. An html-only message
     // gets a text/plain alternative made from its html (RFC 2046 §5.1.4): readers without html get the
     // words, and receivers' filters score an html part with no text part as spam-like.
-    text: texts.hold(m.text ? crlf(m.text) : m.html ? crlf(plainTextOf(m.html)) : undefined),
-    html: texts.hold(m.html ? crlf(m.html) : undefined),
+    text: texts.hold(m.text ? m.text : m.html ? plainTextOf(m.html) : undefined),
+    html: texts.hold(m.html ? m.html : undefined),
     messageId: m.messageId,
     date: m.date,
     headers,
@@ -506,31 +506,55 @@ export function compileMessage(m: ComposeInput): MimeNode {
  * answers (test/mail/mime-encode.test.ts) in a third and a tenth of that. A Buffer content is not looked at;
  * MailComposer only places it. The answers are set as setContent sets them, in `_isPlainText` and `_hasLongLines`
  * (nodemailer internals, pinned by package.json; test/mail/compose.test.ts checks both against a MimeNode given the
- * same text).
+ * same text). A text without a CR keeps its LF line ends, which the serializer writes as CRLF (LF_BREAKS); any other
+ * is converted here (crlf).
  */
 function heldTexts() {
-  const held = new Map<Buffer, string>();
+  const held = new Map<Buffer, { text: string; lf: boolean }>();
   return {
     hold(text: string | undefined): Buffer | undefined {
       if (text === undefined) return undefined;
       const placeholder = Buffer.from(' ');
-      held.set(placeholder, text);
+      const lf = !text.includes('\r');
+      held.set(placeholder, { text: lf ? text : crlf(text), lf });
       return placeholder;
     },
     restore,
   };
   function restore(node: MimeNode): void {
-    const text = Buffer.isBuffer(node.content) ? held.get(node.content) : undefined;
-    if (text !== undefined) {
+    const h = Buffer.isBuffer(node.content) ? held.get(node.content) : undefined;
+    if (h !== undefined) {
+      const { text, lf } = h;
       const plain = isPlainText(text);
       Object.assign(node, {
         content: text,
         _isPlainText: plain,
-        _hasLongLines: plain && hasLongerLines(text, MAX_ENCODED_LINE),
+        // The same answers for the text with CRLF line ends: but for the length past which nodemailer counts any
+        // text as long, where the CRs count.
+        _hasLongLines: plain && (hasLongerLines(text, MAX_ENCODED_LINE) || (lf && crlfLength(text) > LONG_TEXT_LENGTH)),
       });
+      if (lf) LF_BREAKS.set(node, text);
     }
     for (const child of node.childNodes ?? []) restore(child);
   }
+}
+
+/**
+ * The text parts whose content has LF line ends alone (heldTexts), which serializeMimeText writes as CRLF: the same
+ * bytes as for the converted text, without a converted copy of a 100 kB text (a rope that the first scan copies
+ * flat again, ~220 kB of garbage a message). With that content: a part given another since is written as it is.
+ */
+const LF_BREAKS = new WeakMap<MimeNode, string>();
+
+/** nodemailer's hasLongerLines counts a text over this many characters as long whatever its lines. */
+const LONG_TEXT_LENGTH = 128 * 1024;
+
+/** `text`'s length with each LF written as CRLF: counted only where the answer can be over LONG_TEXT_LENGTH. */
+function crlfLength(text: string): number {
+  let n = text.length;
+  if (2 * n <= LONG_TEXT_LENGTH || n > LONG_TEXT_LENGTH) return n;
+  for (let i = text.indexOf('\n'); i >= 0; i = text.indexOf('\n', i + 1)) n++;
+  return n;
 }
 
 /**
@@ -625,13 +649,17 @@ function serializeMimeText(root: MimeNode): string {
       if (typeof content !== 'string' && !Buffer.isBuffer(content))
         throw new Error('compose: a part whose content is not a string');
       if (typeof content !== 'string' && encoding !== 'base64') throw new Error('compose: a binary part not in base64');
+      const lf = LF_BREAKS.get(node) === content;
       if (typeof content !== 'string' || encoding === 'base64') {
-        out.push(base64Lines(content));
+        out.push(base64Lines(lf ? crlf(content as string) : content));
       } else if (encoding === 'quoted-printable') {
         // Its pieces go straight into `out`, joined once with the rest (quotedPrintableParts).
         const at = out.length;
-        if (!quotedPrintableParts(content, flagOf(node, '_isPlainText') ?? false, out))
+        if (!quotedPrintableParts(content, flagOf(node, '_isPlainText') ?? false, out, lf))
           bareLf ||= out.slice(at).some(hasBareLf);
+      } else if (lf) {
+        // A rope, which the join copies as it stands.
+        out.push(content.replaceAll('\n', '\r\n'));
       } else {
         bareLf ||= hasBareLf(content);
         out.push(content);

@@ -215,15 +215,20 @@ export function quotedPrintableLines(text: string, plain = false): { text: strin
 /**
  * quotedPrintableLines as pieces pushed onto `out`: the text's slices between soft breaks, and the breaks. For a
  * caller that joins them with more (compose's serializer), so that the message is one flat string made once: built
- * by concatenation, a 100 kB text's encoding was a rope of a few nodes a line and then a flat copy of it, ~230 kB
- * of garbage a message for the young generation's collector. Returns whether its line breaks are all CRLF.
+ * by concatenation, a 100 kB text's encoding was a rope of a few nodes a line, ~120 kB of garbage a message for the
+ * young generation's collector. With `lfBreaks`, the text's line breaks are LFs alone (it holds no CR), written as
+ * CRLF: the same pieces as for the text with CRLF line breaks, without a converted copy of the text (compose's LF
+ * texts, what JSON bodies hold). Returns whether its line breaks are all CRLF.
  */
-export function quotedPrintableParts(text: string, plain: boolean, out: string[]): boolean {
+export function quotedPrintableParts(text: string, plain: boolean, out: string[], lfBreaks = false): boolean {
+  // A short text's choices below count its CRs, which an LF text does not hold yet: it is converted first.
+  if (lfBreaks && text.length <= MAX_ENCODED_LINE)
+    return quotedPrintableParts(text.replaceAll('\n', '\r\n'), plain, out);
   if (plain && text.length > MAX_ENCODED_LINE) {
     let enc = text;
     if (enc.includes('=')) enc = enc.replaceAll('=', '=3D');
     if (enc.includes('\x7f')) enc = enc.replaceAll('\x7f', '=7F');
-    if (wrapCrlfText(enc, MAX_ENCODED_LINE, true, out)) return true;
+    if (wrapCrlfText(enc, MAX_ENCODED_LINE, true, out, lfBreaks)) return true;
   }
   // The escapes are the same whatever the line breaks (CR and LF are literal, and whitespace before either is
   // escaped); the soft breaks of text with a lone CR or LF are qpWrap's.
@@ -232,7 +237,7 @@ export function quotedPrintableParts(text: string, plain: boolean, out: string[]
     out.push(enc);
     return false;
   }
-  if (wrapCrlfText(enc, MAX_ENCODED_LINE, false, out)) return true;
+  if (wrapCrlfText(enc, MAX_ENCODED_LINE, false, out, lfBreaks)) return true;
   out.push(qpWrap(Buffer.from(enc, 'latin1'), enc.length, MAX_ENCODED_LINE));
   return false;
 }
@@ -249,9 +254,15 @@ export function quotedPrintableBytes(text: string): string {
  * at its end are still to be escaped, and are, line by line. A line (CRLF excluded) of up to lineLength - 2
  * characters is taken whole with its CRLF; so is a last line (none after it) of up to lineLength - margin. Only
  * longer ones get soft breaks, where a window of lineLength characters from the current position may reach the
- * line's CR but never past it.
+ * line's CR but never past it. With `lfBreaks`, text whose line breaks are LFs alone, written as CRLF.
  */
-function wrapCrlfText(s: string, lineLength: number, unescapedBlanks: boolean, out: string[]): boolean {
+function wrapCrlfText(
+  s: string,
+  lineLength: number,
+  unescapedBlanks: boolean,
+  out: string[],
+  lfBreaks = false,
+): boolean {
   const len = s.length;
   const margin = Math.floor(lineLength / 3);
   const first = out.length;
@@ -260,24 +271,27 @@ function wrapCrlfText(s: string, lineLength: number, unescapedBlanks: boolean, o
   let start = 0;
   while (start < len) {
     // Native single-character scans: the next CR must be the next LF's own, else false (not CRLF-only text).
-    const cr = s.indexOf('\r', start);
+    const cr = lfBreaks ? -1 : s.indexOf('\r', start);
     const lf = s.indexOf('\n', start);
-    if (cr < 0 ? lf >= 0 : lf !== cr + 1) {
+    if (!lfBreaks && (cr < 0 ? lf >= 0 : lf !== cr + 1)) {
       out.length = first;
       return false;
     }
-    const lineEnd = cr < 0 ? len : cr;
-    const hasBreak = cr >= 0;
+    // An LF text's LF stands where a CRLF text's CR does: the windows below reach it but never cut after it (it is
+    // neither a place to break nor an "="), so both give the same soft breaks.
+    const lineBreak = lfBreaks ? lf : cr;
+    const lineEnd = lineBreak < 0 ? len : lineBreak;
+    const hasBreak = lineEnd < len;
+    const next = hasBreak ? lineEnd + (lfBreaks ? 1 : 2) : len;
     if (unescapedBlanks && lineEnd > start) {
       const last = s.charCodeAt(lineEnd - 1);
       if (last === 0x20 || last === 0x09) {
         // RFC 2045 §6.7 (3): the space or tab that ends the line is escaped. Lines are wrapped one by one (the
         // window never passes a CRLF), so the escaped line is wrapped on its own, the end of the text with it.
-        const next = hasBreak ? cr + 2 : len;
         const line = s.slice(start, lineEnd - 1) + (last === 0x20 ? '=20' : '=09') + s.slice(lineEnd, next);
         if (start > copied) out.push(s.slice(copied, start));
-        // One line with its CRLF, if any: CRLF-only.
-        wrapCrlfText(line, lineLength, false, out);
+        // One line with its line break, if any.
+        wrapCrlfText(line, lineLength, false, out, lfBreaks);
         copied = start = next;
         continue;
       }
@@ -305,7 +319,12 @@ function wrapCrlfText(s: string, lineLength: number, unescapedBlanks: boolean, o
           if (at1 || at2 || (end - 3 >= p && s.charCodeAt(end - 3) === EQ)) {
             if (at1) cut = end - 1;
             else if (at2) cut = end - 2;
-            while (cut - p > 3 && cut < len && !onlyEscapesText(s, p, cut) && s.charCodeAt(cut - 3) === EQ) {
+            while (
+              cut - p > 3 &&
+              (hasBreak || cut < len) &&
+              !onlyEscapesText(s, p, cut) &&
+              s.charCodeAt(cut - 3) === EQ
+            ) {
               const code = (hexValue(s.charCodeAt(cut - 2)) << 4) | hexValue(s.charCodeAt(cut - 1));
               if (code < 0x80) break;
               cut -= 3;
@@ -314,14 +333,21 @@ function wrapCrlfText(s: string, lineLength: number, unescapedBlanks: boolean, o
           }
         }
         if (cut === p) cut = end;
-        // A cut at the end of the text is no soft break: the rest is copied after the loop.
-        if (cut >= len) break;
+        // A cut at the end of the text is no soft break: the rest is copied after the loop. (A line with a break after
+        // it is not the end: an LF text's LF can be the last character, where a CRLF text's CR cannot.)
+        if (!hasBreak && cut >= len) break;
         if (cut - p === lineLength) cut -= s.charCodeAt(cut - 3) === EQ ? 3 : 1;
         out.push(s.slice(copied, cut), '=\r\n');
         copied = p = cut;
       }
     }
-    start = hasBreak ? cr + 2 : len;
+    // An LF text's pieces end at each line's end, where its CRLF is written.
+    if (lfBreaks && hasBreak) {
+      if (lineEnd > copied) out.push(s.slice(copied, lineEnd));
+      out.push('\r\n');
+      copied = next;
+    }
+    start = next;
   }
   if (copied < len) out.push(copied === 0 ? s : s.slice(copied));
   return true;

@@ -376,6 +376,45 @@ t.test("serializeMime writes build()'s bytes for random contents in every encodi
   t.same([...encodings].sort(), ['7bit', 'base64', 'quoted-printable'], 'every encoding met');
 });
 
+t.test('a text or html with LF line ends composes to the bytes of the same with CRLF', async (t) => {
+  // A JSON body's text keeps its LFs through composition and is written as CRLF piece by piece (no converted copy);
+  // the text with CRLF goes the way the test above proves against nodemailer's build(). Every encoding, and texts at
+  // the length past which nodemailer counts any text as long (128 kB, with the CRs a converted text would hold).
+  const pieces = ['a', 'Lorem ipsum dolor sit amet, ', ' ', '\t', '=', '\x7f', '\n', '\n\n', ' \n', 'é', '€', '😀'];
+  const longLine = 'x'.repeat(90);
+  const rnd = seeded(13);
+  // The multipart boundary is random in each composition.
+  const same = (raw: Buffer) => raw.toString('latin1').replace(/_NmP-[0-9a-f]+-Part/g, '_NmP-Part');
+  const texts = [
+    ...Array.from({ length: 300 }, (_, i) => randomOf(rnd, i % 3 ? pieces : [...pieces, longLine], 120)),
+    'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.\n'.repeat(1300),
+    // 128 kB of short lines with the CRs, under it without them (7bit: no line over 76 in the LF text).
+    'short line\n'.repeat(12_000),
+    'short line\n'.repeat(11_000),
+  ].filter((s) => s.trim() !== '');
+  let mismatches = 0;
+  for (const [i, lf] of texts.entries()) {
+    const crlf = lf.replaceAll('\n', '\r\n');
+    const pairs = [
+      [{ text: lf }, { text: crlf }],
+      [
+        { text: undefined, html: `<p>${lf}</p>` },
+        { text: undefined, html: `<p>${crlf}</p>` },
+      ],
+      [
+        { text: lf, html: `<div>${lf}</div>` },
+        { text: crlf, html: `<div>${crlf}</div>` },
+      ],
+    ] as const;
+    for (const [a, b] of pairs) {
+      const ours = same(await composeMessage({ ...BASE, ...a }));
+      if (ours !== same(await composeMessage({ ...BASE, ...b })) && mismatches++ < 3)
+        t.fail(`text ${i} differs: ${JSON.stringify(lf.slice(0, 200))}`);
+    }
+  }
+  t.equal(mismatches, 0, `${texts.length} texts, three ways each`);
+});
+
 t.test('MimeNode keeps isPlainText as `_isPlainText`, which compose reads (nodemailer internals)', async (t) => {
   // serializeMime hands it to quotedPrintable, whose plain path depends on its meaning: without it the
   // output is the same, only slower, so this is where its disappearance shows.

@@ -14,6 +14,7 @@ import {
   quotedPrintable,
   quotedPrintableBytes,
   quotedPrintableLines,
+  quotedPrintableParts,
   textTransferEncoding,
 } from '../../mail/mime-encode.js';
 import { randomOf, seeded } from '../helpers/seeded.js';
@@ -160,6 +161,32 @@ t.test('quotedPrintable of plain text: its `plain` path writes the bytes of node
   }
   t.equal(mismatches, 0, '20000 random plain texts');
   t.ok(fast > 10000, `most (${fast}) are long and CRLF-only, what the plain path wraps itself`);
+});
+
+t.test('quotedPrintableParts of text with LF line breaks writes the pieces of the same text with CRLF', async (t) => {
+  // compose hands a JSON body's text over with its LFs (lfBreaks): the same bytes must come out as for the text
+  // converted first, plain or not, at every length (the short ones count the CRs they do not hold yet).
+  const rnd = seeded(12);
+  let mismatches = 0;
+  for (let i = 0; i < 20000; i++) {
+    const lf = randomOf(rnd, i % 2 ? PLAIN_PIECES : PIECES, i % 3 ? 300 : 40).replace(/\r/g, '');
+    const crlf = lf.replaceAll('\n', '\r\n');
+    for (const plain of isPlainText(lf) ? [false, true] : [false]) {
+      const out: string[] = [];
+      const crlfOnly = quotedPrintableParts(lf, plain, out, true);
+      const ours = out.join('');
+      if (ours !== quotedPrintableLines(crlf, plain).text || ours !== theirsQp(crlf)) {
+        if (mismatches++ < 3) t.fail(`differs for ${JSON.stringify(lf)} (plain: ${plain})`);
+      } else if (crlfOnly && BARE_CR_OR_LF.test(ours)) {
+        if (mismatches++ < 3) t.fail(`said CRLF-only, is not: ${JSON.stringify(lf)}`);
+      }
+    }
+  }
+  t.equal(mismatches, 0, '20000 random texts');
+  const body = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.\n'.repeat(1300);
+  const out: string[] = [];
+  quotedPrintableParts(body, true, out, true);
+  t.equal(out.join(''), quotedPrintable(body.replaceAll('\n', '\r\n'), true), 'a 100 kB body of 80-character lines');
 });
 
 t.test('quotedPrintable: the cases by name', async (t) => {
