@@ -79,11 +79,15 @@ export async function startPostfixRelay(
       .map(([k, v]) => `${k} = ${v}\n`)
       .join(''),
   );
-  const port = await freePort();
-  await writeFile(
-    path.join(etc, 'master.cf'),
-    masterCf(port, ['smtp      unix - - n - - smtp', 'relay     unix - - n - - smtp']),
-  );
+  let port = 0;
+  const listenOnFreePort = async () => {
+    port = await freePort();
+    await writeFile(
+      path.join(etc, 'master.cf'),
+      masterCf(port, ['smtp      unix - - n - - smtp', 'relay     unix - - n - - smtp']),
+    );
+  };
+  await listenOnFreePort();
   const log = () => readFile(path.join(dir, 'maillog'), 'utf8').catch(() => '');
   let stopped = false;
   const stop = async () => {
@@ -108,10 +112,19 @@ export async function startPostfixRelay(
     await stop();
     await rm(dir, { recursive: true, force: true });
   });
-  try {
-    await run(POSTFIX, ['-c', etc, 'start']);
-  } catch (err) {
-    throw new Error(`postfix start failed: ${(err as { stderr?: string }).stderr ?? err}\n${await log()}`);
+  // A free port can be taken by another test's listener before the master binds it: then a new one, twice at most.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await run(POSTFIX, ['-c', etc, 'start']);
+      break;
+    } catch (err) {
+      const why = `${(err as { stderr?: string }).stderr ?? err}\n${await log()}`;
+      if (attempt < 3 && why.includes('Address already in use')) {
+        await listenOnFreePort();
+        continue;
+      }
+      throw new Error(`postfix start failed: ${why}`);
+    }
   }
   // The master binds the port itself, a moment after `start` returns.
   const accepting = () =>
