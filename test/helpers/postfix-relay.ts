@@ -12,7 +12,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, masterCf } from './postfix.js';
+import { startOnFreePort } from './postfix.js';
 import { waitFor } from './wait-for.js';
 
 const run = promisify(execFile);
@@ -79,15 +79,6 @@ export async function startPostfixRelay(
       .map(([k, v]) => `${k} = ${v}\n`)
       .join(''),
   );
-  let port = 0;
-  const listenOnFreePort = async () => {
-    port = await freePort();
-    await writeFile(
-      path.join(etc, 'master.cf'),
-      masterCf(port, ['smtp      unix - - n - - smtp', 'relay     unix - - n - - smtp']),
-    );
-  };
-  await listenOnFreePort();
   const log = () => readFile(path.join(dir, 'maillog'), 'utf8').catch(() => '');
   let stopped = false;
   const stop = async () => {
@@ -112,20 +103,11 @@ export async function startPostfixRelay(
     await stop();
     await rm(dir, { recursive: true, force: true });
   });
-  // A free port can be taken by another test's listener before the master binds it: then a new one, twice at most.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await run(POSTFIX, ['-c', etc, 'start']);
-      break;
-    } catch (err) {
-      const why = `${(err as { stderr?: string }).stderr ?? err}\n${await log()}`;
-      if (attempt < 3 && why.includes('Address already in use')) {
-        await listenOnFreePort();
-        continue;
-      }
-      throw new Error(`postfix start failed: ${why}`);
-    }
-  }
+  const port = await startOnFreePort(etc, queue, ['smtp      unix - - n - - smtp', 'relay     unix - - n - - smtp'], {
+    deadline: Date.now() + 30_000,
+    logTail: log,
+    what: 'startPostfixRelay',
+  });
   // The master binds the port itself, a moment after `start` returns.
   const accepting = () =>
     new Promise<boolean>((resolve) => {

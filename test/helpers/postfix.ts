@@ -375,6 +375,36 @@ async function writeConfig(file: string, text: string): Promise<void> {
   await utimes(file, past, past);
 }
 
+/**
+ * Starts the Postfix of `etc` (queue directory `queueDir`) with its smtpd on a port found free and `services` beside it
+ * in master.cf, and returns the port. Postfix binds the port itself, so a port found free may be taken before master
+ * binds it; master then fails its start (master -w reports it) and another port is tried, five times at most and until
+ * `deadline`. `beforeEach` runs before each start.
+ */
+export async function startOnFreePort(
+  etc: string,
+  queueDir: string,
+  services: readonly string[],
+  o: { deadline: number; beforeEach?: () => Promise<void>; logTail: () => Promise<string>; what: string },
+): Promise<number> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    await writeConfig(path.join(etc, 'master.cf'), masterCf(port, services));
+    await o.beforeEach?.();
+    try {
+      await run(POSTFIX, ['-c', etc, 'start'], { timeout: Math.max(1_000, o.deadline - Date.now()) });
+      return port;
+    } catch (err) {
+      const p = await readMasterPid(queueDir);
+      if (p !== null) await stopMaster(p, queueDir);
+      if (attempt >= 5 || Date.now() > o.deadline) {
+        const e = err as { stderr?: string; message: string };
+        throw new Error(`${o.what}: postfix start failed: ${e.stderr?.trim() || e.message}\n${await o.logTail()}`);
+      }
+    }
+  }
+}
+
 /** A TCP port free on 127.0.0.1 now (the bench uses it too). */
 export async function freePort(): Promise<number> {
   const srv = net.createServer();
@@ -532,28 +562,15 @@ export async function startPostfix(t: Teardown, opts: PostfixOptions = {}): Prom
   const log = () => readFile(path.join(dir, 'maillog'), 'utf8').catch(() => '');
   const logTail = async () => (await log()).split('\n').slice(-30).join('\n');
 
-  // Postfix binds the port itself, so a port found free may be taken before master binds it; master
-  // then fails its start (master -w reports it) and we try another.
-  let port = 0;
   const deadline = Date.now() + (opts.startTimeoutMs ?? 30_000);
-  for (let attempt = 1; ; attempt++) {
-    port = await freePort();
-    await writeConfig(path.join(etc, 'master.cf'), masterCf(port, ['virtual   unix - n n - - virtual']));
+  const port = await startOnFreePort(etc, queueDir, ['virtual   unix - n n - - virtual'], {
+    deadline,
     // postfix-script skips its integrity checks (check-fatal, check-warn: seconds of find and postconf)
     // once when this file exists; the tree they would check was made just above.
-    await writeFile(path.join(queueDir, 'quick-start'), '');
-    try {
-      await run(POSTFIX, ['-c', etc, 'start'], { timeout: Math.max(1_000, deadline - Date.now()) });
-      break;
-    } catch (err) {
-      const p = await readMasterPid(queueDir);
-      if (p !== null) await stopMaster(p, queueDir);
-      if (attempt >= 5 || Date.now() > deadline) {
-        const e = err as { stderr?: string; message: string };
-        throw new Error(`startPostfix: postfix start failed: ${e.stderr?.trim() || e.message}\n${await logTail()}`);
-      }
-    }
-  }
+    beforeEach: () => writeFile(path.join(queueDir, 'quick-start'), ''),
+    logTail,
+    what: 'startPostfix',
+  });
   pid = await readMasterPid(queueDir);
   if (pid !== null) live.set(pid, queueDir);
 
