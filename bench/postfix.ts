@@ -12,8 +12,8 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { masterCf } from '../test/helpers/postfix.js';
-import { freePort, processes, sleep, user, waitPort } from './util.js';
+import { startOnFreePort } from '../test/helpers/postfix.js';
+import { processes, sleep, user, waitPort } from './util.js';
 
 const run = promisify(execFile);
 const POSTFIX = '/usr/sbin/postfix';
@@ -43,7 +43,6 @@ export async function startRelay(
   await mkdir(path.join(dir, 'queue')); // `postfix start` creates its subdirectories
   await mkdir(path.join(dir, 'data'), { mode: 0o700 });
   await chown(path.join(dir, 'data'), ids.uid, ids.gid);
-  const port = await freePort();
 
   const main: Record<string, string> = {
     compatibility_level: '3.6',
@@ -78,7 +77,6 @@ export async function startRelay(
       .map(([k, v]) => `${k} = ${v}\n`)
       .join(''),
   );
-  await writeFile(path.join(etc, 'master.cf'), masterCf(port, services));
 
   let stopped = false;
   // If the bench dies between start and stop, do not leave a master running.
@@ -91,14 +89,13 @@ export async function startRelay(
       }
   };
   process.on('exit', onExit);
-  try {
-    await run(POSTFIX, ['-c', etc, 'start']);
-  } catch (err) {
-    const log = await readFile(path.join(dir, 'maillog'), 'utf8').catch(() => '');
-    throw new Error(
-      `postfix start failed: ${(err as { stderr?: string }).stderr ?? err}\n${log.split('\n').slice(-20).join('\n')}`,
-    );
-  }
+  // On a port free when picked, written into master.cf, started again on another when something took it first.
+  const port = await startOnFreePort(etc, path.join(dir, 'queue'), services, {
+    deadline: Date.now() + 30_000,
+    logTail: async () =>
+      (await readFile(path.join(dir, 'maillog'), 'utf8').catch(() => '')).split('\n').slice(-20).join('\n'),
+    what: 'the bench relay',
+  });
   await waitPort(port, 10_000);
   const { stdout } = await run('/usr/sbin/postconf', ['-c', etc, '-h', 'mail_version']);
 
