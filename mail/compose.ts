@@ -16,6 +16,7 @@ import { htmlText } from './html-text.js';
 import { nestsWithin } from './html-nesting.js';
 import {
   base64Lines,
+  crlf,
   hasLongerLines,
   isPlainText,
   MAX_ENCODED_LINE,
@@ -305,13 +306,6 @@ function parseMailbox(raw: string, idn: boolean): Mailbox | null {
 function assertHeaderSafe(field: string, value: string): void {
   if (typeof value !== 'string') throw new TypeError(`compose: ${field} must be a string`);
   if (HEADER_BREAK.test(value)) throw new Error(`compose: CR, LF or NUL in ${field}`);
-}
-
-// RFC 5322 §2.3: CR and LF occur in a body only together, as CRLF. A bare one would reach the wire as
-// is in a 7bit part (MailComposer converts a lone LF but not a lone CR). Text without a CR (what JSON
-// bodies mostly are) takes a plain string replacement instead of the regex.
-function crlf(body: string): string {
-  return body.includes('\r') ? body.replace(/\r\n|\r|\n/g, '\r\n') : body.replaceAll('\n', '\r\n');
 }
 
 /**
@@ -659,7 +653,7 @@ function serializeMimeText(root: MimeNode): string {
           bareLf ||= out.slice(at).some(hasBareLf);
       } else if (lf) {
         // A rope, which the join copies as it stands.
-        out.push(content.replaceAll('\n', '\r\n'));
+        out.push(crlf(content));
       } else {
         bareLf ||= hasBareLf(content);
         out.push(content);

@@ -192,6 +192,13 @@ function escapeRun(run: string): string {
   return out;
 }
 
+// RFC 5322 §2.3: CR and LF occur in a body only together, as CRLF. A bare one would reach the wire as
+// is in a 7bit part (MailComposer converts a lone LF but not a lone CR). Text without a CR (what JSON
+// bodies mostly are) takes a plain string replacement instead of the regex.
+export function crlf(body: string): string {
+  return body.includes('\r') ? body.replace(/\r\n|\r|\n/g, '\r\n') : body.replaceAll('\n', '\r\n');
+}
+
 /**
  * `text` (UTF-8) as quoted-printable lines of at most 76 characters: nodemailer's `qp.wrap(qp.encode(text), 76)`.
  * Text whose line breaks are all CRLF (what compose makes) takes the fast path: escapes by one native regex
@@ -222,8 +229,7 @@ export function quotedPrintableLines(text: string, plain = false): { text: strin
  */
 export function quotedPrintableParts(text: string, plain: boolean, out: string[], lfBreaks = false): boolean {
   // A short text's choices below count its CRs, which an LF text does not hold yet: it is converted first.
-  if (lfBreaks && text.length <= MAX_ENCODED_LINE)
-    return quotedPrintableParts(text.replaceAll('\n', '\r\n'), plain, out);
+  if (lfBreaks && text.length <= MAX_ENCODED_LINE) return quotedPrintableParts(crlf(text), plain, out);
   if (plain && text.length > MAX_ENCODED_LINE) {
     let enc = text;
     if (enc.includes('=')) enc = enc.replaceAll('=', '=3D');
