@@ -18,6 +18,7 @@ import {
   base64Lines,
   crlf,
   hasLongerLines,
+  isAsciiText,
   isPlainText,
   MAX_ENCODED_LINE,
   quotedPrintableParts,
@@ -312,12 +313,11 @@ function assertHeaderSafe(field: string, value: string): void {
  * The last line of defence on the bytes: CRLF only, every line within RFC 5322 §2.1.1's 998 octets,
  * and 7-bit clean (every non-ASCII value went through an encoded word or a transfer encoding, so the
  * message needs neither 8BITMIME nor SMTPUTF8), no NUL (RFC 5321 §4.1.4 / RFC 5322 §2.1). Run on the
- * message's text before it becomes bytes: ASCII text is its own octets. Native scans only: the UTF-8 length
- * equals the length in UTF-16 code units only when every one is below 0x80 (a lone surrogate counts 3), NUL by
- * indexOf, then one step per line with V8's indexOf.
+ * message's text (and its latin1 octets, when made already: ASCII text is its own octets). Native scans only:
+ * isAsciiText, NUL by indexOf, then one step per line with V8's indexOf.
  */
-export function assertWireSafe(text: string): void {
-  if (Buffer.byteLength(text, 'utf8') !== text.length) throw new Error('compose: 8-bit octet in output');
+export function assertWireSafe(text: string, latin1?: Buffer): void {
+  if (!isAsciiText(text, latin1)) throw new Error('compose: 8-bit octet in output');
   if (text.includes('\0')) throw new Error('compose: NUL in output');
   const len = text.length;
   let lineStart = 0;
@@ -365,9 +365,10 @@ function plainTextOf(html: string): string {
 
 export async function composeMessage(m: ComposeInput): Promise<Buffer> {
   const text = serializeMimeText(compileMessage(m));
-  assertWireSafe(text);
-  // 7-bit: latin1 and UTF-8 give the same octets, latin1 without the encoder's work.
-  return Buffer.from(text, 'latin1');
+  // 7-bit (or refused below): latin1 and UTF-8 give the same octets, latin1 without the encoder's work.
+  const bytes = Buffer.from(text, 'latin1');
+  assertWireSafe(text, bytes);
+  return bytes;
 }
 
 /** The validated message as nodemailer's MIME tree, ready to serialize. */

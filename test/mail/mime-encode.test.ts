@@ -3,6 +3,7 @@
 // encoding nodemailer's MimeNode would choose (docs/decisions.md #59).
 import t, { type Test } from 'tap';
 import { createRequire } from 'node:module';
+import { isStringOneByteRepresentation } from 'node:v8';
 import { encode as qpEncode, wrap as qpWrap } from 'nodemailer/lib/qp';
 import { encode as b64Encode, wrap as b64Wrap } from 'nodemailer/lib/base64';
 import MimeNode from 'nodemailer/lib/mime-node';
@@ -10,6 +11,7 @@ import { hasLongerLines, isPlainText } from 'nodemailer/lib/mime-funcs';
 import {
   base64Lines,
   hasLongerLines as ourHasLongerLines,
+  isAsciiText,
   isPlainText as ourIsPlainText,
   quotedPrintable,
   quotedPrintableBytes,
@@ -244,6 +246,30 @@ t.test("isPlainText is mime-funcs' for every code unit and for random text", asy
   const rnd = seeded(5);
   for (let i = 0; i < 3000; i++) check(randomOf(rnd, PIECES, 60));
   t.equal(mismatches, 0, 'no text where the two differ');
+});
+
+t.test('isAsciiText: every code unit below 0x80, whichever way V8 keeps the string', async (t) => {
+  const reference = (s: string) => !/[^\x00-\x7f]/.test(s);
+  let mismatches = 0;
+  const seen = new Set<string>();
+  const check = (s: string) => {
+    const kind = isStringOneByteRepresentation(s) ? 'one-byte' : 'two-byte';
+    seen.add(`${kind} ${reference(s)}`);
+    for (const ours of [isAsciiText(s), isAsciiText(s, Buffer.from(s, 'latin1'))])
+      if (ours !== reference(s) && mismatches++ < 3) t.fail(`differs for ${kind} ${JSON.stringify(s.slice(0, 80))}`);
+  };
+  for (let c = 0; c <= 0xffff; c++) {
+    const u = String.fromCharCode(c);
+    check(`${'plain words '.repeat(8)}${u}\r\n`);
+    // ASCII kept two octets a character: the rest of a string that began with a code unit above 0xff.
+    check(`\u0141${'a'.repeat(40)}${u}`.slice(1));
+  }
+  check('');
+  const rnd = seeded(6);
+  for (let i = 0; i < 3000; i++) check(randomOf(rnd, PIECES, 60));
+  t.equal(mismatches, 0, 'no text where it differs from a regular expression');
+  // Both representations met, each with both answers: 'Ł' (0x141) would be 'A' as latin1.
+  t.same([...seen].sort(), ['one-byte false', 'one-byte true', 'two-byte false', 'two-byte true']);
 });
 
 t.test("hasLongerLines is mime-funcs' for random text and every kind of line end", async (t) => {
