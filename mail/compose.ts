@@ -528,7 +528,7 @@ function heldTexts() {
         // text as long, where the CRs count.
         _hasLongLines: plain && (hasLongerLines(text, MAX_ENCODED_LINE) || (lf && crlfLength(text) > LONG_TEXT_LENGTH)),
       });
-      if (lf) LF_BREAKS.set(node, text);
+      if (lf) (node as LfNode)[LF_BREAKS] = text;
     }
     for (const child of node.childNodes ?? []) restore(child);
   }
@@ -538,8 +538,11 @@ function heldTexts() {
  * The text parts whose content has LF line ends alone (heldTexts), which serializeMimeText writes as CRLF: the same
  * bytes as for the converted text, without a converted copy of a 100 kB text (a rope that the first scan copies
  * flat again, ~220 kB of garbage a message). With that content: a part given another since is written as it is.
+ * A property of the node's own, not a WeakMap: V8's young-generation collector keeps some of a WeakMap's values
+ * whose keys are young and dead through a scavenge or two, and so promoted sendEmail's texts to the old generation.
  */
-const LF_BREAKS = new WeakMap<MimeNode, string>();
+const LF_BREAKS = Symbol('text written with CRLF for its LFs');
+type LfNode = MimeNode & { [LF_BREAKS]?: string };
 
 /** nodemailer's hasLongerLines counts a text over this many characters as long whatever its lines. */
 const LONG_TEXT_LENGTH = 128 * 1024;
@@ -644,7 +647,7 @@ function serializeMimeText(root: MimeNode): string {
       if (typeof content !== 'string' && !Buffer.isBuffer(content))
         throw new Error('compose: a part whose content is not a string');
       if (typeof content !== 'string' && encoding !== 'base64') throw new Error('compose: a binary part not in base64');
-      const lf = LF_BREAKS.get(node) === content;
+      const lf = (node as LfNode)[LF_BREAKS] === content;
       if (typeof content !== 'string' || encoding === 'base64') {
         out.push(base64Lines(lf ? crlf(content as string) : content));
       } else if (encoding === 'quoted-printable') {
