@@ -405,7 +405,11 @@ export async function startOnFreePort(
   }
 }
 
-/** A TCP port free on 127.0.0.1 now (the bench uses it too). */
+/**
+ * A TCP port free on 127.0.0.1 now (the bench uses it too), for a server started next. Never for a port that must
+ * stay closed: once let go, the kernel hands it to the next listen(0) of any process, such as a test running beside
+ * this one. A closed port is port 1, below the ephemeral range (32768-60999 on Linux), which no test binds.
+ */
 export async function freePort(): Promise<number> {
   const srv = net.createServer();
   await new Promise<void>((resolve, reject) => {

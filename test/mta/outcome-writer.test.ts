@@ -11,7 +11,6 @@ import { deliveredOutcome, seedSendingMessages } from '../helpers/sending-messag
 import { waitFor } from '../helpers/wait-for.js';
 import { createOutcomeWriter } from '../../mta/outbound/outcomes.js';
 import { openPostgres, type Db } from '../../storage/pg/client.js';
-import { freePort } from '../helpers/postfix.js';
 import { cuttingProxy } from '../helpers/cutting-proxy.js';
 
 // Without SVC_DATABASE_URL the first two tests are skipped, not passed: a deadlock and a backend ended under a
@@ -139,8 +138,9 @@ t.test('a batch whose connection is lost is written again on a new one, and coun
 });
 
 t.test('a Postgres that does not answer is waited out, until a stop gives up', async (t) => {
-  // Nothing listens there: every connection is refused, as while Postgres restarts.
-  const db = openPostgres(`postgres://postgres@127.0.0.1:${await freePort()}/none`, 1);
+  // Nothing listens on port 1 (below the ephemeral range, never another test's server): every connection is
+  // refused, as while Postgres restarts.
+  const db = openPostgres('postgres://postgres@127.0.0.1:1/none', 1);
   t.teardown(() => db.close());
   const { log, logged } = warnLog();
   const writer = createOutcomeWriter(db, log, { retryDelayMs: { first: 20, max: 50 } });

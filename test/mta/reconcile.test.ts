@@ -6,17 +6,16 @@ import t from 'tap';
 import { startTestService } from '../helpers/service.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { sender } from '../helpers/sender.js';
-import { freePort } from '../helpers/postfix.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const zone = await startDnsZone(t);
 zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-// Nothing listens there: every attempt is deferred.
-const closed = await freePort();
+// Nothing listens on port 1 (below the ephemeral range, so no server beside this test gets it): every attempt is
+// refused and deferred.
 const svc = await startTestService(t, {
   env: {
     SVC_DNS_SERVERS: zone.hostPort,
-    SVC_OUTBOUND_PORT: String(closed),
+    SVC_OUTBOUND_PORT: '1',
     SVC_RETRY_DELAYS: '1h,2h',
     SVC_ALLOW_PRIVATE_WEBHOOKS: '1',
   },
