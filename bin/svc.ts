@@ -1,6 +1,7 @@
 #!/usr/bin/env -S node --import=tsx --max-semi-space-size=32
 // The `svc` command: argv → subcommand. Exit codes: 0 done, 1 failed, 2 bad usage or configuration.
 import './thread-pool.js';
+import './heap-marking.js';
 import { parseArgs } from 'node:util';
 import { loadConfig, describeConfig, ConfigError } from '../config/load.js';
 import type { Role } from './start.js';
