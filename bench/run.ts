@@ -21,9 +21,13 @@
 //   node --import tsx bench/run.ts [--messages 10000] [--concurrency 64] [--seconds 10] [--orgs 8]
 //                                   [--warmup 2000] [--runs 5] [--size 1k|10k|100k] [--body text|html]
 //                                   [--domains 1|100] [--pgbench-clients 1,4,8,16,32,64] [--pg URL]
-//                                   [--one-process] [--cpu-prof] [--workers N|C,M] [--out latest.json]
+//                                   [--one-process] [--cpu-prof] [--node-flags='…'] [--workers N|C,M]
+//                                   [--out latest.json]
 //
-// --body html posts the same words as html alone (the service makes the text alternative).
+// --body html posts the same words as html alone (the service makes the text alternative). --node-flags gives every
+// service process more of Node's or V8's flags, for a diagnosis (with "=": the value starts with "--"):
+// `--node-flags=--trace-gc-nvp` (each collection), `--node-flags=--trace-incremental-marking` (why each full
+// collection started), `--node-flags=--perf-basic-prof` (for `perf record`); several in one value, space-separated.
 // --workers sets SVC_WORKERS of each service process, or with two numbers (`--workers 1,2`) of the control's and
 // of the mta's. Unset, each role gets its share of the cores, as docs/operations.md (Workers) tells an operator
 // whose roles share a host: half each for the control and the mta, all of them for `--one-process`.
@@ -89,6 +93,7 @@ const { values: args } = parseArgs({
     'pgbench-clients': { type: 'string', default: '1,4,8,16,32,64' },
     pg: { type: 'string', default: PG_URL },
     'cpu-prof': { type: 'boolean', default: false },
+    'node-flags': { type: 'string', default: '' },
     'one-process': { type: 'boolean', default: false },
     opendkim: { type: 'boolean', default: false },
     workers: { type: 'string' },
@@ -170,7 +175,10 @@ try {
   zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
   // --domains: each recipient domain its own MX record, all on the one sink (sized never to be the bottleneck).
   for (let d = 0; d < DOMAINS; d++) zone.mx(recipientDomain(d, DOMAINS), 10, 'mx.dest.test');
-  const nodeFlags = args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', profDir] : [];
+  const nodeFlags = [
+    ...(args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', profDir] : []),
+    ...args['node-flags']!.split(' ').filter(Boolean),
+  ];
   const env = serviceEnv(dbUrl.toString(), dataDir, zone.hostPort);
 
   // ---- 1 and 2. end to end: the service, and the same through Postfix, --runs times in turn -----------

@@ -71,8 +71,12 @@ export async function startChild(
       stdio: ['ignore', 'inherit', 'inherit'],
     },
   );
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  // The exit code, or the signal that ended the process (a crash, or a signal its handler did not take).
+  const exited = new Promise<number | string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(code ?? signal ?? 'no code and no signal')),
+  );
   const url = `http://127.0.0.1:${port}`;
+  let stopping = false;
   for (let i = 0; ; i++) {
     if (child.exitCode !== null) throw new Error(`svc start --role ${role} exited with ${child.exitCode}`);
     const ok =
@@ -92,7 +96,9 @@ export async function startChild(
     // With SVC_WORKERS the service is the cluster's primary and its workers (bin/cluster.ts).
     cpuSeconds: () => cpuSecondsOf((p) => p.pid === child.pid || p.ppid === child.pid),
     async stop() {
-      if (child.exitCode === null) child.kill('SIGTERM'); // drains, then exits (and writes --cpu-prof)
+      // Once: a second SIGTERM would end a process that is draining (drains, then exits, and writes --cpu-prof).
+      if (child.exitCode === null && child.signalCode === null && !stopping) child.kill('SIGTERM');
+      stopping = true;
       const code = await exited;
       if (code !== 0) throw new Error(`svc exited with ${code}`);
     },
