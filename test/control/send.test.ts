@@ -544,3 +544,34 @@ t.test('an audit row that cannot be written never turns a queued message into a 
   );
   t.equal(await audits(), before, 'and no audit row');
 });
+
+t.test('large messages: the spool holds every octet of a 100 kB sendEmail and of a sendBatch', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  const { spool, db } = svc.running.storage;
+  const line = (i: number) => `Line ${i}: the quick brown fox jumps over the lazy dog, again and again and again.`;
+  const text = (n: number, tag: string) => Array.from({ length: n }, (_, i) => `${tag} ${line(i)}`).join('\n');
+  const check = async (id: string, body: string) => {
+    const raw = spool.body(id);
+    const [row] = await db.query<{ size_bytes: number }>('SELECT size_bytes FROM messages WHERE id = $1', [id]);
+    t.equal(raw?.length, row?.size_bytes, `${id}: the spooled body has the size recorded`);
+    // The text is quoted-printable with soft breaks: undone, it is the text sent.
+    const part = raw?.toString('latin1').split('\r\n\r\n').slice(1).join('\r\n\r\n') ?? '';
+    const decoded = part.replace(/=\r\n/g, '').replace(/=3D/g, '=').replace(/\r\n$/, '').replaceAll('\r\n', '\n');
+    t.equal(decoded, body, `${id}: the text whole`);
+  };
+  const one = text(1200, 'single');
+  const res = await s.key.v1.services.sendEmail({
+    from: `ada@${s.domain}`,
+    to: 'bob@example.com',
+    subject: 'big',
+    text: one,
+  });
+  t.ok(one.length > 100_000);
+  await check(res.providerMessageId, one);
+  const bodies = [text(500, 'first'), text(600, 'second')];
+  const batch = await s.key.v1.services.sendBatch({
+    messages: bodies.map((b) => ({ from: `ada@${s.domain}`, to: 'bob@example.com', subject: 'big', text: b })),
+  });
+  for (const [i, r] of batch.data.entries()) await check(r.providerMessageId, bodies[i]!);
+});
