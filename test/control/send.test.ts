@@ -9,6 +9,7 @@ import { errorOf } from '../helpers/errors.js';
 import { msOfUuidV7, UUID_V7 as V7 } from '../helpers/uuid-v7.js';
 import { signHeaders, type Client } from '@svc-mail/sdk';
 import { sendMessage, type OutgoingMessage } from '../../core/send.js';
+import { parseWithPython } from '../helpers/python-email.js';
 
 const headerBlock = (raw: Buffer) => raw.toString('utf8').split('\r\n\r\n')[0]!;
 const header = (raw: Buffer, name: string) =>
@@ -555,9 +556,9 @@ t.test('large messages: the spool holds every octet of a 100 kB sendEmail and of
     const raw = spool.body(id);
     const [row] = await db.query<{ size_bytes: number }>('SELECT size_bytes FROM messages WHERE id = $1', [id]);
     t.equal(raw?.length, row?.size_bytes, `${id}: the spooled body has the size recorded`);
-    // The text is quoted-printable with soft breaks: undone, it is the text sent.
-    const part = raw?.toString('latin1').split('\r\n\r\n').slice(1).join('\r\n\r\n') ?? '';
-    const decoded = part.replace(/=\r\n/g, '').replace(/=3D/g, '=').replace(/\r\n$/, '').replaceAll('\r\n', '\n');
+    // Python's email undoes the quoted-printable: the text sent, its line breaks written as CRLF.
+    const [part] = (await parseWithPython(raw!)).parts;
+    const decoded = part?.content.toString('utf8').replace(/\r\n$/, '').replaceAll('\r\n', '\n');
     t.equal(decoded, body, `${id}: the text whole`);
   };
   const one = text(1200, 'single');
