@@ -122,6 +122,26 @@ export async function serviceEnv(
   };
 }
 
+/**
+ * The child's exit, or after `timeoutMs` an error naming the step and carrying what the child printed: a child
+ * that does not end fails its test within the bound, with its output, instead of holding the file until tap's
+ * timeout, which reports nothing of it.
+ */
+export async function exitWithin(s: Svc, what: string, timeoutMs = 60_000): Promise<Exit> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`${what}: no exit after ${timeoutMs} ms\n${s.stdout()}\n${s.stderr()}`)),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([s.exited, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Waits for the 'control plane listening' line, failing early when the child exits instead. */
 export async function listening(s: Svc): Promise<Record<string, unknown>> {
   return waitFor(
