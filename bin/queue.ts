@@ -105,8 +105,10 @@ const state = (e: SpoolEntry, now: number, held: (d: string) => boolean) =>
 
 /** The JSON form of an entry: its stored fields, plus the times written out. */
 function entryJson(e: SpoolEntry, now: number): Record<string, unknown> {
+  // crlfOnly is a hint between the sender and the signer, not the operator's.
+  const { crlfOnly: _, ...shown } = e;
   return {
-    ...e,
+    ...shown,
     nextAttempt: iso(e.nextAttemptMs),
     created: iso(e.createdMs),
     ageMs: Math.max(0, now - e.createdMs),

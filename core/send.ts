@@ -394,6 +394,8 @@ function spoolEntry(
     nextAttemptMs: atMs,
     attempts: 0,
     createdMs,
+    // composeMessage's bytes, which its wire check found CRLF-only (SpoolEntry.crlfOnly).
+    crlfOnly: true,
   };
   if (to.list.length === 1) return entry;
   const byDomain = new Map<string, string[]>();

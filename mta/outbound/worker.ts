@@ -242,7 +242,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
         });
       // Signed once, whatever the number of envelopes: every copy is the same bytes (Bcc is in no header). The body is
       // lent, not copied: dkimSignatures is done with it before its first await.
-      signature = await spool.withBody(e.id, (body) => dkimSignatures(body, k, now));
+      signature = await spool.withBody(e.id, (body) => dkimSignatures(body, k, now, e.crlfOnly === true));
     } catch (err) {
       // Fail closed (issue 5): never an unsigned send. A key that does not open (a changed master
       // key) is the operator's to fix, so the message waits instead of bouncing.

@@ -88,6 +88,11 @@ export interface SpoolEntry {
    * domain and rcptTo are then its envelope).
    */
   envelopes?: SpoolEnvelope[];
+  /**
+   * Set by a sender whose body is composeMessage's, whose wire check (assertWireSafe) found CR and LF in it only as
+   * CRLF pairs: the DKIM signer then skips its own look (mail/dkim-sign.ts). Absent: not known, and looked for.
+   */
+  crlfOnly?: true;
 }
 
 export interface SpoolEnvelope {
@@ -265,6 +270,7 @@ function copyEntry(e: SpoolEntry): SpoolEntry {
     ...(e.cancelReason !== undefined ? { cancelReason: e.cancelReason } : {}),
     ...(e.heldMs !== undefined ? { heldMs: e.heldMs } : {}),
     ...(e.envelopes !== undefined ? { envelopes: e.envelopes.map(copyEnvelope) } : {}),
+    ...(e.crlfOnly === true ? { crlfOnly: true } : {}),
   };
 }
 

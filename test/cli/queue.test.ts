@@ -106,7 +106,8 @@ t.test('svc queue against a spool shared with this (service-like) process', asyn
     if (open) await env.close();
   });
   const spool: Spool = openSpool(env);
-  await Promise.all(ENTRIES.map((e) => spool.enqueue(e, bodyOf(e.id))));
+  // The bodies' CRs and LFs are CRLF pairs, which the sender's hint says (shown nowhere: SpoolEntry.crlfOnly).
+  await Promise.all(ENTRIES.map((e) => spool.enqueue({ ...e, crlfOnly: true }, bodyOf(e.id))));
   /** Reads what a child wrote: a fresh snapshot, not this process's cached read transaction. */
   const fresh = (id: string) => {
     env.root.resetReadTxn();
@@ -160,6 +161,10 @@ t.test('svc queue against a spool shared with this (service-like) process', asyn
       created: new Date(NOW - 90 * MIN).toISOString(),
     });
     t.ok(typeof rows[0]?.ageMs === 'number' && rows[0].ageMs >= 90 * MIN, 'ageMs');
+    t.notOk(
+      rows.some((r) => 'crlfOnly' in r),
+      'the signer’s hint is not shown',
+    );
     t.same(jsonLines(jsonByDomain.out), [jsonLines(jsonByDomain.out)[0], { total: 4, matching: 2, shown: 1 }]);
     t.equal(jsonLines(jsonByDomain.out)[0]?.id, 'm-a1');
 
@@ -200,6 +205,7 @@ t.test('svc queue against a spool shared with this (service-like) process', asyn
 
     t.equal(inspectJson.code, 0);
     t.match(JSON.parse(inspectJson.out), { ...ENTRIES[0], sizeBytes: bodyOf('m-b1').length });
+    t.notOk('crlfOnly' in JSON.parse(inspectJson.out), 'inspect does not show the hint either');
   });
 
   await t.test('unknown ids exit 1, bad usage 2: one line on stderr, nothing on stdout', async (t) => {
@@ -254,7 +260,7 @@ t.test('svc queue against a spool shared with this (service-like) process', asyn
     env.root.resetReadTxn();
     t.same(
       spool.list(10),
-      ORDER.map((id) => ENTRIES.find((e) => e.id === id)),
+      ORDER.map((id) => ({ ...ENTRIES.find((e) => e.id === id), crlfOnly: true })),
       'nothing changed',
     );
   });

@@ -43,6 +43,9 @@ t.test('sendEmail: accepted, durable, composed, recorded', async (t) => {
     'VERP return path on the return-path subdomain',
   );
   const raw = spool.body(res.providerMessageId)!;
+  // Said of the composed bytes, and true of them (the DKIM signer takes it without looking).
+  t.equal(entry?.crlfOnly, true, 'marked CRLF-only');
+  t.notMatch(raw.toString('latin1'), /\r(?!\n)|(?<!\r)\n/, 'and so it is');
   t.equal(header(raw, 'From'), `Ada <ada@${s.domain}>`);
   t.equal(header(raw, 'To'), '<Bob@example.com>', 'a bare address in angle brackets');
   t.equal(header(raw, 'Subject'), 'Hello');

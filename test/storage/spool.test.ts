@@ -351,6 +351,24 @@ t.test('cancelledMs is kept by reschedule ("retry") and by lease', async (t) => 
   t.equal(spool.get('m3'), undefined);
 });
 
+t.test('crlfOnly is stored when given (true only), and kept by reschedule, cancel and lease', async (t) => {
+  const { spool } = await open(t, await tempDir(t));
+  await spool.enqueue(entry('m1', 'a.test', 100, { crlfOnly: true }), bodyOf('m1'));
+  await spool.enqueue({ ...entry('m2', 'a.test', 100), crlfOnly: 'yes' } as unknown as SpoolEntry, bodyOf('m2'));
+  t.equal(spool.get('m1')?.crlfOnly, true, 'stored');
+  t.notOk(spool.get('m2') && 'crlfOnly' in spool.get('m2')!, 'anything but true is not stored');
+  await spool.reschedule('m1', 5_000, 1);
+  t.equal(spool.get('m1')?.crlfOnly, true, 'kept by reschedule');
+  await spool.cancel('m1', 200);
+  t.equal(spool.get('m1')?.crlfOnly, true, 'kept by cancel');
+  const leased = await spool.lease(1_000, 10, 61_000);
+  t.same(
+    leased.find((e) => e.id === 'm1'),
+    entry('m1', 'a.test', 61_000, { attempts: 1, cancelledMs: 200, crlfOnly: true }),
+    'and by lease',
+  );
+});
+
 t.test('cancel resolves false for an id that is not spooled, and creates nothing', async (t) => {
   const { spool } = await open(t, await tempDir(t));
   t.equal(await spool.cancel('ghost', 1_000), false, 'never spooled');
