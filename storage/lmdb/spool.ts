@@ -89,8 +89,8 @@ export interface SpoolEntry {
    */
   envelopes?: SpoolEnvelope[];
   /**
-   * Set by a sender whose body is composeMessage's, whose wire check (assertWireSafe) found CR and LF in it only as
-   * CRLF pairs: the DKIM signer then skips its own look (mail/dkim-sign.ts). Absent: not known, and looked for.
+   * Set when the body is composeMessage's: its wire check (assertWireSafe) found every CR and LF in it in a CRLF pair,
+   * and the DKIM signer then does not look again (mail/dkim-sign.ts). Absent: not known, and looked for.
    */
   crlfOnly?: true;
 }
