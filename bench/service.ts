@@ -78,7 +78,9 @@ export async function startChild(
   const url = `http://127.0.0.1:${port}`;
   let stopping = false;
   for (let i = 0; ; i++) {
-    if (child.exitCode !== null) throw new Error(`svc start --role ${role} exited with ${child.exitCode}`);
+    // Ended while starting, by an exit code or by a signal (which leaves exitCode null): said at once, not after 30 s.
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`svc start --role ${role} exited with ${child.exitCode ?? child.signalCode}`);
     const ok =
       role === 'mta'
         ? await connects(smtpPort)
