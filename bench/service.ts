@@ -71,16 +71,17 @@ export async function startChild(
       stdio: ['ignore', 'inherit', 'inherit'],
     },
   );
-  // The exit code, or the signal that ended the process (a crash, or a signal its handler did not take).
+  // How the process ended, once it has: its exit code, or the signal that ended it (a crash, or a signal its handler
+  // did not take).
+  let ended: number | string | undefined;
   const exited = new Promise<number | string>((resolve) =>
-    child.once('exit', (code, signal) => resolve(code ?? signal ?? 'no code and no signal')),
+    child.once('exit', (code, signal) => resolve((ended = code ?? signal ?? 'no code and no signal'))),
   );
   const url = `http://127.0.0.1:${port}`;
   let stopping = false;
   for (let i = 0; ; i++) {
-    // Ended while starting, by an exit code or by a signal (which leaves exitCode null): said at once, not after 30 s.
-    if (child.exitCode !== null || child.signalCode !== null)
-      throw new Error(`svc start --role ${role} exited with ${child.exitCode ?? child.signalCode}`);
+    // Ended while starting, by a code or by a signal: said at once, not after 30 s.
+    if (ended !== undefined) throw new Error(`svc start --role ${role} exited with ${ended}`);
     const ok =
       role === 'mta'
         ? await connects(smtpPort)
@@ -99,7 +100,7 @@ export async function startChild(
     cpuSeconds: () => cpuSecondsOf((p) => p.pid === child.pid || p.ppid === child.pid),
     async stop() {
       // Once: a second SIGTERM would end a process that is draining (drains, then exits, and writes --cpu-prof).
-      if (child.exitCode === null && child.signalCode === null && !stopping) child.kill('SIGTERM');
+      if (ended === undefined && !stopping) child.kill('SIGTERM');
       stopping = true;
       const code = await exited;
       if (code !== 0) throw new Error(`svc exited with ${code}`);
