@@ -7,7 +7,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { existsSync } from 'node:fs';
 import { waitFor } from '../helpers/wait-for.js';
-import { databaseEnv, listenEnv, svc, tempDir, type Svc } from '../helpers/child.js';
+import { databaseEnv, listenEnv, svc, tempDir, type Svc, exitWithin } from '../helpers/child.js';
 import { svcChildren } from '../helpers/processes.js';
 
 const needsPostgres = process.env.SVC_DATABASE_URL
@@ -132,7 +132,7 @@ t.test(
     t.notOk(after.includes(before[0]!), 'the killed one replaced');
 
     s.child.kill('SIGTERM');
-    const exit = await s.exited;
+    const exit = await exitWithin(s, 'the cluster after SIGTERM');
     t.same(exit, { code: 0, signal: null }, 'SIGTERM drains every worker and exits 0');
     t.equal(logged(s, 'stopped').filter((l) => l.worker !== undefined).length, 2, 'each worker stopped');
     t.same(svcChildren(s.child.pid!), [], 'no worker left behind');
@@ -155,7 +155,7 @@ t.test('the primary killed with -9: its workers end too', { skip: needsPostgres 
   // after test/mta/crash-cycles.test.ts under load); an idle worker exits either way, so this guards the rule
   // that workers end with their primary, not that race.
   s.child.kill('SIGKILL');
-  await s.exited;
+  await exitWithin(s, 'the primary after SIGKILL');
   const alive = () => workers.filter((pid) => existsSync(`/proc/${pid}`));
   await waitFor(() => alive().length === 0, { timeoutMs: 10_000, what: 'the workers gone' }).catch(() => {
     for (const pid of alive()) process.kill(pid, 'SIGKILL');
@@ -175,7 +175,7 @@ t.test('a worker that cannot start stops the start', { skip: needsPostgres }, as
     SVC_WORKERS: '2',
     SVC_HTTP_PORT: String((taken.address() as net.AddressInfo).port),
   });
-  const exit = await s.exited;
+  const exit = await exitWithin(s, 'the cluster on a taken port');
   t.equal(exit.code, 1, 'exit code 1');
   t.ok(logged(s, 'a worker failed to start; stopping').length >= 1, 'the primary says why');
 });
@@ -197,5 +197,5 @@ t.test('with the embedded database one process runs, whatever SVC_WORKERS says',
   t.equal(logged(s, 'starting workers').length, 0, 'no cluster');
   t.same(svcChildren(s.child.pid!), [], 'no worker process');
   s.child.kill('SIGTERM');
-  t.equal((await s.exited).code, 0, 'drains and exits 0');
+  t.equal((await exitWithin(s, 'the single process after SIGTERM')).code, 0, 'drains and exits 0');
 });

@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import { promises as dns } from 'node:dns';
 import { createClient } from '@svc-mail/sdk';
 import { waitFor } from '../helpers/wait-for.js';
-import { databaseEnv, stderrLines, svc, tempDir, type Svc } from '../helpers/child.js';
+import { databaseEnv, stderrLines, svc, tempDir, type Svc, exitWithin } from '../helpers/child.js';
 import { verifyDkim } from '../helpers/dkim-verify.js';
 import { remoteDatabaseHost } from '../../bin/dev.js';
 
@@ -35,7 +35,7 @@ async function ready(s: Svc): Promise<Ready> {
 /** Runs a short `svc` command to its end. */
 async function run(t: Test, args: string[], env: Record<string, string>) {
   const s = svc(t, args, env);
-  const exit = await s.exited;
+  const exit = await exitWithin(s, `svc ${args.join(' ')}`);
   return { code: exit.code, stdout: s.stdout(), stderr: s.stderr() };
 }
 
@@ -129,7 +129,7 @@ t.test('svc dev: a ready key, mail sent with svc api and the SDK is caught, DKIM
   one.child.stdout?.removeAllListeners('data');
   one.child.stdout?.setEncoding('latin1' as BufferEncoding);
   one.child.stdout?.on('data', (d: string) => chunks.push(Buffer.from(d, 'latin1')));
-  t.equal((await one.exited).code, 0, 'svc dev messages <id> exits 0');
+  t.equal((await exitWithin(one, 'svc dev messages <id>')).code, 0, 'svc dev messages <id> exits 0');
   const raw = Buffer.concat(chunks);
   const overHttp = Buffer.from(await (await fetch(`${uiUrl}/${sdk.id}/raw`)).arrayBuffer());
   t.ok(raw.equals(overHttp), 'svc dev messages <id> prints the message as caught, byte for byte');
@@ -178,7 +178,7 @@ t.test('svc dev: a ready key, mail sent with svc api and the SDK is caught, DKIM
   t.type(envelope.error.message, 'string');
 
   s.child.kill('SIGTERM');
-  t.same(await s.exited, { code: 0, signal: null }, 'SIGTERM: exit 0');
+  t.same(await exitWithin(s, 'svc dev after SIGTERM'), { code: 0, signal: null }, 'SIGTERM: exit 0');
 
   // Started again on the same data directory: the same key, and the caught mail is still there.
   const again = svc(t, ['dev', '--ui-port', '0'], env);
@@ -188,7 +188,7 @@ t.test('svc dev: a ready key, mail sent with svc api and the SDK is caught, DKIM
   const kept = (await (await fetch(`${second.uiUrl}.json`)).json()) as { messages: Listed[] };
   t.same(kept.messages.map((m) => m.id).sort(), [shell.id, sdk.id].sort(), 'caught mail survives a restart');
   again.child.kill('SIGTERM');
-  t.same(await again.exited, { code: 0, signal: null });
+  t.same(await exitWithin(again, 'the second svc dev after SIGTERM'), { code: 0, signal: null });
 });
 
 t.test('svc dev refuses a database that is not on this machine', async (t) => {
@@ -197,7 +197,7 @@ t.test('svc dev refuses a database that is not on this machine', async (t) => {
     ...devEnv(dataDir),
     SVC_DATABASE_URL: 'postgres://svc@db.example.com:5432/svc',
   });
-  const exit = await s.exited;
+  const exit = await exitWithin(s, 'svc dev with a remote database');
   t.equal(exit.code, 2, 'exit 2');
   const lines = stderrLines(s);
   t.equal(lines.length, 1, `one line: ${s.stderr()}`);

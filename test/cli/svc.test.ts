@@ -7,7 +7,16 @@ import { readFile, readdir, stat } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { waitFor } from '../helpers/wait-for.js';
-import { SERVER_URL, databaseEnv, listenEnv, listening, stderrLines, svc, tempDir } from '../helpers/child.js';
+import {
+  SERVER_URL,
+  databaseEnv,
+  listenEnv,
+  listening,
+  stderrLines,
+  svc,
+  tempDir,
+  exitWithin,
+} from '../helpers/child.js';
 import { listMigrations } from '../../storage/pg/migrate.js';
 import { svcChildren } from '../helpers/processes.js';
 import { routeTable, type RouteSpec } from '@svc-mail/sdk';
@@ -18,7 +27,7 @@ const EMBEDDED_WARNING = /embedded database.*power loss/i;
 t.test('start with SVC_HTTP_PORT=abc exits non-zero with one line naming it', async (t) => {
   const dataDir = await tempDir(t);
   const s = svc(t, ['start'], { ...listenEnv(dataDir), SVC_HTTP_PORT: 'abc' });
-  const exit = await s.exited;
+  const exit = await exitWithin(s, 'start with SVC_HTTP_PORT=abc');
   t.not(exit.code, 0, 'non-zero exit');
   t.equal(exit.code, 2, 'exit code 2: bad configuration');
   const lines = stderrLines(s);
@@ -30,7 +39,7 @@ t.test('start with SVC_HTTP_PORT=abc exits non-zero with one line naming it', as
 t.test('start with a malformed SVC_DNS_SERVERS exits non-zero with one line naming it', async (t) => {
   const dataDir = await tempDir(t);
   const s = svc(t, ['start'], { ...listenEnv(dataDir), SVC_DNS_SERVERS: 'not a server:xx' });
-  const exit = await s.exited;
+  const exit = await exitWithin(s, 'start with a malformed SVC_DNS_SERVERS');
   t.not(exit.code, 0, 'non-zero exit');
   const lines = stderrLines(s);
   t.equal(lines.length, 1, `exactly one stderr line: ${JSON.stringify(s.stderr())}`);
@@ -71,7 +80,7 @@ t.test('start listens, answers /health, and drains on SIGTERM', async (t) => {
   t.ok((await stat(path.join(dataDir, 'master.key'))).isFile(), 'a master key was generated into SVC_DATA_DIR');
 
   s.child.kill('SIGTERM');
-  const exit = await s.exited;
+  const exit = await exitWithin(s, 'svc start after SIGTERM');
   t.same(exit, { code: 0, signal: null }, 'SIGTERM: exit 0');
   t.ok(
     s.logs().some((l) => l.msg === 'stopped'),
@@ -114,14 +123,14 @@ t.test("libuv's pool has a thread a core, four at most, unless UV_THREADPOOL_SIZ
     const sizes = await poolSizes(s.child.pid!);
     t.same(new Set(sizes), new Set([expected]), `UV_THREADPOOL_SIZE ${given ?? 'unset'}: ${expected} in each process`);
     s.child.kill('SIGTERM');
-    t.same(await s.exited, { code: 0, signal: null }, 'stopped');
+    t.same(await exitWithin(s, 'svc start after SIGTERM'), { code: 0, signal: null }, 'stopped');
   }
 });
 
 t.test('start --role control without SVC_DATABASE_URL names SVC_DATABASE_URL', async (t) => {
   const dataDir = await tempDir(t);
   const s = svc(t, ['start', '--role', 'control'], listenEnv(dataDir));
-  const exit = await s.exited;
+  const exit = await exitWithin(s, 'start --role control without a database');
   t.not(exit.code, 0, 'non-zero exit');
   t.match(s.stderr(), /SVC_DATABASE_URL/, 'the message names SVC_DATABASE_URL');
   t.notMatch(s.stdout(), /control plane listening/, 'nothing started');
@@ -138,14 +147,14 @@ t.test(
     const res = await fetch(`http://127.0.0.1:${String(line.http)}/health`);
     t.equal(res.status, 200);
     s.child.kill('SIGTERM');
-    t.same(await s.exited, { code: 0, signal: null });
+    t.same(await exitWithin(s, 'svc start --role control after SIGTERM'), { code: 0, signal: null });
   },
 );
 
 t.test('start --role imap without SVC_DATABASE_URL names SVC_DATABASE_URL', async (t) => {
   const dataDir = await tempDir(t);
   const s = svc(t, ['start', '--role', 'imap'], listenEnv(dataDir));
-  const exit = await s.exited;
+  const exit = await exitWithin(s, 'start --role imap without a database');
   t.not(exit.code, 0, 'non-zero exit');
   t.match(s.stderr(), /SVC_DATABASE_URL/, 'the message names SVC_DATABASE_URL');
   t.notMatch(s.stdout(), /IMAP server listening/, 'nothing started');
@@ -176,7 +185,7 @@ t.test(
     await waitFor(() => received.startsWith('* OK [CAPABILITY IMAP4rev1'), { what: 'the greeting' });
     s.child.kill('SIGTERM');
     await waitFor(() => received.includes('* BYE server shutting down'), { what: 'BYE on SIGTERM' });
-    t.same(await s.exited, { code: 0, signal: null });
+    t.same(await exitWithin(s, 'svc start --role imap after SIGTERM'), { code: 0, signal: null });
     socket.destroy();
   },
 );
@@ -184,7 +193,7 @@ t.test(
 t.test('start with an unknown role is bad usage', async (t) => {
   const dataDir = await tempDir(t);
   const s = svc(t, ['start', '--role', 'everything'], listenEnv(dataDir));
-  const exit = await s.exited;
+  const exit = await exitWithin(s, 'start --role everything');
   t.equal(exit.code, 2);
   t.match(s.stderr(), /everything/);
 });
@@ -196,7 +205,11 @@ t.test('migrate applies every migration once, then is up to date', async (t) => 
   t.ok(expected.length > 0, 'there are migrations');
 
   const first = svc(t, ['migrate'], env);
-  t.same(await first.exited, { code: 0, signal: null }, `first migrate exits 0 ${first.stderr()}`);
+  t.same(
+    await exitWithin(first, 'the first svc migrate'),
+    { code: 0, signal: null },
+    `first migrate exits 0 ${first.stderr()}`,
+  );
   const applied = first
     .stdout()
     .split('\n')
@@ -205,7 +218,7 @@ t.test('migrate applies every migration once, then is up to date', async (t) => 
   t.same(applied?.slice('applied: '.length).split(', '), expected, 'every migration, in order');
 
   const second = svc(t, ['migrate'], env);
-  t.same(await second.exited, { code: 0, signal: null }, 'second migrate exits 0');
+  t.same(await exitWithin(second, 'the second svc migrate'), { code: 0, signal: null }, 'second migrate exits 0');
   t.ok(second.stdout().split('\n').includes('up to date'), `second run prints 'up to date': ${second.stdout()}`);
   t.notMatch(second.stdout(), /^applied:/m, 'and applies nothing');
 });
@@ -216,7 +229,11 @@ t.test('migrate --status lists applied and pending migrations and applies nothin
   const labels = (await listMigrations()).map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`);
   const status = async (what: string) => {
     const s = svc(t, ['migrate', '--status'], env);
-    t.same(await s.exited, { code: 0, signal: null }, `${what}: exit 0 ${s.stderr()}`);
+    t.same(
+      await exitWithin(s, `svc migrate --status (${what})`),
+      { code: 0, signal: null },
+      `${what}: exit 0 ${s.stderr()}`,
+    );
     const lines = s
       .stdout()
       .split('\n')
@@ -235,7 +252,7 @@ t.test('migrate --status lists applied and pending migrations and applies nothin
   t.same((await status('asked again')).pending, labels, 'still every one pending: --status applied nothing');
 
   const m = svc(t, ['migrate'], env);
-  t.same(await m.exited, { code: 0, signal: null }, `migrate exits 0 ${m.stderr()}`);
+  t.same(await exitWithin(m, 'svc migrate'), { code: 0, signal: null }, `migrate exits 0 ${m.stderr()}`);
   const after = await status('after migrate');
   t.same(after.pending, [], 'nothing pending');
   const names = after.applied.filter((_, i) => i % 2 === 0);
@@ -248,14 +265,14 @@ t.test('migrate --status lists applied and pending migrations and applies nothin
   t.equal(after.lines.at(-1), `${labels.length} applied, 0 pending`);
 
   const bad = svc(t, ['migrate', '--stauts'], env);
-  t.equal((await bad.exited).code, 2, 'an unknown option is bad usage');
+  t.equal((await exitWithin(bad, 'svc migrate --stauts')).code, 2, 'an unknown option is bad usage');
   t.match(bad.stderr(), /--stauts/, 'named on stderr');
 });
 
 t.test('config prints the effective configuration, secrets redacted', async (t) => {
   const dataDir = await tempDir(t);
   const s = svc(t, ['config'], { SVC_DATA_DIR: dataDir, SVC_HTTP_PORT: '8123', SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY });
-  t.same(await s.exited, { code: 0, signal: null });
+  t.same(await exitWithin(s, 'svc config'), { code: 0, signal: null });
   t.match(s.stdout(), /^SVC_HTTP_PORT=8123$/m, 'prints SVC_HTTP_PORT');
   t.match(s.stdout(), /^SVC_PLATFORM_ADMIN_KEY=\(set, redacted\)$/m, 'SVC_PLATFORM_ADMIN_KEY is redacted');
   t.notOk(s.stdout().includes(ADMIN_KEY), 'the key never appears');
@@ -264,7 +281,7 @@ t.test('config prints the effective configuration, secrets redacted', async (t) 
 
 t.test('openapi prints a document covering the route table', async (t) => {
   const s = svc(t, ['openapi'], {});
-  t.same(await s.exited, { code: 0, signal: null });
+  t.same(await exitWithin(s, 'svc openapi'), { code: 0, signal: null });
   const doc = JSON.parse(s.stdout()) as {
     openapi?: string;
     paths?: Record<string, Record<string, { operationId?: string }>>;
@@ -280,6 +297,6 @@ t.test('openapi prints a document covering the route table', async (t) => {
 
 t.test('an unknown command is bad usage', async (t) => {
   const s = svc(t, ['frobnicate'], {});
-  t.equal((await s.exited).code, 2);
+  t.equal((await exitWithin(s, 'svc frobnicate')).code, 2);
   t.match(s.stderr(), /unknown command/);
 });

@@ -7,7 +7,7 @@
 import t from 'tap';
 import { randomInt } from 'node:crypto';
 import { clientsFor } from '../helpers/service.js';
-import { listening, serviceEnv, svc, tempDir, SERVER_URL, type Svc } from '../helpers/child.js';
+import { listening, serviceEnv, svc, tempDir, SERVER_URL, type Svc, exitWithin } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
@@ -73,7 +73,7 @@ else
       await new Promise((r) => setTimeout(r, randomInt(0, 400)));
       current.child.child.kill('SIGKILL');
       killed = true;
-      await current.child.exited;
+      await exitWithin(current.child, `the service after SIGKILL in cycle ${cycle}`);
       await sending;
       current = await boot();
     }
@@ -113,5 +113,5 @@ else
     t.ok(rows >= acked.size, `${rows} rows, ${rows - acked.size} of them committed but never answered`);
 
     current.child.child.kill('SIGTERM');
-    t.equal((await current.child.exited).code, 0, 'SIGTERM drains and exits 0');
+    t.equal((await exitWithin(current.child, 'the last service after SIGTERM')).code, 0, 'SIGTERM drains and exits 0');
   });

@@ -3,7 +3,7 @@
 // reaches the sink (at least once: a duplicate after a crash mid-delivery is allowed, a loss is not).
 import t from 'tap';
 import { clientsFor } from '../helpers/service.js';
-import { listening, serviceEnv, svc, tempDir, type Svc } from '../helpers/child.js';
+import { listening, serviceEnv, svc, tempDir, type Svc, exitWithin } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
@@ -64,7 +64,7 @@ t.test('kill -9 during a burst loses no acknowledged message', async (t) => {
   });
   current.child.child.kill('SIGKILL');
   killed = true;
-  await current.child.exited;
+  await exitWithin(current.child, 'the service after SIGKILL');
   await burst;
   const deliveredBeforeKill = sink.messages.length;
   t.ok(acked.size >= BURST / 2, `${acked.size} acknowledged before the kill, ${deliveredBeforeKill} delivered`);
@@ -100,6 +100,6 @@ t.test('kill -9 during a burst loses no acknowledged message', async (t) => {
     `python3-dkim: all ${verdicts.length} delivered messages signed`,
   );
   current.child.child.kill('SIGTERM');
-  const exit = await current.child.exited;
+  const exit = await exitWithin(current.child, 'the restarted service after SIGTERM');
   t.equal(exit.code, 0, 'SIGTERM drains and exits 0');
 });

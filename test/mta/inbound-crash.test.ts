@@ -7,7 +7,7 @@ import t from 'tap';
 import { loadConfig } from '../../config/load.js';
 import { startService, type RunningService } from '../../bin/start.js';
 import { clientsFor } from '../helpers/service.js';
-import { listening, serviceEnv, svc, tempDir, type Svc } from '../helpers/child.js';
+import { listening, serviceEnv, svc, tempDir, type Svc, exitWithin } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { addInbox, inboundDomain, inboxNow, readMailbox } from '../helpers/inbox.js';
 import { sendOnce } from '../helpers/smtp-client.js';
@@ -76,7 +76,7 @@ t.test('kill -9 during inbound deliveries loses no acknowledged message', async 
   t.equal(lastError, null, 'no delivery failed before the kill');
   current.child.child.kill('SIGKILL');
   killed = true;
-  await current.child.exited;
+  await exitWithin(current.child, 'the MX after SIGKILL');
   await stream;
   t.ok(acked.size >= BEFORE_KILL, `${acked.size} acknowledged of ${next} started before the kill`);
 
@@ -85,7 +85,7 @@ t.test('kill -9 during inbound deliveries loses no acknowledged message', async 
   t.equal(after.accepted.length, 1, 'the restarted MX takes mail again');
   acked.add(`m${next}@sender.test`);
   current.child.child.kill('SIGTERM');
-  t.equal((await current.child.exited).code, 0, 'SIGTERM drains and exits 0');
+  t.equal((await exitWithin(current.child, 'the restarted MX after SIGTERM')).code, 0, 'SIGTERM drains and exits 0');
 
   await inProcess(async (s) => {
     // readMailbox fails on a row whose body is missing from the blob store.

@@ -93,15 +93,19 @@ t.test('a spooled body without a row: kept while a commit could still land, drop
 });
 
 t.test('svc queue lost: what the reconciler ended, from Postgres', async (t) => {
-  const { svc: run } = await import('../helpers/child.js');
+  const { svc: run, exitWithin } = await import('../helpers/child.js');
   if (!svc.databaseUrl) {
     const child = run(t, ['queue', 'lost'], { SVC_DATA_DIR: svc.dataDir });
-    t.equal((await child.exited).code, 1, 'on the embedded database: exit 1');
+    t.equal(
+      (await exitWithin(child, 'svc queue lost on the embedded database')).code,
+      1,
+      'on the embedded database: exit 1',
+    );
     t.match(child.stderr(), /needs SVC_DATABASE_URL/);
     return;
   }
   const child = run(t, ['queue', 'lost', '--json'], { SVC_DATA_DIR: svc.dataDir, SVC_DATABASE_URL: svc.databaseUrl });
-  t.equal((await child.exited).code, 0, child.stderr());
+  t.equal((await exitWithin(child, 'svc queue lost --json')).code, 0, child.stderr());
   const rows = child
     .stdout()
     .trim()

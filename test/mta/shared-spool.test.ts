@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap';
 import { SMTPServer } from 'smtp-server';
 import { clientsFor } from '../helpers/service.js';
-import { listening, serviceEnv, svc, tempDir, type Svc } from '../helpers/child.js';
+import { listening, serviceEnv, svc, tempDir, type Svc, exitWithin } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -225,7 +225,7 @@ t.test(
     const victims = pids.get(victim.child.pid!)!;
     const survivors = pids.get(survivor.child.pid!)!;
     victim.child.kill('SIGKILL');
-    await victim.exited;
+    await exitWithin(victim, 'the victim MTA after SIGKILL');
 
     const c = await mta();
     const line = await waitFor(() => c.logs().find((l) => typeof l.recovered === 'number'), {

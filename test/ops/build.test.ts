@@ -8,7 +8,17 @@ import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { ROOT, baseEnv, databaseEnv, listenEnv, listening, tempDir, type Exit, type Svc } from '../helpers/child.js';
+import {
+  ROOT,
+  baseEnv,
+  databaseEnv,
+  listenEnv,
+  listening,
+  tempDir,
+  type Exit,
+  type Svc,
+  exitWithin,
+} from '../helpers/child.js';
 
 const SVC_JS = path.join(ROOT, 'dist', 'bin', 'svc.js');
 
@@ -66,14 +76,14 @@ t.test('npm run build, then node dist/bin/svc.js without tsx', async (t) => {
   t.test('config', async (t) => {
     const dataDir = await tempDir(t);
     const s = compiledSvc(t, ['config'], { SVC_DATA_DIR: dataDir, SVC_HTTP_PORT: '8123' });
-    t.same(await s.exited, { code: 0, signal: null }, `exit 0 ${s.stderr()}`);
+    t.same(await exitWithin(s, 'svc config'), { code: 0, signal: null }, `exit 0 ${s.stderr()}`);
     t.match(s.stdout(), /^SVC_HTTP_PORT=8123$/m, 'prints the configuration');
   });
 
   t.test('migrate --status finds the migrations beside the compiled code', async (t) => {
     const dataDir = await tempDir(t);
     const s = compiledSvc(t, ['migrate', '--status'], { SVC_DATA_DIR: dataDir, ...(await databaseEnv(t)) });
-    t.same(await s.exited, { code: 0, signal: null }, `exit 0 ${s.stderr()}`);
+    t.same(await exitWithin(s, 'svc migrate --status'), { code: 0, signal: null }, `exit 0 ${s.stderr()}`);
     t.match(s.stdout(), /^pending\s+0001_foundation$/m, `lists 0001 pending:\n${s.stdout()}`);
   });
 
@@ -97,7 +107,7 @@ t.test('npm run build, then node dist/bin/svc.js without tsx', async (t) => {
     await vendor.arrayBuffer();
 
     s.child.kill('SIGTERM');
-    t.same(await s.exited, { code: 0, signal: null }, 'SIGTERM: exit 0');
+    t.same(await exitWithin(s, 'svc start after SIGTERM'), { code: 0, signal: null }, 'SIGTERM: exit 0');
     t.ok(
       s.logs().some((l) => l.msg === 'stopped'),
       "logs 'stopped'",
