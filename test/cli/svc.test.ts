@@ -123,7 +123,11 @@ t.test("libuv's pool has a thread a core, four at most, unless UV_THREADPOOL_SIZ
     const sizes = await poolSizes(s.child.pid!);
     t.same(new Set(sizes), new Set([expected]), `UV_THREADPOOL_SIZE ${given ?? 'unset'}: ${expected} in each process`);
     s.child.kill('SIGTERM');
-    t.same(await exitWithin(s, 'svc start after SIGTERM'), { code: 0, signal: null }, 'stopped');
+    t.same(
+      await exitWithin(s, `svc start with UV_THREADPOOL_SIZE ${given ?? 'unset'} after SIGTERM`),
+      { code: 0, signal: null },
+      'stopped',
+    );
   }
 });
 
