@@ -7,7 +7,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { existsSync } from 'node:fs';
 import { waitFor } from '../helpers/wait-for.js';
-import { databaseEnv, listenEnv, svc, tempDir, type Svc, exitWithin } from '../helpers/child.js';
+import { databaseEnv, exitWithin, listenEnv, svc, tempDir, type Svc } from '../helpers/child.js';
 import { svcChildren } from '../helpers/processes.js';
 
 const needsPostgres = process.env.SVC_DATABASE_URL

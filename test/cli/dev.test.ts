@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import { promises as dns } from 'node:dns';
 import { createClient } from '@svc-mail/sdk';
 import { waitFor } from '../helpers/wait-for.js';
-import { databaseEnv, stderrLines, svc, tempDir, type Svc, exitWithin } from '../helpers/child.js';
+import { databaseEnv, exitWithin, stderrLines, svc, tempDir, type Svc } from '../helpers/child.js';
 import { verifyDkim } from '../helpers/dkim-verify.js';
 import { remoteDatabaseHost } from '../../bin/dev.js';
 

@@ -10,12 +10,12 @@ import { waitFor } from '../helpers/wait-for.js';
 import {
   SERVER_URL,
   databaseEnv,
+  exitWithin,
   listenEnv,
   listening,
   stderrLines,
   svc,
   tempDir,
-  exitWithin,
 } from '../helpers/child.js';
 import { listMigrations } from '../../storage/pg/migrate.js';
 import { svcChildren } from '../helpers/processes.js';

@@ -7,7 +7,7 @@
 import t from 'tap';
 import { randomInt } from 'node:crypto';
 import { clientsFor } from '../helpers/service.js';
-import { listening, serviceEnv, svc, tempDir, SERVER_URL, type Svc, exitWithin } from '../helpers/child.js';
+import { exitWithin, listening, serviceEnv, svc, tempDir, SERVER_URL, type Svc } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';

@@ -3,7 +3,7 @@
 // reaches the sink (at least once: a duplicate after a crash mid-delivery is allowed, a loss is not).
 import t from 'tap';
 import { clientsFor } from '../helpers/service.js';
-import { listening, serviceEnv, svc, tempDir, type Svc, exitWithin } from '../helpers/child.js';
+import { exitWithin, listening, serviceEnv, svc, tempDir, type Svc } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';

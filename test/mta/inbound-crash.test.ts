@@ -7,7 +7,7 @@ import t from 'tap';
 import { loadConfig } from '../../config/load.js';
 import { startService, type RunningService } from '../../bin/start.js';
 import { clientsFor } from '../helpers/service.js';
-import { listening, serviceEnv, svc, tempDir, type Svc, exitWithin } from '../helpers/child.js';
+import { exitWithin, listening, serviceEnv, svc, tempDir, type Svc } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { addInbox, inboundDomain, inboxNow, readMailbox } from '../helpers/inbox.js';
 import { sendOnce } from '../helpers/smtp-client.js';

@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap';
 import { SMTPServer } from 'smtp-server';
 import { clientsFor } from '../helpers/service.js';
-import { listening, serviceEnv, svc, tempDir, type Svc, exitWithin } from '../helpers/child.js';
+import { exitWithin, listening, serviceEnv, svc, tempDir, type Svc } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';

@@ -12,12 +12,12 @@ import {
   ROOT,
   baseEnv,
   databaseEnv,
+  exitWithin,
   listenEnv,
   listening,
   tempDir,
   type Exit,
   type Svc,
-  exitWithin,
 } from '../helpers/child.js';
 
 const SVC_JS = path.join(ROOT, 'dist', 'bin', 'svc.js');
