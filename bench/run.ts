@@ -67,7 +67,18 @@ import {
   type LoadResult,
   type Tenant,
 } from './service.js';
-import { benchDatabase, cpuSecondsOf, freshSends, PG_URL, pinPostgres, undelivered, quantile, sleep } from './util.js';
+import {
+  benchDatabase,
+  cpuSecondsOf,
+  freshSends,
+  machineCpu,
+  machineShare,
+  PG_URL,
+  pinPostgres,
+  undelivered,
+  quantile,
+  sleep,
+} from './util.js';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -201,12 +212,14 @@ try {
     const roleCpu0 = svc.roles.map((r) => r.cpuSeconds());
     const pgCpu0 = pgCpu();
     const benchCpu0 = process.cpuUsage();
+    const machine0 = machineCpu();
     const e2e = await sendLoad(svc.url, tenants, { ...load, count: N, firstIndex: svcSent });
     svcSent += N;
     const end = await ourSink.reached(svcSent, DRAIN_MS).catch(async (err: Error) => {
       failures.push(`${err.message}\n${await undelivered(dbUrl.toString(), dataDir)}`);
       return NaN;
     });
+    const machine = machineShare(machine0, machineCpu(), N);
     checked('svc end to end', e2e, N);
     // The load generator shares the cores (smtp-source does too, for Postfix): what it cost us.
     const benchCpu = process.cpuUsage(benchCpu0);
@@ -221,6 +234,7 @@ try {
       ),
       pgCpuMsPerMessage: ((pgCpu() - pgCpu0) * 1000) / N,
       loadGenCpuMsPerMessage: (benchCpu.user + benchCpu.system) / 1000 / N,
+      ...machine,
     };
   };
 
@@ -251,6 +265,7 @@ try {
     let sent = WARMUP;
     const measure = async () => {
       const cpu0 = relay.cpuSeconds() + extraCpu();
+      const machine0 = machineCpu();
       const start = performance.now();
       await source(N).catch((err: { stderr?: string }) => failures.push(`smtp-source: ${err.stderr ?? err}`));
       sent += N;
@@ -258,9 +273,10 @@ try {
         failures.push(`${err.message}\n${(await relay.log()).split('\n').slice(-10).join('\n')}`);
         return NaN;
       });
+      const machine = machineShare(machine0, machineCpu(), N);
       const seconds = (end - start) / 1000;
       const cpu = relay.cpuSeconds() + extraCpu() - cpu0;
-      return { seconds, msgPerSec: N / seconds, cpuMsPerMessage: (cpu * 1000) / N };
+      return { seconds, msgPerSec: N / seconds, cpuMsPerMessage: (cpu * 1000) / N, ...machine };
     };
     return { name, sink, relay, measure, sent: () => sent };
   };
@@ -413,9 +429,11 @@ type SvcRun = {
   roleCpuMsPerMessage: Record<string, number>;
   pgCpuMsPerMessage: number;
   loadGenCpuMsPerMessage: number;
+  machineBusy: number;
 };
+type PostfixRun = { msgPerSec: number; cpuMsPerMessage: number; machineBusy: number };
 const svcRuns = ((results.svc as { runs?: SvcRun[] } | undefined)?.runs ?? []) as SvcRun[];
-const pfR = results.postfix as { version: string; runs: { msgPerSec: number; cpuMsPerMessage: number }[] } | undefined;
+const pfR = results.postfix as { version: string; runs: PostfixRun[] } | undefined;
 const seRuns = ((results.sendEmail as { runs?: Record<string, number>[] } | undefined)?.runs ?? []) as Record<
   string,
   number
@@ -424,7 +442,7 @@ const sbR = results.sendBatch as
   { msgPerSec: number; clients: number; p50Ms: number; p99Ms: number; cpuMsPerMessage: number } | undefined;
 const pgRuns = (results.pgbench as { runs?: { best: Record<string, number> }[] } | undefined)?.runs ?? [];
 const e2e = results.endToEnd as Spread | undefined;
-const pfdR = results.postfixOpenDkim as { runs: { msgPerSec: number; cpuMsPerMessage: number }[] } | undefined;
+const pfdR = results.postfixOpenDkim as { runs: PostfixRun[] } | undefined;
 const e2eDkim = results.endToEndOpenDkim as Spread | undefined;
 const db = results.sendEmailVsPgbench as Spread | undefined;
 const f = (n: number | undefined, d = 0) => (n === undefined || !Number.isFinite(n) ? '—' : n.toFixed(d));
@@ -459,6 +477,8 @@ const summary = {
 };
 const row = (label: string, rate: string, notes = '') => `  ${label.padEnd(58)}${rate.padStart(24)}   ${notes}`;
 const seMed = (k: string) => med(seRuns.map((r) => r[k]!));
+// The share of the machine's cores a side kept busy while it ran (bench/util.ts, machineCpu).
+const busy = (runs: { machineBusy: number }[]) => `machine ${f(med(runs.map((r) => r.machineBusy * 100)))}% busy`;
 console.log(
   [
     '',
@@ -476,12 +496,13 @@ console.log(
       )
         .map((role) => `${f(med(svcRuns.map((r) => r.roleCpuMsPerMessage[role]!)), 2)} (${role})`)
         .join(' + ')} ms + Postgres ${f(med(svcRuns.map((r) => r.pgCpuMsPerMessage)), 2)} ms; ` +
-        `load generator ${f(med(svcRuns.map((r) => r.loadGenCpuMsPerMessage)), 2)} ms`,
+        `load generator ${f(med(svcRuns.map((r) => r.loadGenCpuMsPerMessage)), 2)} ms; ` +
+        busy(svcRuns),
     ),
     row(
       `  Postfix ${pfR?.version ?? ''}: smtp-source → Postfix → smtp-sink`,
       sp(pfR?.runs.length ? spread(pfR.runs.map((r) => r.msgPerSec)) : undefined, 0, ' msg/s'),
-      `CPU/msg: Postfix ${f(med(pfR?.runs.map((r) => r.cpuMsPerMessage) ?? []), 2)} ms`,
+      `CPU/msg: Postfix ${f(med(pfR?.runs.map((r) => r.cpuMsPerMessage) ?? []), 2)} ms; ${busy(pfR?.runs ?? [])}`,
     ),
     row('  svc / Postfix', sp(e2e, 2, '×'), 'goal ≥ 2.0 at 1 KB, ≥ 1.5 at 100 KB'),
     ...(pfdR
@@ -489,7 +510,8 @@ console.log(
           row(
             '  Postfix + OpenDKIM milter (signs as we do) → smtp-sink',
             sp(spread(pfdR.runs.map((r) => r.msgPerSec)), 0, ' msg/s'),
-            `CPU/msg: Postfix and opendkim ${f(med(pfdR.runs.map((r) => r.cpuMsPerMessage)), 2)} ms`,
+            `CPU/msg: Postfix and opendkim ${f(med(pfdR.runs.map((r) => r.cpuMsPerMessage)), 2)} ms; ` +
+              busy(pfdR.runs),
           ),
           row('  svc / Postfix + OpenDKIM', sp(e2eDkim, 2, '×')),
         ]

@@ -54,6 +54,50 @@ export const cpuSecondsOf = (match: (p: Proc) => boolean) =>
     .filter(match)
     .reduce((sum, p) => sum + p.cpu, 0);
 
+/**
+ * The CPU time so far of the cores this process may run on (its affinity, as `taskset` sets it), in seconds, from
+ * /proc/stat's lines of those cores: `busy` is user, nice, system, irq and softirq time (guest time is already in
+ * user), `all` that and idle and iowait; time stolen by the hypervisor is in neither. Between two readings, busy over
+ * all is how much of the cores a phase kept busy: a side near 100% is bound by the cores, one below it by something
+ * else (a wait, a lock, the disk), which its own CPU a message does not tell.
+ */
+export function machineCpu(): { busy: number; all: number } {
+  const cores = allowedCores();
+  let busy = 0;
+  let all = 0;
+  for (const line of readFileSync('/proc/stat', 'latin1').split('\n')) {
+    // "cpuN user nice system idle iowait irq softirq steal guest guest_nice", in 1/100 s.
+    const m = /^cpu(\d+) (.*)$/.exec(line);
+    if (!m || !cores.has(Number(m[1]))) continue;
+    const [user, nice, system, idle, iowait, irq, softirq] = m[2]!.split(' ').map(Number);
+    const b = user! + nice! + system! + irq! + softirq!;
+    busy += b;
+    all += b + idle! + iowait!;
+  }
+  return { busy: busy / 100, all: all / 100 };
+}
+
+/** The cores of this process's affinity, from /proc/self/status's Cpus_allowed_list ("0-1", "0,2-3"). */
+function allowedCores(): Set<number> {
+  const list = /^Cpus_allowed_list:\s*(\S+)$/m.exec(readFileSync('/proc/self/status', 'latin1'))?.[1] ?? '';
+  const cores = new Set<number>();
+  for (const range of list.split(',')) {
+    const [from, to = from] = range.split('-').map(Number);
+    for (let c = from!; c <= to!; c++) cores.add(c);
+  }
+  return cores;
+}
+
+/** What a phase cost the machine, from two machineCpu readings: the share of the cores kept busy, and per item. */
+export function machineShare(
+  before: { busy: number; all: number },
+  after: { busy: number; all: number },
+  items: number,
+): { machineBusy: number; machineCpuMsPerMessage: number } {
+  const busy = after.busy - before.busy;
+  return { machineBusy: busy / (after.all - before.all), machineCpuMsPerMessage: (busy * 1000) / items };
+}
+
 /** The PostgreSQL server the benches make their databases on (--pg), unless BENCH_PG_URL names another. */
 export const PG_URL = process.env.BENCH_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
