@@ -348,11 +348,12 @@ try {
     await freshSends(dbUrl.toString());
     const running = pgbench(dbUrl.toString(), ORGS, clients, SECONDS);
     await sleep(1_000);
-    const [c1, w1] = [pgCpu(), performance.now()];
+    const [c1, w1, m1] = [pgCpu(), performance.now(), machineCpu()];
     await sleep((SECONDS - 2) * 1_000);
-    const [c2, w2] = [pgCpu(), performance.now()];
+    const [c2, w2, m2] = [pgCpu(), performance.now(), machineCpu()];
     const pgb = await running;
-    return { clients, ...pgb, pgCpuMsPerTx: ((c2 - c1) / ((w2 - w1) / 1000) / pgb.tps) * 1000 };
+    const machineBusy = (m2.busy - m1.busy) / (m2.all - m1.all);
+    return { clients, ...pgb, pgCpuMsPerTx: ((c2 - c1) / ((w2 - w1) / 1000) / pgb.tps) * 1000, machineBusy };
   };
   const sendRuns: Record<string, number>[] = [];
   const pgbenchRuns: { best: Awaited<ReturnType<typeof pgbenchAt>>; sweep: { clients: number; tps: number }[] }[] = [];
@@ -361,11 +362,13 @@ try {
     await freshSends(dbUrl.toString());
     const ctlCpu0 = ctl.cpuSeconds();
     const ctlPgCpu0 = pgCpu();
+    const machine0 = machineCpu();
     const alone = await sendLoad(ctl.url, tenants, {
       ...load,
       untilMs: performance.now() + SECONDS * 1000,
       firstIndex: next,
     });
+    const { machineBusy } = machineShare(machine0, machineCpu(), alone.ok);
     next += alone.ok + alone.errors.size + 1e6;
     checked('sendEmail alone', alone);
     sendRuns.push({
@@ -375,6 +378,7 @@ try {
       p99Ms: quantile(alone.latencies, 0.99),
       cpuMsPerRequest: ((ctl.cpuSeconds() - ctlCpu0) * 1000) / alone.ok,
       pgCpuMsPerRequest: ((pgCpu() - ctlPgCpu0) * 1000) / alone.ok,
+      machineBusy,
     });
     // pgbench at the client count where it is fastest on this machine, found in the same run.
     const sweep: Awaited<ReturnType<typeof pgbenchAt>>[] = [];
@@ -521,7 +525,8 @@ console.log(
       `  sendEmail, ${C} clients`,
       sp(seRuns.length ? spread(seRuns.map((r) => r.rps!)) : undefined, 0, ' req/s'),
       `p50 ${f(seMed('p50Ms'), 1)} ms, p99 ${f(seMed('p99Ms'), 1)} ms (goal < 50); ` +
-        `CPU/req: svc ${f(seMed('cpuMsPerRequest'), 2)} ms + Postgres ${f(seMed('pgCpuMsPerRequest'), 2)} ms`,
+        `CPU/req: svc ${f(seMed('cpuMsPerRequest'), 2)} ms + Postgres ${f(seMed('pgCpuMsPerRequest'), 2)} ms; ` +
+        busy(seRuns as { machineBusy: number }[]),
     ),
     row(
       `  sendBatch of ${BATCH}, ${sbR?.clients ?? '—'} clients (one run)`,
@@ -534,7 +539,8 @@ console.log(
       sp(pgRuns.length ? spread(pgRuns.map((r) => r.best.tps!)) : undefined, 0, ' tps'),
       `best at -c ${pgRuns.map((r) => r.best.clients).join(', ')}; ` +
         `p99 ${f(med(pgRuns.map((r) => r.best.p99Ms!)), 1)} ms; ` +
-        `CPU/tx: Postgres ${f(med(pgRuns.map((r) => r.best.pgCpuMsPerTx!)), 2)} ms`,
+        `CPU/tx: Postgres ${f(med(pgRuns.map((r) => r.best.pgCpuMsPerTx!)), 2)} ms; ` +
+        busy(pgRuns.map((r) => r.best as { machineBusy: number })),
     ),
     row('  sendEmail / pgbench at its best', sp(db, 2, '×'), 'goal ≥ 1.0'),
   ].join('\n'),
