@@ -6,12 +6,13 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { machineCpu, machineShare } from '../../bench/util.js';
+import { machineShare } from '../../bench/util.js';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
-// A child that reads machineCpu, spins one thread for `ms`, reads it again: the readings' differences and the time.
+// A child that reads machineCpu, keeps one thread busy for 400 ms, reads it again: the readings' differences and the
+// time between them.
 const SPIN = `
 import { machineCpu } from './bench/util.ts';
 const a = machineCpu();
