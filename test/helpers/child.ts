@@ -71,7 +71,9 @@ export function svc(t: Test, args: string[], env: Record<string, string>): Svc {
   t.teardown(async () => {
     if (s.exit === null) {
       child.kill('SIGKILL');
-      await s.exited;
+      // A process ends on SIGKILL unless it is stuck in the kernel (an uninterruptible wait): bounded all the same,
+      // so that such a child fails the test with its output instead of holding the file until tap's timeout.
+      await exitWithin(s, 'teardown: svc after SIGKILL', 30_000);
     }
   });
   return s;

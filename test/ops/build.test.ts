@@ -53,7 +53,8 @@ function compiledSvc(t: Test, args: string[], env: Record<string, string>): Svc 
   t.teardown(async () => {
     if (s.exit === null) {
       child.kill('SIGKILL');
-      await s.exited;
+      // Bounded, as svc()'s teardown is (test/helpers/child.ts).
+      await exitWithin(s, 'teardown: dist/bin/svc.js after SIGKILL', 30_000);
     }
   });
   return s;
