@@ -352,7 +352,7 @@ try {
     await sleep((SECONDS - 2) * 1_000);
     const [c2, w2, m2] = [pgCpu(), performance.now(), machineCpu()];
     const pgb = await running;
-    const machineBusy = (m2.busy - m1.busy) / (m2.all - m1.all);
+    const { machineBusy } = machineShare(m1, m2, pgb.transactions);
     return { clients, ...pgb, pgCpuMsPerTx: ((c2 - c1) / ((w2 - w1) / 1000) / pgb.tps) * 1000, machineBusy };
   };
   const sendRuns: Record<string, number>[] = [];

@@ -59,7 +59,8 @@ export const cpuSecondsOf = (match: (p: Proc) => boolean) =>
  * /proc/stat's lines of those cores: `busy` is user, nice, system, irq and softirq time (guest time is already in
  * user), `all` that and idle and iowait; time stolen by the hypervisor is in neither. Between two readings, busy over
  * all is how much of the cores a phase kept busy: a side near 100% is bound by the cores, one below it by something
- * else (a wait, a lock, the disk), which its own CPU a message does not tell.
+ * else (a wait, a lock, the disk), which its own CPU a message does not tell. Not os.cpus()'s times: libuv leaves
+ * softirq out of them, where the kernel counts much of loopback networking's work.
  */
 export function machineCpu(): { busy: number; all: number } {
   const cores = allowedCores();

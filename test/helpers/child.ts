@@ -43,6 +43,14 @@ export function svc(t: Test, args: string[], env: Record<string, string>): Svc {
     env: { ...baseEnv(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  return watched(t, child, 'svc');
+}
+
+/**
+ * A spawned child (stdout and stderr piped) as an Svc: its output kept, its exit recorded, and killed at the test's
+ * end if still running. `name` says which child in the teardown's error.
+ */
+export function watched(t: Test, child: ChildProcess, name: string): Svc {
   let out = '';
   let err = '';
   child.stdout?.setEncoding('utf8').on('data', (d: string) => (out += d));
@@ -73,7 +81,7 @@ export function svc(t: Test, args: string[], env: Record<string, string>): Svc {
       child.kill('SIGKILL');
       // A process ends on SIGKILL unless it is stuck in the kernel (an uninterruptible wait): bounded all the same,
       // so that such a child fails the test with its output instead of holding the file until tap's timeout.
-      await exitWithin(s, 'teardown: svc after SIGKILL', 30_000);
+      await exitWithin(s, `teardown: ${name} after SIGKILL`, 30_000);
     }
   });
   return s;

@@ -16,7 +16,7 @@ import {
   listenEnv,
   listening,
   tempDir,
-  type Exit,
+  watched,
   type Svc,
 } from '../helpers/child.js';
 
@@ -31,33 +31,7 @@ function compiledSvc(t: Test, args: string[], env: Record<string, string>): Svc 
     env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let out = '';
-  let err = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
-  const s: Svc = {
-    child,
-    stdout: () => out,
-    stderr: () => err,
-    logs: () =>
-      out.split('\n').flatMap((line) => {
-        try {
-          return line.startsWith('{') ? [JSON.parse(line) as Record<string, unknown>] : [];
-        } catch {
-          return [];
-        }
-      }),
-    exit: null,
-    exited: new Promise<Exit>((resolve) => child.on('exit', (code, signal) => resolve((s.exit = { code, signal })))),
-  };
-  t.teardown(async () => {
-    if (s.exit === null) {
-      child.kill('SIGKILL');
-      // Bounded, as svc()'s teardown is (test/helpers/child.ts).
-      await exitWithin(s, 'teardown: dist/bin/svc.js after SIGKILL', 30_000);
-    }
-  });
-  return s;
+  return watched(t, child, 'dist/bin/svc.js');
 }
 
 t.test('npm run build, then node dist/bin/svc.js without tsx', async (t) => {
