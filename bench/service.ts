@@ -334,5 +334,6 @@ export async function sendLoad(
     }),
   );
   const endMs = performance.now();
+  sharedBodyPrefix(null);
   return { ok: latencies.length * batch, errors, latencies: Float64Array.from(latencies).sort(), startMs, endMs };
 }

@@ -42,7 +42,7 @@ async function recorder() {
 const rawJson = (s: string): unknown =>
   (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON(JSON.stringify(s));
 
-/** The recorder, and an SDK client on leanFetch and leanSign that calls it; both gone, and the prefix unset, after `t`. */
+/** The recorder, and an SDK client on leanFetch and leanSign that calls it; gone, and the prefix unset, after `t`. */
 async function setUp(t: Test) {
   const srv = await recorder();
   t.teardown(async () => {
