@@ -29,12 +29,17 @@ let prefix: Prefix | null = null;
 /** A whole comparison costs about what the prefix saves (V8's startsWith, a character at a time): it is sampled. */
 const PREFIX_CHECK_EVERY = 256;
 
-/** Sets the prefix that the bodies of the next requests share (null: none). */
-export function sharedBodyPrefix(text: string | null): void {
-  prefix =
-    text === null
-      ? null
-      : { text, octets: Buffer.from(text, 'utf8'), sha256: createHash('sha256').update(text), seen: 0 };
+/**
+ * Sets the prefix that the bodies of the next requests share, from the properties that come first in each of their
+ * JSON objects: `{"text":"…",` for `{ text }` (null: none).
+ */
+export function sharedBodyPrefix(lead: Record<string, unknown> | null): void {
+  if (lead === null) {
+    prefix = null;
+    return;
+  }
+  const text = `${JSON.stringify(lead).slice(0, -1)},`;
+  prefix = { text, octets: Buffer.from(text, 'utf8'), sha256: createHash('sha256').update(text), seen: 0 };
 }
 
 /** The prefix when `body` holds it and more; throws when a sampled body that should hold it does not. */

@@ -244,7 +244,7 @@ export const htmlOf = (text: string): string =>
     .join('\n')}</body></html>`;
 
 /** `s` as a JSON string literal that JSON.stringify writes as it stands (JSON.rawJSON; TypeScript's lib lacks it). */
-const rawJson = (s: string): unknown =>
+export const rawJson = (s: string): unknown =>
   (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON(JSON.stringify(s));
 
 export interface LoadResult {
@@ -286,7 +286,7 @@ export async function sendLoad(
   const body = o.html === undefined ? { text: rawJson(o.text ?? TEXT) } : { html: rawJson(o.html) };
   // First in each message, so that every sendEmail's JSON starts with the same octets: `{"text":"…",` (leanSign and
   // leanFetch hash and encode them once, sharedBodyPrefix). A sendBatch's messages sit inside its own JSON: none.
-  sharedBodyPrefix(batch === 1 ? `${JSON.stringify(body).slice(0, -1)},` : null);
+  sharedBodyPrefix(batch === 1 ? body : null);
   // Interleaved, so that neighbouring clients belong to different organizations.
   const order: { key: Client; domain: string }[] = [];
   for (let k = 0; k < Math.max(...tenants.map((t) => t.keys.length)); k++) {

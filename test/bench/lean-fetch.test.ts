@@ -5,8 +5,9 @@ import { createHash, createHmac } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';
-import { createClient, HEADER_NONCE, HEADER_TIMESTAMP, stringToSign } from '@svc-mail/sdk';
+import { authorizationHeader, createClient, HEADER_NONCE, HEADER_TIMESTAMP, stringToSign } from '@svc-mail/sdk';
 import { closeIdle, leanFetch, leanSign, sharedBodyPrefix } from '../../bench/lean-fetch.js';
+import { rawJson } from '../../bench/service.js';
 
 const SECRET = 'a-secret-of-the-test';
 const KEY_ID = 'key_test';
@@ -28,7 +29,7 @@ async function recorder() {
         hash,
       );
       const sig = createHmac('sha256', SECRET).update(toSign).digest('hex');
-      const signed = req.headers.authorization === `SVC-HMAC-SHA256 Credential=${KEY_ID}, Signature=${sig}`;
+      const signed = req.headers.authorization === authorizationHeader(KEY_ID, sig);
       got.push({ body, signed, length: Number(req.headers['content-length']) });
       // leanFetch reads an answer by its Content-Length (it reads no chunked body, nor does it need to: ours set it).
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': '10' }).end('{"id":"x"}');
@@ -38,9 +39,6 @@ async function recorder() {
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return { url, got, close: () => new Promise((resolve) => server.close(resolve)) };
 }
-
-const rawJson = (s: string): unknown =>
-  (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON(JSON.stringify(s));
 
 /** The recorder, and an SDK client on leanFetch and leanSign that calls it; gone, and the prefix unset, after `t`. */
 async function setUp(t: Test) {
@@ -64,7 +62,7 @@ t.test('with a shared prefix, each request is the JSON the SDK made, and its sig
   const { srv, client } = await setUp(t);
   // Non-ASCII in the shared text and in each message's own fields: the prefix's octets and the rest's meet at a comma.
   const body = { text: rawJson(`Grüße – ${'lorem ipsum '.repeat(500)}\n€`) };
-  sharedBodyPrefix(`${JSON.stringify(body).slice(0, -1)},`);
+  sharedBodyPrefix(body);
   const messages = Array.from({ length: 300 }, (_, i) => ({
     ...body,
     from: 'Bench <no-reply@example.test>',
@@ -91,7 +89,7 @@ t.test('with a shared prefix, each request is the JSON the SDK made, and its sig
 
 t.test('a long body that does not start with the shared prefix is refused when sampled, not sent', async (t) => {
   const { srv, client } = await setUp(t);
-  sharedBodyPrefix(`{"text":${JSON.stringify('a'.repeat(1000))},`);
+  sharedBodyPrefix({ text: 'a'.repeat(1000) });
   // The first body after the prefix is set is always compared whole.
   await t.rejects(
     client.v1.services.sendEmail({ text: 'b'.repeat(1000), to: 'x@dest.test' } as never),
