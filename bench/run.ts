@@ -12,14 +12,18 @@
 //      bench/accept.sql, the same work per send, on the same Postgres. Each of these measurements starts
 //      with the messages tables emptied (freshSends), so that none pays for the rows of the one before.
 //
-// Both end-to-end sides first send --warmup messages that are not timed: a service runs for days, and
-// a process that V8 has not yet compiled is not what we measure (at 100 the service was ~35% slower).
+// Both end-to-end sides first send --warmup messages that are not timed: a service runs for days, and a process
+// whose hot code V8 has not yet compiled with its optimizing compiler is not what we measure. V8 gives a function to
+// Turbofan after about 3,000 calls' worth of its bytecode (--invocation-count-for-turbofan), and a message's path
+// calls many functions once a message or less: after 2,000 warm-up messages the next 10,000 still saw ~1,150
+// optimizing compilations and 15-25% more CPU a message than later runs; after 16,000, ~430; after 30,000, ~190, as
+// many as each run after it (README, Benchmarks). The sinks' dumps of the warm-up are deleted once it is in.
 // Needs root (postfix start), Debian's postfix (smtp-source, smtp-sink), pgbench, and a PostgreSQL
 // server (--pg, default postgres://postgres@127.0.0.1:5432/postgres) where it creates a database of its
 // own and drops it at the end.
 //
 //   node --import tsx bench/run.ts [--messages 10000] [--concurrency 64] [--seconds 10] [--orgs 8]
-//                                   [--warmup 2000] [--runs 5] [--size 1k|10k|100k] [--body text|html]
+//                                   [--warmup 30000] [--runs 5] [--size 1k|10k|100k] [--body text|html]
 //                                   [--domains 1|100] [--pgbench-clients 1,4,8,16,32,64] [--pg URL]
 //                                   [--one-process] [--cpu-prof] [--node-flags='…'] [--workers N|C,M]
 //                                   [--out latest.json]
@@ -96,7 +100,7 @@ const { values: args } = parseArgs({
     concurrency: { type: 'string', default: '64' },
     seconds: { type: 'string', default: '10' },
     orgs: { type: 'string', default: '8' },
-    warmup: { type: 'string', default: '2000' },
+    warmup: { type: 'string', default: '30000' },
     runs: { type: 'string', default: '5' },
     size: { type: 'string', default: '1k' },
     body: { type: 'string', default: 'text' },
@@ -204,6 +208,7 @@ try {
   await ourSink.reached(WARMUP, DRAIN_MS).catch(async (err: Error) => {
     throw new Error(`${err.message} (warm-up)\n${await undelivered(dbUrl.toString(), dataDir)}`);
   });
+  await ourSink.clear(WARMUP);
   // Postgres backends serving the bench database: "postgres: <user> <db> <client> <state>".
   const pgCpu = () => cpuSecondsOf((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `));
   let svcSent = WARMUP;
@@ -262,6 +267,7 @@ try {
     const source = (count: number) => smtpSource(relay, emlFile, t.domain, count);
     await source(WARMUP);
     await sink.reached(WARMUP, DRAIN_MS);
+    await sink.clear(WARMUP);
     let sent = WARMUP;
     const measure = async () => {
       const cpu0 = relay.cpuSeconds() + extraCpu();
@@ -314,19 +320,20 @@ try {
   for (const side of [pf, pfd]) {
     if (!side) continue;
     const count = (await side.sink.files()).length;
-    if (count !== side.sent()) failures.push(`${side.name} sink holds ${count} messages, expected ${side.sent()}`);
+    const timed = side.sent() - WARMUP;
+    if (count !== timed) failures.push(`${side.name} sink holds ${count} messages, expected ${timed}`);
   }
   results.svc = {
     processes: svc.roles.map((r) => r.role),
     runs: svcRuns,
-    dkim: await checkSigned('svc', ourSink, svcSent, Object.assign({}, ...tenants.map((t) => t.dkimTxt))),
+    dkim: await checkSigned('svc', ourSink, svcSent - WARMUP, Object.assign({}, ...tenants.map((t) => t.dkimTxt))),
   };
   results.postfix = { version: pf.relay.version, runs: pfRuns };
   results.endToEnd = spread(svcRuns.map((s, i) => s.msgPerSec / pfRuns[i]!.msgPerSec));
   if (pfd && odkim) {
     results.postfixOpenDkim = {
       runs: pfdRuns,
-      dkim: await checkSigned('postfix-dkim', pfd.sink, pfd.sent(), {
+      dkim: await checkSigned('postfix-dkim', pfd.sink, pfd.sent() - WARMUP, {
         [`${odkim.selector}._domainkey.${t.domain}`]: odkim.txt,
       }),
     };
@@ -338,11 +345,7 @@ try {
   // ---- 3. sendEmail alone, sendBatch, then pgbench with the same statements -------------------------
   const ctl = await startChild('control', { ...env, ...workersOf('control') }, nodeFlags);
   cleanups.push(() => ctl.stop());
-  checked(
-    'control warm-up',
-    await sendLoad(ctl.url, tenants, { ...load, count: WARMUP * 2, firstIndex: 1e7 }),
-    WARMUP * 2,
-  );
+  checked('control warm-up', await sendLoad(ctl.url, tenants, { ...load, count: WARMUP, firstIndex: 1e7 }), WARMUP);
   // pgbench's backends are gone when it returns (and their CPU time with them): sample while it runs.
   const pgbenchAt = async (clients: number) => {
     await freshSends(dbUrl.toString());

@@ -8,7 +8,7 @@ import { chown, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { freePort, nobody, waitPort } from './util.js';
+import { freePort, nobody, sleep, waitPort } from './util.js';
 
 export interface Sink {
   port: number;
@@ -18,6 +18,11 @@ export interface Sink {
   reached(n: number, timeoutMs: number): Promise<number>;
   /** The dumped messages' file paths. */
   files(): Promise<string[]>;
+  /**
+   * Deletes the `n` messages dumped so far (a warm-up's: tens of thousands of them would fill tmpfs at 100 kB), once
+   * all of them are written (the counter may move before a file is complete); rejects if they are not within 5 s.
+   */
+  clear(n: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -52,6 +57,7 @@ export async function startSink(name: string): Promise<Sink> {
   // Wait until it accepts connections (it binds before it prints anything).
   await waitPort(port, 5_000, () => (child.exitCode !== null ? `smtp-sink exited: ${stderr}` : null));
 
+  const files = async () => (await readdir(dir)).map((f) => path.join(dir, f));
   return {
     port,
     count: () => count,
@@ -65,8 +71,16 @@ export async function startSink(name: string): Promise<Sink> {
         waiters.push({ n, resolve: (t) => (clearTimeout(timer), resolve(t)) });
       });
     },
-    async files() {
-      return (await readdir(dir)).map((f) => path.join(dir, f));
+    files,
+    async clear(n) {
+      const deadline = performance.now() + 5_000;
+      let dumped = await files();
+      while (dumped.length < n && performance.now() < deadline) {
+        await sleep(50);
+        dumped = await files();
+      }
+      if (dumped.length !== n) throw new Error(`sink ${name}: ${dumped.length} messages dumped, expected ${n}`);
+      for (let i = 0; i < n; i += 256) await Promise.all(dumped.slice(i, i + 256).map((f) => rm(f)));
     },
     async stop() {
       if (child.exitCode === null) child.kill('SIGTERM');
