@@ -12,15 +12,10 @@
 //      bench/accept.sql, the same work per send, on the same Postgres. Each of these measurements starts
 //      with the messages tables emptied (freshSends), so that none pays for the rows of the one before.
 //
-// Both end-to-end sides first send --warmup messages that are not timed: a service runs for days, and a process
-// whose hot code V8 has not yet compiled with its optimizing compiler is not what we measure. V8 gives a function to
-// Turbofan after about 3,000 calls' worth of its bytecode (--invocation-count-for-turbofan), and a message's path
-// calls many functions once a message or less: after 2,000 warm-up messages the next 10,000 still saw ~1,150
-// optimizing compilations and 15-25% more CPU a message than later runs; after 16,000, ~430; after 30,000, ~190, as
-// many as each run after it (README, Benchmarks). Postfix sends --postfix-warmup (2,000) instead: its processes are
-// compiled C, and more messages only slowed it, as its queue directories grew (incoming and active from ~40 to ~480 kB
-// after 20,000 more, its rate down by a tenth), so it is measured at its faster. The sinks' dumps of each warm-up are
-// deleted once it is in.
+// Both end-to-end sides first send untimed warm-up messages: ours --warmup, since a service runs for days and V8 gives
+// a function to Turbofan only after ~3,000 calls' worth of its bytecode (--invocation-count-for-turbofan); Postfix
+// --postfix-warmup, fewer, since its processes are compiled C and more messages only slowed it as its queue
+// directories grew. The measurements are in the README (Benchmarks). The sinks' dumps of each warm-up are deleted.
 // Needs root (postfix start), Debian's postfix (smtp-source, smtp-sink), pgbench, and a PostgreSQL
 // server (--pg, default postgres://postgres@127.0.0.1:5432/postgres) where it creates a database of its
 // own and drops it at the end.
