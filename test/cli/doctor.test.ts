@@ -6,30 +6,14 @@
 // process at a time, and doctor needs no running service. The same order works on a real Postgres
 // (SVC_DATABASE_URL set for the test run), where the child reads the service's own test database.
 import t, { type Test } from 'tap';
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startDnsZone, type DnsZone } from '../helpers/dns-zone.js';
+import { runSvc, type Run } from '../helpers/child.js';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const MX_HOST = 'mx.svc.test';
 /** A child that runs longer than this has hung (two DNS attempts of 2 s each, plus tsx start-up). */
 const CHILD_DEADLINE_MS = 60_000;
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-  ms: number;
-}
-
-/** The environment of the test run without any SVC_* variable: the child gets exactly what it is given. */
-function baseEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SVC_')) env[k] = v;
-  return env;
-}
 
 function doctor(svc: TestService, zone: DnsZone, ...args: string[]): Promise<Run> {
   const env: Record<string, string> = {
@@ -41,23 +25,7 @@ function doctor(svc: TestService, zone: DnsZone, ...args: string[]): Promise<Run
     SVC_LOG_LEVEL: 'warn',
     ...(svc.databaseUrl ? { SVC_DATABASE_URL: svc.databaseUrl } : {}),
   };
-  const started = Date.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', 'doctor', ...args], {
-    cwd: ROOT,
-    env: { ...baseEnv(), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const killer = setTimeout(() => child.kill('SIGKILL'), CHILD_DEADLINE_MS);
-  return new Promise((resolve) => {
-    child.on('close', (code) => {
-      clearTimeout(killer);
-      resolve({ code, stdout, stderr, ms: Date.now() - started });
-    });
-  });
+  return runSvc(['doctor', ...args], env, CHILD_DEADLINE_MS);
 }
 
 interface Row {
@@ -77,7 +45,7 @@ function rows(stdout: string): Row[] {
 }
 
 function row(t: Test, run: Run, label: string, host: string): Row {
-  const found = rows(run.stdout).filter((r) => r.label === label && r.host === host);
+  const found = rows(run.out).filter((r) => r.label === label && r.host === host);
   t.equal(found.length, 1, `one ${label} line for ${host}`);
   return found[0] ?? { status: '(no line)', label, type: '', host, value: '' };
 }
@@ -122,16 +90,12 @@ t.test('svc doctor: ok, missing and wrong records, and the exit codes', async (t
     const run = await doctor(svc, zone, domain);
     t.equal(run.code, 1, `exit 1 (stderr: ${run.stderr})`);
     t.match(
-      run.stdout,
+      run.out,
       new RegExp(`^svc doctor ${domain.replace(/\./g, '\\.')}: claim verified`, 'm'),
       'a header names the claim',
     );
-    t.notMatch(run.stdout, /^\{/m, 'no log lines in the report');
-    t.equal(
-      rows(run.stdout).length,
-      8,
-      'one line per record: ownership, 2 DKIM, return-path MX and SPF, SPF, DMARC, MX',
-    );
+    t.notMatch(run.out, /^\{/m, 'no log lines in the report');
+    t.equal(rows(run.out).length, 8, 'one line per record: ownership, 2 DKIM, return-path MX and SPF, SPF, DMARC, MX');
 
     const own = row(t, run, 'ownership', `_svc-verify.${domain}`);
     t.same(own, {
@@ -189,7 +153,7 @@ t.test('svc doctor: ok, missing and wrong records, and the exit codes', async (t
       value: `10 ${MX_HOST}`,
     });
     t.match(
-      run.stdout,
+      run.out,
       /^2 of 4 required records right; 2 recommended records missing or different\. Publish/m,
       'the summary counts',
     );
@@ -206,7 +170,7 @@ t.test('svc doctor: ok, missing and wrong records, and the exit codes', async (t
     t.equal(row(t, run, 'MX', domain).status, 'ok');
     t.equal(row(t, run, 'DMARC', `_dmarc.${domain}`).status, 'ok');
     t.match(row(t, run, 'SPF', domain).status, /^wrong \(found .*\(recommended\)$/);
-    t.match(run.stdout, /^4 of 4 required records right; 1 recommended record missing or different\.$/m);
+    t.match(run.out, /^4 of 4 required records right; 1 recommended record missing or different\.$/m);
 
     // Our mechanism merged into the customer's SPF record counts.
     zone.remove(domain, 'TXT').txt(domain, 'v=spf1 include:_spf.example.net include:_spf.mta.test -all');
@@ -227,8 +191,8 @@ t.test('svc doctor: ok, missing and wrong records, and the exit codes', async (t
       'a verified claim does not need its ownership TXT (a subdomain claim never did)',
     );
     t.equal(row(t, sub, 'MX', `shop.${domain}`).status, 'missing');
-    t.equal(rows(sub.stdout).length, 2, 'inbound only: no sending records');
-    t.match(sub.stdout, /^0 of 1 required records right\./m);
+    t.equal(rows(sub.out).length, 2, 'inbound only: no sending records');
+    t.match(sub.out, /^0 of 1 required records right\./m);
 
     const pend = await doctor(svc, zone, pending.domain);
     t.equal(pend.code, 1, 'pending, nothing published: exit 1');
@@ -262,7 +226,7 @@ t.test('svc doctor: ok, missing and wrong records, and the exit codes', async (t
     t.equal(two.code, 2, 'two names: 2');
     t.equal(unknown.code, 2, 'an unknown domain: 2');
     t.match(unknown.stderr, /unknown-\w+\.com is not claimed on this platform/);
-    for (const r of [none, invalid, two, unknown]) t.equal(r.stdout, '', 'nothing on stdout');
+    for (const r of [none, invalid, two, unknown]) t.equal(r.out, '', 'nothing on stdout');
   });
 
   await t.test('a DNS server that does not answer: exit 1 in bounded time, never a hang', async (t) => {
@@ -274,7 +238,7 @@ t.test('svc doctor: ok, missing and wrong records, and the exit codes', async (t
     const dkim = row(t, run, 'DKIM', o.dnsRecords.dkim.host);
     t.match(dkim.status, /^unknown \(DNS TIMEOUT/, 'each record says the lookup got no answer');
     t.ok(
-      rows(run.stdout).every((r) => r.status.startsWith('unknown')),
+      rows(run.out).every((r) => r.status.startsWith('unknown')),
       'every line',
     );
   });

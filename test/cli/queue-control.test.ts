@@ -3,47 +3,21 @@
 // whose MTA delivers through a loopback DNS zone to an SMTP sink that answers 451 for slow.test and for
 // later@ (deferred), 250 otherwise; a webhook receiver records the `failed` notifications.
 import t, { type Test } from 'tap';
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
 import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { runSvc, type Run } from '../helpers/child.js';
 import { HELD_RECHECK_MS, type SpoolEntry } from '../../storage/lmdb/spool.js';
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-
-interface Run {
-  code: number | null;
-  out: string;
-  stderr: string;
-}
 
 function svcQueue(dataDir: string, ...args: string[]): Promise<Run> {
   return svcQueueWith({}, dataDir, ...args);
 }
 
 function svcQueueWith(extra: Record<string, string>, dataDir: string, ...args: string[]): Promise<Run> {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SVC_')) env[k] = v;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', 'queue', ...args], {
-    cwd: ROOT,
-    env: { ...env, ...extra, SVC_DATA_DIR: dataDir },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const killer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  return new Promise((resolve) =>
-    child.on('close', (code) => {
-      clearTimeout(killer);
-      resolve({ code, out, stderr });
-    }),
-  );
+  return runSvc(['queue', ...args], { ...extra, SVC_DATA_DIR: dataDir });
 }
 
 interface World {

@@ -3,51 +3,17 @@
 // environment open while the children run, as the service would (LMDB is shared between processes),
 // and reads back what they wrote; the last case closes it first (the service stopped).
 import t, { type Test } from 'tap';
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
 import os from 'node:os';
 import path from 'node:path';
 import { openLmdb, type LmdbEnv } from '../../storage/lmdb/env.js';
 import { openSpool, type Spool, type SpoolEntry } from '../../storage/lmdb/spool.js';
 import { loadConfig } from '../../config/load.js';
 import { queue } from '../../bin/queue.js';
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const CHILD_DEADLINE_MS = 60_000;
-
-interface Run {
-  code: number | null;
-  stdout: Buffer;
-  out: string;
-  stderr: string;
-}
-
-/** The environment of the test run without any SVC_* variable: the child gets exactly what it is given. */
-function baseEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('SVC_')) env[k] = v;
-  return env;
-}
+import { runSvc, type Run } from '../helpers/child.js';
 
 function svcQueue(dataDir: string, ...args: string[]): Promise<Run> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', 'queue', ...args], {
-    cwd: ROOT,
-    env: { ...baseEnv(), SVC_DATA_DIR: dataDir },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const chunks: Buffer[] = [];
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => chunks.push(d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const killer = setTimeout(() => child.kill('SIGKILL'), CHILD_DEADLINE_MS);
-  return new Promise((resolve) => {
-    child.on('close', (code) => {
-      clearTimeout(killer);
-      const stdout = Buffer.concat(chunks);
-      resolve({ code, stdout, out: stdout.toString('utf8'), stderr });
-    });
-  });
+  return runSvc(['queue', ...args], { SVC_DATA_DIR: dataDir });
 }
 
 async function tempDir(t: Test): Promise<string> {

@@ -3,6 +3,7 @@
 // has SVC_DATABASE_URL, children that touch the database get a fresh database on that server.
 import type { Test } from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import os from 'node:os';
@@ -133,17 +134,46 @@ export async function serviceEnv(
 }
 
 /**
- * The child's exit, or after `timeoutMs` an error naming the step and carrying what the child printed: a child
- * that does not end fails its test within the bound, with its output, instead of holding the file until tap's
- * timeout, which reports nothing of it.
+ * Where each thread of a process that does not end is waiting, from /proc (Linux): its name, its state and the
+ * kernel function it sleeps in (`ep_poll`: an event loop with nothing to do but something that keeps it alive;
+ * `futex_wait_queue`: a lock or a join, as a process.exit waiting for a thread would). Said in the failure of a
+ * child that outlived its deadline, since such a hang has been seen rarely and not reproduced at will.
+ */
+export function threadStates(pid: number | undefined): string {
+  if (pid === undefined) return 'no pid';
+  try {
+    return readdirSync(`/proc/${pid}/task`)
+      .map((tid) => {
+        const at = (f: string) => {
+          try {
+            return readFileSync(`/proc/${pid}/task/${tid}/${f}`, 'utf8').trim();
+          } catch {
+            return '?';
+          }
+        };
+        const state = at('stat')
+          .replace(/^.*\) /, '')
+          .split(' ')[0];
+        return `${tid} ${at('comm')} ${state} ${at('wchan')}`;
+      })
+      .join('; ');
+  } catch (err) {
+    return `no /proc entry (${(err as Error).message})`;
+  }
+}
+
+/**
+ * The child's exit, or after `timeoutMs` an error naming the step and carrying what the child printed and where its
+ * threads wait: a child that does not end fails its test within the bound, with its output, instead of holding the
+ * file until tap's timeout, which reports nothing of it.
  */
 export async function exitWithin(s: Svc, what: string, timeoutMs = 60_000): Promise<Exit> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`${what}: no exit after ${timeoutMs} ms\n${s.stdout()}\n${s.stderr()}`)),
-      timeoutMs,
-    );
+    timer = setTimeout(() => {
+      const threads = threadStates(s.child.pid);
+      reject(new Error(`${what}: no exit after ${timeoutMs} ms (threads: ${threads})\n${s.stdout()}\n${s.stderr()}`));
+    }, timeoutMs);
   });
   try {
     return await Promise.race([s.exited, late]);
@@ -170,3 +200,42 @@ export const stderrLines = (s: Svc) =>
     .stderr()
     .split('\n')
     .filter((l) => l.trim() !== '');
+
+export interface Run {
+  code: number | null;
+  stdout: Buffer;
+  /** stdout as UTF-8. */
+  out: string;
+  stderr: string;
+  ms: number;
+}
+
+/**
+ * A command of `svc` that runs and ends (`svc queue …`, `svc doctor …`) with exactly the SVC_* variables in `env`:
+ * its exit code and output. Past `deadlineMs` it is killed, and its stderr ends with where its threads waited
+ * (threadStates), which the test's checks of the code and stderr then show.
+ */
+export function runSvc(args: string[], env: Record<string, string>, deadlineMs = 60_000): Promise<Run> {
+  const started = Date.now();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', ...args], {
+    cwd: ROOT,
+    env: { ...baseEnv(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const chunks: Buffer[] = [];
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => chunks.push(d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  let hung = '';
+  const killer = setTimeout(() => {
+    hung = `\n[svc ${args.join(' ')}: no exit after ${deadlineMs} ms; threads: ${threadStates(child.pid)}]`;
+    child.kill('SIGKILL');
+  }, deadlineMs);
+  return new Promise((resolve) => {
+    child.on('close', (code) => {
+      clearTimeout(killer);
+      const stdout = Buffer.concat(chunks);
+      resolve({ code, stdout, out: stdout.toString('utf8'), stderr: stderr + hung, ms: Date.now() - started });
+    });
+  });
+}
