@@ -135,9 +135,10 @@ export async function serviceEnv(
 
 /**
  * Where each thread of a process that does not end is waiting, from /proc (Linux): its name, its state and the
- * kernel function it sleeps in (`ep_poll`: an event loop with nothing to do but something that keeps it alive;
- * `futex_wait_queue`: a lock or a join, as a process.exit waiting for a thread would). Said in the failure of a
- * child that outlived its deadline, since such a hang has been seen rarely and not reproduced at will.
+ * kernel function it sleeps in (as Linux 6.18 names them: `do_epoll_wait`, an event loop with nothing to do but
+ * something that keeps it alive; `futex_do_wait`, a lock or a join, as a process.exit waiting for a thread would).
+ * Said in the failure of a child that outlived its deadline, since such a hang has been seen rarely and not
+ * reproduced at will.
  */
 export function threadStates(pid: number | undefined): string {
   if (pid === undefined) return 'no pid';
