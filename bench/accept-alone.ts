@@ -14,7 +14,16 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startDnsZone } from '../test/helpers/dns-zone.js';
 import { createTenants, KEYS_PER_CLIENT, sendLoad, serviceEnv, startChild, textOfSize } from './service.js';
-import { benchDatabase, cpuSecondsOf, freshSends, PG_URL, quantile, sleep, svcChildren } from './util.js';
+import {
+  benchDatabase,
+  cpuSecondsOf,
+  cpuSecondsSince,
+  freshSends,
+  PG_URL,
+  quantile,
+  sleep,
+  svcChildren,
+} from './util.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -49,13 +58,14 @@ try {
   // The cluster's workers; with one (SVC_WORKERS=1, or one core) the service runs in its own process.
   const children = svcChildren(ctl.pid);
   const workers = children.length ? children : [ctl.pid];
-  const pgCpu = () => cpuSecondsOf((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `));
+  const pgCpuSince = () =>
+    cpuSecondsSince((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `));
   console.log(`sendEmail alone, ${args.size}, ${C} clients, ${workers.length} worker(s), ${os.cpus().length} cores`);
   for (let r = 0, next = 2e7; r < Number(args.runs); r++, next += 1e6) {
     if (r > 0) await sleep(Number(args.idle) * 1000);
     await freshSends(db.url);
     const cpu0 = workers.map((pid) => cpuSecondsOf((p) => p.pid === pid));
-    const pg0 = pgCpu();
+    const pgCpu = pgCpuSince();
     const a = await sendLoad(ctl.url, tenants, {
       ...load,
       untilMs: performance.now() + Number(args.seconds) * 1000,
@@ -66,7 +76,7 @@ try {
     console.log(
       `  run ${r + 1}: ${(a.ok / ((a.endMs - a.startMs) / 1000)).toFixed(0)} req/s, ` +
         `p50 ${quantile(a.latencies, 0.5).toFixed(1)} ms, p99 ${quantile(a.latencies, 0.99).toFixed(1)} ms; ` +
-        `CPU a request: workers ${cpu.join(' + ')} ms, Postgres ${perRequest(pgCpu() - pg0)} ms` +
+        `CPU a request: workers ${cpu.join(' + ')} ms, Postgres ${perRequest(pgCpu())} ms` +
         (a.errors.size ? `; errors ${JSON.stringify([...a.errors])}` : ''),
     );
   }

@@ -72,7 +72,7 @@ import {
 } from './service.js';
 import {
   benchDatabase,
-  cpuSecondsOf,
+  cpuSecondsSince,
   freshSends,
   machineCpu,
   machineShare,
@@ -211,12 +211,13 @@ try {
   });
   await ourSink.clear(WARMUP);
   // Postgres backends serving the bench database: "postgres: <user> <db> <client> <state>".
-  const pgCpu = () => cpuSecondsOf((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `));
+  const pgCpuSince = () =>
+    cpuSecondsSince((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `));
   let svcSent = WARMUP;
   const runSvc = async () => {
     const cpu0 = svc.cpuSeconds();
     const roleCpu0 = svc.roles.map((r) => r.cpuSeconds());
-    const pgCpu0 = pgCpu();
+    const pgCpu = pgCpuSince();
     const benchCpu0 = process.cpuUsage();
     const machine0 = machineCpu();
     const e2e = await sendLoad(svc.url, tenants, { ...load, count: N, firstIndex: svcSent });
@@ -238,7 +239,7 @@ try {
       roleCpuMsPerMessage: Object.fromEntries(
         svc.roles.map((r, i) => [r.role, ((r.cpuSeconds() - roleCpu0[i]!) * 1000) / N]),
       ),
-      pgCpuMsPerMessage: ((pgCpu() - pgCpu0) * 1000) / N,
+      pgCpuMsPerMessage: (pgCpu() * 1000) / N,
       loadGenCpuMsPerMessage: (benchCpu.user + benchCpu.system) / 1000 / N,
       ...machine,
     };
@@ -351,12 +352,12 @@ try {
     await freshSends(dbUrl.toString());
     const running = pgbench(dbUrl.toString(), ORGS, clients, SECONDS);
     await sleep(1_000);
-    const [c1, w1, m1] = [pgCpu(), performance.now(), machineCpu()];
+    const [pgCpu, w1, m1] = [pgCpuSince(), performance.now(), machineCpu()];
     await sleep((SECONDS - 2) * 1_000);
-    const [c2, w2, m2] = [pgCpu(), performance.now(), machineCpu()];
+    const [pgSeconds, w2, m2] = [pgCpu(), performance.now(), machineCpu()];
     const pgb = await running;
     const { machineBusy } = machineShare(m1, m2, pgb.transactions);
-    return { clients, ...pgb, pgCpuMsPerTx: ((c2 - c1) / ((w2 - w1) / 1000) / pgb.tps) * 1000, machineBusy };
+    return { clients, ...pgb, pgCpuMsPerTx: (pgSeconds / ((w2 - w1) / 1000) / pgb.tps) * 1000, machineBusy };
   };
   const sendRuns: Record<string, number>[] = [];
   const pgbenchRuns: { best: Awaited<ReturnType<typeof pgbenchAt>>; sweep: { clients: number; tps: number }[] }[] = [];
@@ -364,7 +365,7 @@ try {
   for (let r = 0; r < RUNS; r++) {
     await freshSends(dbUrl.toString());
     const ctlCpu0 = ctl.cpuSeconds();
-    const ctlPgCpu0 = pgCpu();
+    const pgCpu = pgCpuSince();
     const machine0 = machineCpu();
     const alone = await sendLoad(ctl.url, tenants, {
       ...load,
@@ -380,7 +381,7 @@ try {
       p50Ms: quantile(alone.latencies, 0.5),
       p99Ms: quantile(alone.latencies, 0.99),
       cpuMsPerRequest: ((ctl.cpuSeconds() - ctlCpu0) * 1000) / alone.ok,
-      pgCpuMsPerRequest: ((pgCpu() - ctlPgCpu0) * 1000) / alone.ok,
+      pgCpuMsPerRequest: (pgCpu() * 1000) / alone.ok,
       machineBusy,
     });
     // pgbench at the client count where it is fastest on this machine, found in the same run.

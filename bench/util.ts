@@ -55,6 +55,24 @@ export const cpuSecondsOf = (match: (p: Proc) => boolean) =>
     .reduce((sum, p) => sum + p.cpu, 0);
 
 /**
+ * The CPU seconds that the processes `match` picks have used since this call, process by process: one that starts
+ * later counts from its start, and one that ends in between takes its time with it (counted as none). Two sums taken
+ * apart (cpuSecondsOf) lose the whole time of one that ends, so that a Postgres backend pg-pool closed during a run
+ * made that run's Postgres CPU read -0.43 ms a message.
+ */
+export function cpuSecondsSince(match: (p: Proc) => boolean): () => number {
+  const start = new Map(
+    processes()
+      .filter(match)
+      .map((p) => [p.pid, p.cpu]),
+  );
+  return () =>
+    processes()
+      .filter(match)
+      .reduce((sum, p) => sum + p.cpu - (start.get(p.pid) ?? 0), 0);
+}
+
+/**
  * The CPU time so far of the cores this process may run on (its affinity, as `taskset` sets it), in seconds, from
  * /proc/stat's lines of those cores: `busy` is user, nice, system, irq and softirq time (guest time is already in
  * user), `all` that and idle and iowait; time stolen by the hypervisor is in neither. Between two readings, busy over
