@@ -107,17 +107,25 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-// Exit only once stdout has drained: a piped `svc openapi` is far larger than one pipe buffer.
-const exit = (code: number) => process.stdout.write('', () => process.exit(code));
+/**
+ * A command ends by letting the event loop run dry, with its code in process.exitCode, not by process.exit(), which
+ * shuts V8's platform down without disposing of the isolate first: a background compile job waiting for the main
+ * thread to collect garbage then waits for good while the main thread waits to join it (nodejs/node#54918; seen in
+ * `svc queue` usage errors under test, docs/decisions.md #80). Only should something still hold the loop open a second
+ * later (a handle a command forgot) does the unreferenced timer end it the old way, once stdout has drained (a piped
+ * `svc openapi` is far larger than one pipe buffer).
+ */
+function exit(code: number): void {
+  process.exitCode = code;
+  setTimeout(() => process.stdout.write('', () => process.exit(code)), 1_000).unref();
+}
 
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (err) => {
-    if (err instanceof ConfigError) {
-      for (const line of err.problems) console.error(line);
-      process.exit(2);
-    }
-    console.error(`svc: ${err instanceof Error ? err.message : String(err)}`);
-    process.exit(1);
-  },
-);
+main(process.argv.slice(2)).then(exit, (err) => {
+  if (err instanceof ConfigError) {
+    for (const line of err.problems) console.error(line);
+    exit(2);
+    return;
+  }
+  console.error(`svc: ${err instanceof Error ? err.message : String(err)}`);
+  exit(1);
+});
