@@ -38,13 +38,17 @@ export function baseEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-export function svc(t: Test, args: string[], env: Record<string, string>): Svc {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', ...args], {
+/** `node --import tsx bin/svc.ts <args>` from the project's root, with exactly the SVC_* variables in `env`. */
+function spawnSvc(args: string[], env: Record<string, string>) {
+  return spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', ...args], {
     cwd: ROOT,
     env: { ...baseEnv(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  return watched(t, child, 'svc');
+}
+
+export function svc(t: Test, args: string[], env: Record<string, string>): Svc {
+  return watched(t, spawnSvc(args, env), 'svc');
 }
 
 /**
@@ -218,11 +222,7 @@ export interface Run {
  */
 export function runSvc(args: string[], env: Record<string, string>, deadlineMs = 60_000): Promise<Run> {
   const started = Date.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', ...args], {
-    cwd: ROOT,
-    env: { ...baseEnv(), ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawnSvc(args, env);
   const chunks: Buffer[] = [];
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => chunks.push(d));
