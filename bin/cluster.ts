@@ -14,6 +14,7 @@ import { AggregatorRegistry, type Registry } from 'prom-client';
 import type { Logger } from 'pino';
 import type { Config } from '../config/schema.js';
 import type { Scrape } from '../control/middleware/ops.js';
+import { markServiceProcess } from './exit-mode.js';
 import { listenMetrics } from './metrics.js';
 import { createLogger } from '../config/context.js';
 import type { Role } from './start.js';
@@ -212,6 +213,7 @@ export async function runPrimary(config: Readonly<Config>, role: Role, workers: 
  * single worker, or the embedded database). Resolves with the exit code once drained after SIGTERM or SIGINT.
  */
 export async function startCommand(config: Readonly<Config>, role: Role): Promise<number> {
+  markServiceProcess();
   const workers = workerCount(config);
   const log = createLogger(config.logLevel);
   const index = workerIndex();

@@ -13,6 +13,7 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import { createClient, SvcError } from '@svc-mail/sdk';
 import { loadConfig } from '../config/load.js';
+import { markServiceProcess } from './exit-mode.js';
 import { startService, type RunningService } from './start.js';
 import { startDevZone } from '../dev/zone.js';
 import { devLookup } from '../dev/records.js';
@@ -210,6 +211,7 @@ export async function dev(args: string[], env: NodeJS.ProcessEnv = process.env):
     return 2;
   }
 
+  markServiceProcess();
   const devDir = path.join(dataDir, 'dev');
   await mkdir(devDir, { recursive: true, mode: 0o700 });
   const adminKey = env.SVC_PLATFORM_ADMIN_KEY?.trim() || (await platformKey(devDir));

@@ -4,6 +4,7 @@ import './thread-pool.js';
 import './heap-marking.js';
 import { parseArgs } from 'node:util';
 import { loadConfig, describeConfig, ConfigError } from '../config/load.js';
+import { isServiceProcess } from './exit-mode.js';
 import type { Role } from './start.js';
 
 // Each command loads its own modules when it runs (dynamic import), so `svc queue` or `svc config` start
@@ -113,11 +114,17 @@ async function main(argv: string[]): Promise<number> {
  * thread to collect garbage then waits for good while the main thread waits to join it (nodejs/node#54918; seen in
  * `svc queue` usage errors under test, docs/decisions.md #80). Only should something still hold the loop open a second
  * later (a handle a command forgot) does the unreferenced timer end it the old way, once stdout has drained (a piped
- * `svc openapi` is far larger than one pipe buffer).
+ * `svc openapi` is far larger than one pipe buffer). A process that ran the service ends the old way at once
+ * (bin/exit-mode.ts): a natural end runs native addons' exit-time finalizers, where one MTA died with SIGSEGV.
  */
 function exit(code: number): void {
+  const end = () => process.stdout.write('', () => process.exit(code));
+  if (isServiceProcess()) {
+    end();
+    return;
+  }
   process.exitCode = code;
-  setTimeout(() => process.stdout.write('', () => process.exit(code)), 1_000).unref();
+  setTimeout(end, 1_000).unref();
 }
 
 main(process.argv.slice(2)).then(exit, (err) => {

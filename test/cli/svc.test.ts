@@ -23,6 +23,10 @@ import { routeTable, type RouteSpec } from '@svc-mail/sdk';
 
 const ADMIN_KEY = 'cli-test-platform-admin-key-0123456789';
 const EMBEDDED_WARNING = /embedded database.*power loss/i;
+/** A child's NODE_OPTIONS that make it say on stderr when its event loop ran dry (test/fixtures/mark-loop-dry.mjs). */
+const LOOP_DRY_FIXTURE = new URL('../fixtures/mark-loop-dry.mjs', import.meta.url).href;
+const MARK_LOOP_DRY = { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${LOOP_DRY_FIXTURE}` };
+const LOOP_DRY = 'svc-test: the event loop ran dry';
 
 t.test('start with SVC_HTTP_PORT=abc exits non-zero with one line naming it', async (t) => {
   const dataDir = await tempDir(t);
@@ -47,10 +51,19 @@ t.test('start with a malformed SVC_DNS_SERVERS exits non-zero with one line nami
   t.notOk(lines[0]?.includes('SVC_HTTP_PORT'), 'and no other variable');
 });
 
+t.test('a command ends by its event loop running dry, not by process.exit()', async (t) => {
+  // nodejs/node#54918: process.exit() can wait for good on a compile job that waits for a collection (#80).
+  const s = svc(t, ['config'], { ...listenEnv(await tempDir(t)), ...MARK_LOOP_DRY });
+  const exit = await exitWithin(s, 'svc config');
+  t.same(exit, { code: 0, signal: null }, 'exit 0');
+  t.match(s.stdout(), /SVC_HTTP_PORT/, 'it printed the configuration');
+  t.ok(s.stderr().includes(LOOP_DRY), `its loop ran dry: ${JSON.stringify(s.stderr())}`);
+});
+
 t.test('start listens, answers /health, and drains on SIGTERM', async (t) => {
   const dataDir = await tempDir(t);
   const dbEnv = await databaseEnv(t);
-  const s = svc(t, ['start'], { ...listenEnv(dataDir), ...dbEnv });
+  const s = svc(t, ['start'], { ...listenEnv(dataDir), ...dbEnv, ...MARK_LOOP_DRY });
   const line = await listening(s);
   const port = line.http;
   t.type(port, 'number', 'the log line carries the bound http port');
@@ -86,6 +99,8 @@ t.test('start listens, answers /health, and drains on SIGTERM', async (t) => {
     s.logs().some((l) => l.msg === 'stopped'),
     "logs 'stopped'",
   );
+  // Not by a natural end, whose exit-time finalizers of native addons one MTA died in (docs/decisions.md #80).
+  t.notOk(s.stderr().includes(LOOP_DRY), 'a service ends by process.exit() once stopped, not by its loop running dry');
   await t.rejects(fetch(`http://127.0.0.1:${String(port)}/health`), 'the port is closed');
 });
 
