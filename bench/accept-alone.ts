@@ -13,11 +13,20 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startDnsZone } from '../test/helpers/dns-zone.js';
-import { createTenants, KEYS_PER_CLIENT, sendLoad, serviceEnv, startChild, textOfSize } from './service.js';
+import {
+  createTenants,
+  KEYS_PER_CLIENT,
+  sendLoad,
+  sendLoadAlone,
+  serviceEnv,
+  startChild,
+  textOfSize,
+} from './service.js';
 import {
   benchDatabase,
   cpuSecondsOf,
   cpuSecondsSince,
+  emptySpool,
   freshSends,
   PG_URL,
   quantile,
@@ -53,7 +62,8 @@ try {
   cleanups.push(() => ctl.stop());
   const tenants = await createTenants(ctl.url, ORGS, KEYS_PER_CLIENT * Math.ceil(C / ORGS));
   for (const t of tenants) for (const [host, value] of Object.entries(t.dkimTxt)) zone.txt(host, value);
-  await sendLoad(ctl.url, tenants, { ...load, count: Number(args.warmup), firstIndex: 1e7 });
+  // Nothing delivers: the warm-up empties the spool as it goes (sendLoadAlone), and so does each run.
+  await sendLoadAlone(ctl.url, tenants, { ...load, count: Number(args.warmup), firstIndex: 1e7 }, dataDir);
 
   // The cluster's workers; with one (SVC_WORKERS=1, or one core) the service runs in its own process.
   const children = svcChildren(ctl.pid);
@@ -64,6 +74,7 @@ try {
   for (let r = 0, next = 2e7; r < Number(args.runs); r++, next += 1e6) {
     if (r > 0) await sleep(Number(args.idle) * 1000);
     await freshSends(db.url);
+    await emptySpool(dataDir);
     const cpu0 = workers.map((pid) => cpuSecondsOf((p) => p.pid === pid));
     const pgCpu = pgCpuSince();
     const a = await sendLoad(ctl.url, tenants, {

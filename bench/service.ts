@@ -7,7 +7,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createClient, SvcError, type Client, type Credential } from '@svc-mail/sdk';
-import { cpuSecondsOf, freePort, sleep } from './util.js';
+import { cpuSecondsOf, emptySpool, freePort, sleep } from './util.js';
 import { closeIdle, leanFetch, leanSign, sharedBodyPrefix } from './lean-fetch.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -336,4 +336,41 @@ export async function sendLoad(
   const endMs = performance.now();
   sharedBodyPrefix(null);
   return { ok: latencies.length * batch, errors, latencies: Float64Array.from(latencies).sort(), startMs, endMs };
+}
+
+/** sendLoadAlone's slices: this many messages at most (a multiple of any batch the bench sends). */
+const ALONE_SLICE = 5_000;
+
+/**
+ * sendLoad of `o.count` messages to a control running alone, where nothing delivers, in slices of ALONE_SLICE with the
+ * spool under `dataDir` emptied after each (emptySpool): the spool then never holds more than a slice, where a
+ * warm-up of 30,000 100 kB messages left ~3 GB behind (and phase 3 of bench/run.ts ~10 GB in all). One result for
+ * all the slices, and how many messages they were to accept: a batch load sends whole batches, so its last may go
+ * past a slice's count.
+ */
+export async function sendLoadAlone(
+  url: string,
+  tenants: Tenant[],
+  o: Parameters<typeof sendLoad>[2] & { count: number },
+  dataDir: string,
+): Promise<LoadResult & { expected: number }> {
+  const batch = o.batch ?? 1;
+  const first = o.firstIndex ?? 0;
+  let ok = 0;
+  let expected = 0;
+  const errors = new Map<string, number>();
+  const latencies: Float64Array[] = [];
+  const startMs = performance.now();
+  for (let sent = 0; sent < o.count; sent += ALONE_SLICE) {
+    const count = Math.min(ALONE_SLICE, o.count - sent);
+    const r = await sendLoad(url, tenants, { ...o, count, firstIndex: first + sent });
+    await emptySpool(dataDir);
+    ok += r.ok;
+    expected += Math.ceil(count / batch) * batch;
+    for (const [what, n] of r.errors) errors.set(what, (errors.get(what) ?? 0) + n);
+    latencies.push(r.latencies);
+  }
+  const all = new Float64Array(latencies.reduce((n, l) => n + l.length, 0));
+  latencies.reduce((at, l) => (all.set(l, at), at + l.length), 0);
+  return { ok, expected, errors, latencies: all.sort(), startMs, endMs: performance.now() };
 }
