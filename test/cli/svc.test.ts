@@ -23,10 +23,13 @@ import { routeTable, type RouteSpec } from '@svc-mail/sdk';
 
 const ADMIN_KEY = 'cli-test-platform-admin-key-0123456789';
 const EMBEDDED_WARNING = /embedded database.*power loss/i;
-/** A child's NODE_OPTIONS that make it say on stderr when its event loop ran dry (test/fixtures/mark-loop-dry.mjs). */
-const LOOP_DRY_FIXTURE = new URL('../fixtures/mark-loop-dry.mjs', import.meta.url).href;
-const MARK_LOOP_DRY = { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${LOOP_DRY_FIXTURE}` };
+/** What a child given MARK_LOOP_DRY writes on stderr when its event loop ran dry (test/fixtures/mark-loop-dry.mjs). */
 const LOOP_DRY = 'svc-test: the event loop ran dry';
+const LOOP_DRY_FIXTURE = new URL('../fixtures/mark-loop-dry.mjs', import.meta.url).href;
+const MARK_LOOP_DRY = {
+  NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${LOOP_DRY_FIXTURE}`,
+  LOOP_DRY_MARK: LOOP_DRY,
+};
 
 t.test('start with SVC_HTTP_PORT=abc exits non-zero with one line naming it', async (t) => {
   const dataDir = await tempDir(t);
