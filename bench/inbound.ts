@@ -34,7 +34,7 @@ import { markInboundVerified } from '../storage/pg/domains.js';
 import { createInbox } from '../storage/pg/inboxes.js';
 import { startMaildir } from './postfix.js';
 import { ADMIN_KEY, startChild } from './service.js';
-import { benchDatabase, cpuSecondsOf, freePort, PG_URL, processes, sleep } from './util.js';
+import { benchDatabase, cpuSecondsSince, freePort, PG_URL, processes, sleep } from './util.js';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -145,8 +145,11 @@ try {
         ])
       ).rows[0]!.n,
     );
-  const pgCpu = () =>
-    cpuSecondsOf((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `) && p.pid !== pollerPid);
+  // Backend by backend (cpuSecondsSince): one that ends during a stream takes only its own time with it.
+  const pgCpuSince = () =>
+    cpuSecondsSince(
+      (p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `) && p.pid !== pollerPid,
+    );
 
   // ---- Postfix ------------------------------------------------------------------------------------
   // in_flow_delay 0, as bench/run.ts: the default 1 s makes smtpd wait whenever qmgr lags.
@@ -169,16 +172,21 @@ try {
       { maxBuffer: 1 << 24 },
     );
 
+  // Each side's CPU counters, each started at a stream's start and read at its end (the seconds since).
+  const since = (read: () => number) => {
+    const start = read();
+    return () => read() - start;
+  };
   const sides = {
     svc: {
       port: smtpPort,
       count: stored,
-      cpu: (): Record<string, number> => ({ svc: svc.cpuSeconds(), postgres: pgCpu(), 'smtp-source': sourceCpu() }),
+      cpu: { svc: () => since(svc.cpuSeconds), postgres: pgCpuSince, 'smtp-source': () => since(sourceCpu) },
     },
     postfix: {
       port: pf.port,
       count: pf.delivered,
-      cpu: (): Record<string, number> => ({ postfix: pf.cpuSeconds(), 'smtp-source': sourceCpu() }),
+      cpu: { postfix: () => since(pf.cpuSeconds), 'smtp-source': () => since(sourceCpu) },
     },
   };
 
@@ -186,7 +194,7 @@ try {
   const measure = async (name: keyof typeof sides, n: number, bytes: number): Promise<Side> => {
     const side = sides[name];
     const base = await side.count();
-    const cpu0 = side.cpu();
+    const cpu = Object.entries(side.cpu).map(([k, start]) => [k, start()] as const);
     const t0 = performance.now();
     await source(side.port, n, bytes).catch((err: { stderr?: string }) => {
       throw new Error(`smtp-source → ${name}: ${err.stderr ?? err}`);
@@ -201,11 +209,10 @@ try {
     }
     const seconds = (performance.now() - t0) / 1000;
     if (have !== base + n) throw new Error(`${name}: ${have - base} messages stored, ${n} sent`);
-    const cpu1 = side.cpu();
     return {
       seconds,
       msgPerSec: n / seconds,
-      cpuMsPerMessage: Object.fromEntries(Object.keys(cpu1).map((k) => [k, ((cpu1[k]! - cpu0[k]!) * 1000) / n])),
+      cpuMsPerMessage: Object.fromEntries(cpu.map(([k, used]) => [k, (used() * 1000) / n])),
     };
   };
 
