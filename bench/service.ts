@@ -371,6 +371,10 @@ export async function sendLoadAlone(
     latencies.push(r.latencies);
   }
   const all = new Float64Array(latencies.reduce((n, l) => n + l.length, 0));
-  latencies.reduce((at, l) => (all.set(l, at), at + l.length), 0);
+  let at = 0;
+  for (const l of latencies) {
+    all.set(l, at);
+    at += l.length;
+  }
   return { ok, expected, errors, latencies: all.sort(), startMs, endMs: performance.now() };
 }
