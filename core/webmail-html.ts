@@ -5,10 +5,17 @@
 // reader asks for them.
 //
 // sanitize-html 2.18.1 (2.18 and later need Node 22.12; the service runs on the bundled Node 24, README).
-import sanitizeHtml from 'sanitize-html';
+import { createRequire } from 'node:module';
+import type SanitizeHtml from 'sanitize-html';
 import { depthGuard, HtmlTooDeep } from '../mail/html-nesting.js';
 import { htmlText } from '../mail/html-text.js';
 import { escapeHtml } from './template-render.js';
+
+// Required at the first message shown, not at start: with postcss, what it adds to the modules every control
+// process loads anyway is ~60 ms of every start.
+const require = createRequire(import.meta.url);
+let sanitizer: typeof SanitizeHtml | null = null;
+const loadSanitizeHtml = () => (sanitizer ??= require('sanitize-html') as typeof SanitizeHtml);
 
 /** cid: images larger than this are left out rather than inlined into the page. */
 const MAX_INLINE_IMAGE = 5 * 1024 * 1024;
@@ -64,6 +71,7 @@ function asText(raw: string, why: string): HtmlView {
 function sanitized(raw: string, opts: HtmlViewOptions): HtmlView {
   const depth = depthGuard();
   let remoteImages = false;
+  const sanitizeHtml = loadSanitizeHtml();
   const html = sanitizeHtml(raw, {
     // Every element htmlparser2 opens and closes, implied ones included: its depth, which stops the parse past
     // MAX_HTML_DEPTH before its cost (depth squared) runs away.
