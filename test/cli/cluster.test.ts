@@ -53,7 +53,7 @@ t.test(
     const metricsPort = await freePort();
     const s = svc(t, ['start'], {
       ...listenEnv(dataDir),
-      ...(await databaseEnv(t)),
+      ...(await databaseEnv(t, dataDir)),
       SVC_WORKERS: '2',
       SVC_METRICS_PORT: String(metricsPort),
       SVC_METRICS_CIDRS: '127.0.0.0/8',
@@ -141,7 +141,7 @@ t.test(
 
 t.test('the primary killed with -9: its workers end too', { skip: needsPostgres }, async (t) => {
   const dataDir = await tempDir(t);
-  const s = svc(t, ['start'], { ...listenEnv(dataDir), ...(await databaseEnv(t)), SVC_WORKERS: '2' });
+  const s = svc(t, ['start'], { ...listenEnv(dataDir), ...(await databaseEnv(t, dataDir)), SVC_WORKERS: '2' });
   await waitFor(
     () => {
       if (s.exit) throw new Error(`svc exited ${JSON.stringify(s.exit)}:\n${s.stdout()}\n${s.stderr()}`);
@@ -171,7 +171,7 @@ t.test('a worker that cannot start stops the start', { skip: needsPostgres }, as
   t.teardown(() => new Promise((resolve) => taken.close(resolve)));
   const s = svc(t, ['start'], {
     ...listenEnv(dataDir),
-    ...(await databaseEnv(t)),
+    ...(await databaseEnv(t, dataDir)),
     SVC_WORKERS: '2',
     SVC_HTTP_PORT: String((taken.address() as net.AddressInfo).port),
   });

@@ -134,7 +134,7 @@ t.test("libuv's pool has a thread a core, four at most, unless UV_THREADPOOL_SIZ
     ['3', 3],
   ] as const) {
     const dataDir = await tempDir(t);
-    const env: Record<string, string> = { ...listenEnv(dataDir), ...(await databaseEnv(t)) };
+    const env: Record<string, string> = { ...listenEnv(dataDir), ...(await databaseEnv(t, dataDir)) };
     if (given) env.UV_THREADPOOL_SIZE = given;
     const s = svc(t, ['start'], env);
     await listening(s);

@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { waitFor } from './wait-for.js';
 import { removeTree } from './tree.js';
-import { createTestDatabase } from './database.js';
+import { createTestDatabase, prepareEmbedded } from './database.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const SERVER_URL = process.env.SVC_DATABASE_URL;
@@ -98,10 +98,20 @@ export async function tempDir(t: Test): Promise<string> {
   return dir;
 }
 
-/** SVC_DATABASE_URL for a child: a fresh database when the run has a real Postgres, else none (embedded). */
-export async function databaseEnv(t: Test): Promise<Record<string, string>> {
-  if (!SERVER_URL) return {};
-  const db = await createTestDatabase(SERVER_URL);
+/**
+ * The database of an `svc` child: against a real Postgres (the run's SVC_DATABASE_URL) a fresh database of its own,
+ * else nothing to set (the child opens the embedded one under its SVC_DATA_DIR). Given `migratedIn` (the child's
+ * SVC_DATA_DIR), the database is migrated already: on Postgres a copy of the migrated template; embedded, the migrated
+ * PGlite template copied there, where the child would otherwise create a cluster (PGlite's initdb, in WebAssembly:
+ * ~6 s of CPU on a 2-core PVM host, the copy a fraction). Without it, the child creates and migrates its database,
+ * what the tests of doing so need.
+ */
+export async function databaseEnv(t: Test, migratedIn?: string): Promise<Record<string, string>> {
+  if (!SERVER_URL) {
+    if (migratedIn !== undefined) await prepareEmbedded(migratedIn);
+    return {};
+  }
+  const db = await createTestDatabase(SERVER_URL, { migrated: migratedIn !== undefined });
   // Teardowns run in reverse order: the child is killed before its database is dropped.
   t.teardown(() => db.drop());
   return { SVC_DATABASE_URL: db.url };
@@ -121,8 +131,8 @@ export const listenEnv = (dataDir: string) => ({
 
 /**
  * The environment of an `svc start` child whose mail goes through this test: listenEnv on its own data
- * directory, a fresh database (databaseEnv), the admin key, the test's DNS zone (`host:port`), and, given the
- * port of a receiver here, outbound SMTP to that port on loopback (which the MTA refuses otherwise).
+ * directory, a fresh database already migrated (databaseEnv), the admin key, the test's DNS zone (`host:port`), and,
+ * given the port of a receiver here, outbound SMTP to that port on loopback (which the MTA refuses otherwise).
  */
 export async function serviceEnv(
   t: Test,
@@ -130,7 +140,7 @@ export async function serviceEnv(
 ): Promise<Record<string, string>> {
   return {
     ...listenEnv(o.dataDir),
-    ...(await databaseEnv(t)),
+    ...(await databaseEnv(t, o.dataDir)),
     SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY,
     SVC_DNS_SERVERS: o.dns,
     ...(o.outboundPort !== undefined && { SVC_OUTBOUND_PORT: String(o.outboundPort), SVC_ALLOW_PRIVATE_MX: '1' }),
