@@ -1,7 +1,11 @@
 // mta/inbound/authenticate.ts on its own: the authserv-id of an Authentication-Results field (RFC 8601
 // §2.2), removing those in our name byte-exactly (RFC 8601 §5), the end of the header block, the trace
-// fields (RFC 5321 §4.4), and our resolver in mailauth's (name, type) shape against a loopback zone.
+// fields (RFC 5321 §4.4), our resolver in mailauth's (name, type) shape against a loopback zone, and mailauth's
+// index loaded at the first message rather than at start.
 import t from 'tap';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
 import {
   authservIdOf,
   headerEnd,
@@ -100,4 +104,14 @@ t.test('mailauthResolver: node:dns shapes and error codes', async (t) => {
   t.same(await r('long.t.test', 'TXT'), [['v=spf1 -all']]);
   await t.rejects(r('longer.t.test', 'TXT'), { code: 'ENODATA' });
   t.ok(17 * 255 > MAX_TXT_OCTETS);
+});
+
+t.test("mailauth's index is loaded by the first message authenticated, not by importing the module", async (t) => {
+  // In a process of its own, which imports nothing else that could load mailauth.
+  const fixture = fileURLToPath(new URL('../fixtures/first-message-loads-mailauth.ts', import.meta.url));
+  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', fixture], { timeout: 60_000 });
+  const seen = JSON.parse(stdout) as { atImport: boolean; afterMessage: boolean; results: string };
+  t.equal(seen.atImport, false, 'not loaded when the module is imported (what every start of an MX listener pays)');
+  t.equal(seen.afterMessage, true, 'loaded once a message is authenticated');
+  t.match(seen.results, /^Authentication-Results: mta\.test;.*dkim=none/s, 'and that message was authenticated');
 });
