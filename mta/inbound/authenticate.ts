@@ -46,8 +46,7 @@ interface Mailauth {
 // some 250 modules (X.509 and ASN.1 among them), ~0.2 s of every start of a process that runs the MX listener. The
 // first message pays it once instead, and a process that only sends (or a test that receives nothing) never does.
 let mailauth: Mailauth | null = null;
-const authenticate: Mailauth['authenticate'] = (input, opts) =>
-  (mailauth ??= require('mailauth') as Mailauth).authenticate(input, opts);
+const loadMailauth = () => (mailauth ??= require('mailauth') as Mailauth);
 
 // node:dns error codes, which mailauth tests for: ENOTFOUND and ENODATA are "no record" (a void lookup,
 // RFC 7208 §4.6.4), anything else is a temporary failure (temperror).
@@ -128,7 +127,7 @@ const crlfEnded = (s: string) => (s.endsWith('\r\n') ? s : `${s}\r\n`);
 
 /** Authenticates the message read from `message` (read to its end). */
 export async function authenticateMessage(message: Readable, o: AuthenticateInput): Promise<Verdict> {
-  const res = await authenticate(message, {
+  const res = await loadMailauth().authenticate(message, {
     ip: o.ip,
     helo: o.helo,
     sender: o.sender,
