@@ -24,7 +24,7 @@
 // Needs root (Dovecot), Debian's dovecot-imapd, and a PostgreSQL server (--pg) where it creates a
 // database of its own and drops it at the end. Writes bench/results/imap-latest.json.
 //
-//   node --import tsx bench/imap.ts [--messages 10000] [--runs 3] [--reps 3] [--connections 1000]
+//   node --import ./bin/resolve-sources.ts bench/imap.ts [--messages 10000] [--runs 3] [--reps 3] [--connections 1000]
 //                                   [--pg URL] [--cpu-prof]
 import { accessSync, constants } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -238,7 +238,10 @@ class ImapConn {
   private greeting: ((line: string) => void) | null = null;
   private n = 0;
 
-  private constructor(private readonly socket: net.Socket) {
+  private readonly socket: net.Socket;
+
+  private constructor(socket: net.Socket) {
+    this.socket = socket;
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('error', (err) => this.current?.fail(err));
     socket.on('close', () => this.current?.fail(new Error('connection closed')));

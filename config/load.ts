@@ -6,8 +6,10 @@ import { crossChecks, fields, formats, type Config, type Field, type SourceAddre
 import { formatDuration } from './durations.js';
 
 export class ConfigError extends Error {
-  constructor(readonly problems: string[]) {
+  readonly problems: string[];
+  constructor(problems: string[]) {
     super(problems.join('\n'));
+    this.problems = problems;
     this.name = 'ConfigError';
   }
 }

@@ -32,13 +32,14 @@ export type ErrorCode = keyof typeof errorStatus;
 
 export class ApiError extends Error {
   readonly status: number;
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-    readonly details?: unknown,
-    readonly headers?: Record<string, string>,
-  ) {
+  readonly code: ErrorCode;
+  readonly details?: unknown;
+  readonly headers?: Record<string, string>;
+  constructor(code: ErrorCode, message: string, details?: unknown, headers?: Record<string, string>) {
     super(message);
+    this.code = code;
+    this.details = details;
+    this.headers = headers;
     this.status = errorStatus[code];
   }
 }

@@ -141,11 +141,10 @@ export type BackendErrorCode =
   | 'unavailable'; // NO [UNAVAILABLE]: the store is down; try again
 
 export class BackendError extends Error {
-  constructor(
-    readonly code: BackendErrorCode,
-    message: string,
-  ) {
+  readonly code: BackendErrorCode;
+  constructor(code: BackendErrorCode, message: string) {
     super(message);
+    this.code = code;
   }
 }
 

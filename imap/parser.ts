@@ -13,11 +13,12 @@ export { ParseError } from './syntax.js';
 
 /** A ParseError with the tag it answers (null when the line had no readable tag: answered `* BAD`). */
 export class CommandError extends Error {
-  constructor(
-    readonly tag: string | null,
-    readonly error: ParseError,
-  ) {
+  readonly tag: string | null;
+  readonly error: ParseError;
+  constructor(tag: string | null, error: ParseError) {
     super(error.message);
+    this.tag = tag;
+    this.error = error;
   }
 }
 

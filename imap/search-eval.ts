@@ -83,10 +83,13 @@ class Loaded {
   private headerText: Promise<string> | null = null;
   private bodyText: Promise<string> | null = null;
 
-  constructor(
-    readonly m: SearchMessage,
-    private readonly scope: SearchScope,
-  ) {}
+  readonly m: SearchMessage;
+  private readonly scope: SearchScope;
+
+  constructor(m: SearchMessage, scope: SearchScope) {
+    this.m = m;
+    this.scope = scope;
+  }
 
   /** The top-level header, prefix included: [0, prefix + header of the stored body). */
   private headerBytes(): Promise<Buffer> {

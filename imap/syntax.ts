@@ -9,12 +9,12 @@ import type { ImapDate } from './command-types.js';
 
 /** A command that does not parse: answered `BAD` (or `NO` where the RFC says so), and the session goes on. */
 export class ParseError extends Error {
-  constructor(
-    message: string,
-    readonly status: 'BAD' | 'NO' = 'BAD',
-    readonly code?: ResponseCode,
-  ) {
+  readonly status: 'BAD' | 'NO';
+  readonly code?: ResponseCode;
+  constructor(message: string, status: 'BAD' | 'NO' = 'BAD', code?: ResponseCode) {
     super(message);
+    this.status = status;
+    this.code = code;
   }
 }
 

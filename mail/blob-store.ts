@@ -71,8 +71,10 @@ export interface BlobStore {
 }
 
 export class BlobNotFoundError extends Error {
-  constructor(readonly address: string) {
+  readonly address: string;
+  constructor(address: string) {
     super(`blob ${address} not found`);
+    this.address = address;
     this.name = 'BlobNotFoundError';
   }
 }

@@ -17,8 +17,10 @@ import { Parser } from 'htmlparser2';
 export const MAX_HTML_DEPTH = 512;
 
 export class HtmlTooDeep extends Error {
-  constructor(readonly max: number) {
+  readonly max: number;
+  constructor(max: number) {
     super(`HTML elements nested deeper than ${max}`);
+    this.max = max;
     this.name = 'HtmlTooDeep';
   }
 }

@@ -13,16 +13,24 @@ import { adminHeaders, hmacKey, signHeaders, type HmacKey, type Signer } from '.
  * `timeoutMs` ran out) or `network_error` (the connection failed, also on the last retry; `cause` holds why).
  */
 export class SvcError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly details?: unknown;
+  readonly requestId?: string;
   constructor(
-    readonly status: number,
-    readonly code: string,
+    status: number,
+    code: string,
     message: string,
-    readonly details?: unknown,
-    readonly requestId?: string,
+    details?: unknown,
+    requestId?: string,
     options?: { cause?: unknown },
   ) {
     super(message, options);
     this.name = 'SvcError';
+    this.status = status;
+    this.code = code;
+    this.details = details;
+    this.requestId = requestId;
   }
 }
 

@@ -72,8 +72,10 @@ export interface NewMessage {
 }
 
 class Refused extends Error {
-  constructor(readonly outcome: AcceptOutcome) {
+  readonly outcome: AcceptOutcome;
+  constructor(outcome: AcceptOutcome) {
     super(outcome.kind);
+    this.outcome = outcome;
   }
 }
 
@@ -327,8 +329,10 @@ export type BatchOutcome =
   | { kind: 'sender_changed' };
 
 class BatchRefused extends Error {
-  constructor(readonly outcome: BatchOutcome) {
+  readonly outcome: BatchOutcome;
+  constructor(outcome: BatchOutcome) {
     super(outcome.kind);
+    this.outcome = outcome;
   }
 }
 
