@@ -6,8 +6,8 @@
 // backend exits during the run, its time going with it). For an A/B, run it on two checkouts in turn, several times
 // each: one machine's speed moved by a fifth from one hour to the next here.
 //
-//   node --import tsx bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64] [--size 1k|10k|100k]
-//                                           [--idle 0] [--warmup 30000] [--pg URL]
+//   node --import ./bin/resolve-sources.ts bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64]
+//        [--size 1k|10k|100k] [--idle 0] [--warmup 30000] [--pg URL]
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

@@ -2,7 +2,8 @@
 // serializeMime (transfer encoding and framing), the wire check, and DKIM signing (mail/dkim-sign.ts, as the
 // MTA worker does it), for text, html and text+html bodies of 1 kB, 10 kB and 100 kB.
 //
-//   node --import tsx bench/compose.ts [--n 2000] [--sizes 1k,10k,100k] [--kinds text,html,both,utf8]
+//   node --import ./bin/resolve-sources.ts bench/compose.ts [--n 2000] [--sizes 1k,10k,100k]
+//        [--kinds text,html,both,utf8]
 //
 // Bodies are bench/service.ts's (lines of 80 ordinary characters, so quoted-printable), the html the same
 // lines in <p>, and `utf8` the text with a non-ASCII word on every line. Figures are ms per message, the

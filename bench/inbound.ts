@@ -15,8 +15,8 @@
 // (smtp-source) and a PostgreSQL server (--pg, default postgres://postgres@127.0.0.1:5432/postgres) where
 // it creates a database of its own and drops it at the end. Writes bench/results/inbound-latest.json.
 //
-//   node --import tsx bench/inbound.ts [--sizes 1024,102400] [--messages 5000,1000] [--sessions 32]
-//                                      [--runs 3] [--warmup 500] [--pg URL] [--cpu-prof]
+//   node --import ./bin/resolve-sources.ts bench/inbound.ts [--sizes 1024,102400] [--messages 5000,1000]
+//        [--sessions 32] [--runs 3] [--warmup 500] [--pg URL] [--cpu-prof]
 import { execFile } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';

@@ -20,7 +20,7 @@
 // server (--pg, default postgres://postgres@127.0.0.1:5432/postgres) where it creates a database of its
 // own and drops it at the end.
 //
-//   node --import tsx bench/run.ts [--messages 10000] [--concurrency 64] [--seconds 10] [--orgs 8]
+//   node --import ./bin/resolve-sources.ts bench/run.ts [--messages 10000] [--concurrency 64] [--seconds 10] [--orgs 8]
 //                                   [--warmup 30000] [--postfix-warmup 2000] [--runs 5]
 //                                   [--size 1k|10k|100k] [--body text|html] [--domains 1|100]
 //                                   [--pgbench-clients 1,4,8,16,32,64] [--pg URL]

@@ -24,10 +24,10 @@ export interface Child {
 
 /**
  * The service as config/'s systemd units run it: `node dist/bin/svc.js`, compiled by `npm run build` from this
- * checkout, once per bench process. Not as `npm start` runs it, through tsx, whose transform names every function
- * by a helper call where the function is made, the closures of each request included (~2% of the control's CPU in
- * a profile of sendEmail alone; in four alternated pairs of `npm run bench:accept`, the compiled service was ahead in
- * three, by 7% at the median). The figures are of what operators run.
+ * checkout, once per bench process. Not as `npm start` runs it, from the sources: under tsx, whose transform named
+ * every function by a helper call where the function was made, the closures of each request included (~2% of the
+ * control's CPU in a profile of sendEmail alone; in four alternated pairs of `npm run bench:accept`, the compiled
+ * service was ahead in three, by 7% at the median). The figures are of what operators run.
  */
 let build: Promise<void> | undefined;
 function built(): Promise<void> {

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --import=tsx --max-semi-space-size=32
+#!/usr/bin/env -S node --import=./bin/resolve-sources.ts --max-semi-space-size=32
 // The `svc` command: argv → subcommand. Exit codes: 0 done, 1 failed, 2 bad usage or configuration.
 import './thread-pool.js';
 import './heap-marking.js';
@@ -9,9 +9,8 @@ import type { Role } from './start.js';
 
 // Each command loads its own modules when it runs (dynamic import), so `svc queue` or `svc config` start
 // in well under a second instead of first loading the whole service (control plane, MTA, Postgres).
-// The shebang spells `--import=tsx`, not `--import tsx`: tsx 4.23 lexes a file that has a dynamic import
-// without stripping its shebang, and the words `import tsx` there read as an import statement: every
-// command would fail with "Parse error" (privatenumber/tsx#842).
+// The shebang runs the sources from the repository's root (its --import is a path from there); `npm run build`
+// takes the --import out of dist/bin/svc.js's.
 
 const usage = `usage: svc <command>
   start [--role all|control|mta|imap]   run the service (all roles by default; SVC_WORKERS processes)

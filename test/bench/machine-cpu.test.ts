@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { machineShare } from '../../bench/util.js';
+import { FROM_SOURCES } from '../helpers/from-sources.js';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -23,7 +24,7 @@ console.log(JSON.stringify({ busy: b.busy - a.busy, all: b.all - a.all, seconds:
 `;
 
 async function spin(pinned: boolean): Promise<{ busy: number; all: number; seconds: number }> {
-  const argv = [process.execPath, '--import', 'tsx', '--input-type=module', '-e', SPIN];
+  const argv = [process.execPath, ...FROM_SOURCES, '--input-type=module', '-e', SPIN];
   const { stdout } = pinned
     ? await run('taskset', ['-c', '0', ...argv], { cwd: ROOT })
     : await run(argv[0]!, argv.slice(1), { cwd: ROOT });

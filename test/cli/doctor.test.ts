@@ -1,5 +1,5 @@
-// `svc doctor <domain>` as operators run it: `node --import tsx bin/svc.ts doctor <domain>` in a child
-// process, reading the database of a service this test set up through the SDK and asking a loopback
+// `svc doctor <domain>` as operators run it: `node --import ./bin/resolve-sources.ts bin/svc.ts doctor <domain>`
+// in a child process, reading the database of a service this test set up through the SDK and asking a loopback
 // DNS server this test publishes into.
 //
 // The service is stopped before the first child runs: the embedded database (PGlite) is held by one
@@ -12,7 +12,7 @@ import { startDnsZone, type DnsZone } from '../helpers/dns-zone.js';
 import { runSvc, type Run } from '../helpers/child.js';
 
 const MX_HOST = 'mx.svc.test';
-/** A child that runs longer than this has hung (two DNS attempts of 2 s each, plus tsx start-up). */
+/** A child that runs longer than this has hung (two DNS attempts of 2 s each, plus start-up). */
 const CHILD_DEADLINE_MS = 60_000;
 
 function doctor(svc: TestService, zone: DnsZone, ...args: string[]): Promise<Run> {

@@ -1,6 +1,6 @@
 // Issue 17 item 9 end to end: `svc queue summary`, `hold`/`release` and `bounce` run as operators run them
-// (`node --import tsx bin/svc.ts queue ...` in a child process) on the data directory of a running service
-// whose MTA delivers through a loopback DNS zone to an SMTP sink that answers 451 for slow.test and for
+// (`node --import ./bin/resolve-sources.ts bin/svc.ts queue ...` in a child process) on the data directory of a
+// running service whose MTA delivers through a loopback DNS zone to an SMTP sink that answers 451 for slow.test and for
 // later@ (deferred), 250 otherwise; a webhook receiver records the `failed` notifications.
 import t, { type Test } from 'tap';
 import { startTestService, type TestService } from '../helpers/service.js';

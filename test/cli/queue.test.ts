@@ -1,5 +1,5 @@
-// `svc queue` as operators run it: `node --import tsx bin/svc.ts queue ...` in a child process, on a
-// data directory whose spool this test fills by opening the same LMDB environment. The test keeps that
+// `svc queue` as operators run it: `node --import ./bin/resolve-sources.ts bin/svc.ts queue ...` in a child process,
+// on a data directory whose spool this test fills by opening the same LMDB environment. The test keeps that
 // environment open while the children run, as the service would (LMDB is shared between processes),
 // and reads back what they wrote; the last case closes it first (the service stopped).
 import t, { type Test } from 'tap';

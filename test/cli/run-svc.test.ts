@@ -5,7 +5,7 @@ import t from 'tap';
 import { runSvc, threadStates } from '../helpers/child.js';
 
 t.test('a command past its deadline is killed, and its stderr names its threads and where they waited', async (t) => {
-  // 50 ms: the command is still starting (tsx, the modules), so it is killed with certainty.
+  // 50 ms: the command is still starting (loading its modules), so it is killed with certainty.
   const run = await runSvc(['queue', 'help'], { SVC_DATA_DIR: '/nonexistent-svc-run-dir' }, 50);
   t.equal(run.code, null, 'killed: no exit code');
   t.match(run.stderr, /\[svc queue help: no exit after 50 ms; threads: \d+ \S.* [RSDTtZI] /);

@@ -1,4 +1,4 @@
-// The real `svc` command as operators run it: `node --import tsx bin/svc.ts <command>` in a child
+// The real `svc` command as operators run it: `node --import ./bin/resolve-sources.ts bin/svc.ts <command>` in a child
 // process, with its own data directory. When SVC_DATABASE_URL is set for the test run, children that
 // touch the database get a fresh database on that server; otherwise they use the embedded default.
 import t from 'tap';

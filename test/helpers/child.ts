@@ -1,4 +1,4 @@
-// The real `svc` command as operators run it: `node --import tsx bin/svc.ts <command>` in a child
+// The real `svc` command as operators run it: `node --import ./bin/resolve-sources.ts bin/svc.ts <command>` in a child
 // process, with its own data directory and exactly the SVC_* variables it is given. When the test run
 // has SVC_DATABASE_URL, children that touch the database get a fresh database on that server.
 import type { Test } from 'tap';
@@ -11,6 +11,7 @@ import path from 'node:path';
 import { waitFor } from './wait-for.js';
 import { removeTree } from './tree.js';
 import { createTestDatabase, prepareEmbedded } from './database.js';
+import { FROM_SOURCES } from './from-sources.js';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const SERVER_URL = process.env.SVC_DATABASE_URL;
@@ -38,9 +39,12 @@ export function baseEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-/** `node --import tsx bin/svc.ts <args>` from the project's root, with exactly the SVC_* variables in `env`. */
+/**
+ * `node --import ./bin/resolve-sources.ts bin/svc.ts <args>` from the project's root, with exactly the SVC_* variables
+ * in `env`.
+ */
 function spawnSvc(args: string[], env: Record<string, string>) {
-  return spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', ...args], {
+  return spawn(process.execPath, [...FROM_SOURCES, 'bin/svc.ts', ...args], {
     cwd: ROOT,
     env: { ...baseEnv(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -17,6 +17,7 @@ import {
 import { createResolver } from '../../mail/dns.js';
 import { systemClock } from '../../mail/clock.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
+import { FROM_SOURCES } from '../helpers/from-sources.js';
 
 t.test('authservIdOf', async (t) => {
   t.equal(authservIdOf(' mta.test; dkim=pass'), 'mta.test');
@@ -109,7 +110,7 @@ t.test('mailauthResolver: node:dns shapes and error codes', async (t) => {
 t.test("mailauth's index is loaded by the first message authenticated, not by importing the module", async (t) => {
   // In a process of its own, which imports nothing else that could load mailauth.
   const fixture = fileURLToPath(new URL('../fixtures/first-message-loads-mailauth.ts', import.meta.url));
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', fixture], { timeout: 60_000 });
+  const { stdout } = await promisify(execFile)(process.execPath, [...FROM_SOURCES, fixture], { timeout: 60_000 });
   const seen = JSON.parse(stdout) as { atImport: boolean; afterMessage: boolean; results: string };
   t.equal(seen.atImport, false, 'not loaded when the module is imported (what every start of an MX listener pays)');
   t.equal(seen.afterMessage, true, 'loaded once a message is authenticated');

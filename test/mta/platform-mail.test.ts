@@ -17,6 +17,7 @@ import { waitFor } from '../helpers/wait-for.js';
 import { verifyDkim } from '../helpers/dkim-verify.js';
 import { platformKeys, type PlatformKey } from '../../storage/platform-dkim.js';
 import { platformDmarcValue } from '../../bin/doctor.js';
+import { FROM_SOURCES } from '../helpers/from-sources.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** The test service's SVC_HOSTNAME; SVC_NOTIFY_FROM defaults to no-reply@ it, so it is the notify domain too. */
@@ -38,7 +39,7 @@ function doctorPlatform(
     SVC_LOG_LEVEL: 'warn',
     ...(svc.databaseUrl ? { SVC_DATABASE_URL: svc.databaseUrl } : {}),
   });
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bin/svc.ts', 'doctor', '--platform'], {
+  const child = spawn(process.execPath, [...FROM_SOURCES, 'bin/svc.ts', 'doctor', '--platform'], {
     cwd: ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],

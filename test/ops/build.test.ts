@@ -1,10 +1,11 @@
 // The production build: `npm run build` compiles the service (and the @svc-mail/sdk workspace package it
-// imports) to dist/, and plain node runs it, with no tsx anywhere: no --import, no NODE_OPTIONS, from
+// imports) to dist/, and plain node runs it, with no hooks anywhere: no --import, no NODE_OPTIONS, from
 // another working directory (as the systemd units of config/ run it, docs/operations.md). One build, then
 // `svc config`, `svc migrate --status` and `svc start` up to GET /health, GET /ready (the migrations were
 // found beside the compiled code) and the webmail's files, then SIGTERM.
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -22,10 +23,10 @@ import {
 
 const SVC_JS = path.join(ROOT, 'dist', 'bin', 'svc.js');
 
-/** `node dist/bin/svc.js <args>` with exactly the SVC_* variables given and no tsx (no NODE_OPTIONS). */
+/** `node dist/bin/svc.js <args>` with exactly the SVC_* variables given and no hooks (no NODE_OPTIONS). */
 function compiledSvc(t: Test, args: string[], env: Record<string, string>): Svc {
   const childEnv = { ...baseEnv(), ...env };
-  delete childEnv.NODE_OPTIONS; // tap's own --import hooks (and tsx, were it there)
+  delete childEnv.NODE_OPTIONS; // tap's own --import hooks and bin/resolve-sources.ts
   const child = spawn(process.execPath, [SVC_JS, ...args], {
     cwd: os.tmpdir(),
     env: childEnv,
@@ -34,7 +35,7 @@ function compiledSvc(t: Test, args: string[], env: Record<string, string>): Svc 
   return watched(t, child, 'dist/bin/svc.js');
 }
 
-t.test('npm run build, then node dist/bin/svc.js without tsx', async (t) => {
+t.test('npm run build, then node dist/bin/svc.js with no hooks', async (t) => {
   const started = Date.now();
   const build = spawn('npm', ['run', 'build'], { cwd: ROOT, env: baseEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
   let buildOut = '';
@@ -46,7 +47,8 @@ t.test('npm run build, then node dist/bin/svc.js without tsx', async (t) => {
   t.comment(`built in ${Math.round((Date.now() - started) / 1000)} s`);
 
   const svcJs = await readFile(SVC_JS, 'utf8');
-  t.equal(svcJs.split('\n')[0], '#!/usr/bin/env -S node --max-semi-space-size=32', 'the shebang has no tsx');
+  t.equal(svcJs.split('\n')[0], '#!/usr/bin/env -S node --max-semi-space-size=32', 'the shebang has no --import');
+  t.notOk(existsSync(path.join(ROOT, 'dist', 'bin', 'resolve-sources.js')), 'the hooks of the sources are not built');
 
   t.test('config', async (t) => {
     const dataDir = await tempDir(t);

@@ -11,6 +11,7 @@ import SMTPConnection from 'nodemailer/lib/smtp-connection';
 import { startPostfix, type PostfixPeer } from '../helpers/postfix.js';
 import { verifyDkim } from '../helpers/dkim-verify.js';
 import { waitFor } from '../helpers/wait-for.js';
+import { FROM_SOURCES } from '../helpers/from-sources.js';
 
 const run = promisify(execFile);
 
@@ -275,7 +276,7 @@ async function orphan(end: string): Promise<{ dir: string; port: number }> {
 const pf = await startPostfix({ teardown() {} });
 console.log(JSON.stringify({ dir: pf.dir, port: pf.port }));
 ${end}`;
-  const { stdout } = await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', code]).catch(
+  const { stdout } = await run(process.execPath, [...FROM_SOURCES, '--input-type=module', '-e', code]).catch(
     (err: { stdout: string }) => err,
   );
   return JSON.parse(stdout) as { dir: string; port: number };

@@ -1,5 +1,5 @@
 // @svc-mail/sdk as its users get it: `npm pack` in sdk/ (prepack builds dist/), the tarball installed
-// with npm into a fresh directory outside the repository, and a plain Node script there (no tsx, no
+// with npm into a fresh directory outside the repository, and a plain Node script there (no hooks, no
 // TypeScript) that signs up, creates an organization and asks who it is, against the running service.
 // Also: the package's source imports nothing but itself and TypeBox, so that it runs in a browser.
 import t from 'tap';
@@ -118,7 +118,7 @@ t.test('npm pack, npm install outside the repository, a plain .mjs script agains
 
   await writeFile(path.join(dir, 'consumer.mjs'), SCRIPT);
   const email = uniqueEmail('packed');
-  // A plain node: no --import tsx, and cwd outside the repository.
+  // A plain node: no --import hooks, and cwd outside the repository.
   const { stdout } = await run(process.execPath, ['consumer.mjs', svc.url, email], { cwd: dir });
   const out = JSON.parse(stdout);
   t.match(out.userId, /^[0-9a-f-]{36}$/, 'signed up');

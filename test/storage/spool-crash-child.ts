@@ -2,7 +2,7 @@
 // in flight at once, and prints each id on its own line only after its enqueue promise resolved, so
 // that every line the parent reads is an acknowledgement. The parent kill -9s it mid-stream.
 //
-// Usage: node --import tsx test/storage/spool-crash-child.ts <dataDir> <runTag>
+// Usage: node --import ./bin/resolve-sources.ts test/storage/spool-crash-child.ts <dataDir> <runTag>
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';

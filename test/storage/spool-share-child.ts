@@ -13,7 +13,8 @@
 // reported delivered but not removed, the other half not delivered, "S <batch size>" reported; then it waits,
 // holding those leases, to be killed.
 //
-// Usage: node --import tsx test/storage/spool-share-child.ts <dataDir> [--gate] [--hold=<n>] [--stall=<n>]
+// Usage: node --import ./bin/resolve-sources.ts test/storage/spool-share-child.ts <dataDir> [--gate] [--hold=<n>]
+//        [--stall=<n>]
 import { createInterface } from 'node:readline';
 import { openLmdb } from '../../storage/lmdb/env.js';
 import { openSpool } from '../../storage/lmdb/spool.js';

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openLmdb } from '../../storage/lmdb/env.js';
 import { openSpool, type SpoolEntry } from '../../storage/lmdb/spool.js';
+import { FROM_SOURCES } from '../helpers/from-sources.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '../..');
@@ -77,8 +78,7 @@ function start(t: Test, dir: string, opts: { gate?: boolean; holdAfter?: number;
   const child = spawn(
     process.execPath,
     [
-      '--import',
-      'tsx',
+      ...FROM_SOURCES,
       CHILD,
       dir,
       ...(opts.gate ? ['--gate'] : []),

@@ -17,6 +17,7 @@ import {
 } from '../../storage/lmdb/spool.js';
 import { currentOwner, processAlive, type LeaseOwner } from '../../storage/lmdb/lease-owner.js';
 import { crashBody, crashSeq } from './spool-crash-child.js';
+import { FROM_SOURCES } from '../helpers/from-sources.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '../..');
@@ -566,7 +567,7 @@ interface CrashRun {
 
 function runAndKill(dir: string, tag: string, acksBeforeKill: number): Promise<CrashRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CHILD, dir, tag], {
+    const child = spawn(process.execPath, [...FROM_SOURCES, CHILD, dir, tag], {
       cwd: REPO,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
