@@ -1,10 +1,10 @@
 // Runs the service from its TypeScript sources on Node alone: `node --import ./bin/resolve-sources.ts <file.ts>`
 // (npm start, npm run dev, the tests and the children they spawn; a server runs the compiled dist/ instead).
-// Node strips the types itself (docs/development.md, Running from the sources), which needs erasable syntax only
-// (tsconfig.json's erasableSyntaxOnly); what it does not do is resolve the names tsc's NodeNext layout gives: an
-// import of './x.js' means the source './x.ts' beside it, and @svc-mail/sdk means the SDK's source (tsconfig.json's
-// `paths`), not its package's built dist/. These hooks run in the thread that loads the module (registerHooks,
-// Node 22.15 and later), with no round trip to a loader thread for each of the ~1,200 modules `svc start` loads.
+// Node strips the types itself (docs/decisions.md #81), which needs erasable syntax only (tsconfig.json's
+// erasableSyntaxOnly); what it does not do is resolve the names tsc's NodeNext layout gives: an import of './x.js'
+// means the source './x.ts' beside it, and @svc-mail/sdk means the SDK's source (tsconfig.json's `paths`), not its
+// package's built dist/. These hooks run in the thread that loads the module (registerHooks, Node 22.15 and later),
+// with no round trip to a loader thread for each of the ~1,200 modules `svc start` loads.
 import { registerHooks } from 'node:module';
 
 const SDK = new URL('../sdk/src/index.ts', import.meta.url).href;
