@@ -28,12 +28,16 @@ export async function messageStatuses(
   multi: readonly string[] = [],
 ): Promise<Map<string, SpooledStatus>> {
   if (ids.length === 0) return new Map();
+  // Each id a probe of the primary key, whatever plan Postgres keeps (docs/decisions.md #82): the LIMIT keeps the
+  // subquery from being flattened into a join, which a plan made while the table was small makes a scan of it.
   const rows = await q.query<{ id: string; status: string; recipients: Record<string, string> | null }>(
-    multi.length
-      ? `SELECT m.id, m.status, CASE WHEN m.id = ANY($2::uuid[]) THEN (SELECT json_object_agg(r.address, r.status)
-           FROM message_recipients r WHERE r.message_id = m.id) END AS recipients
-         FROM messages m WHERE m.id = ANY($1::uuid[])`
-      : 'SELECT id, status, NULL AS recipients FROM messages WHERE id = ANY($1::uuid[])',
+    `SELECT m.id, m.status, ${
+      multi.length
+        ? `CASE WHEN m.id = ANY($2::uuid[]) THEN (SELECT json_object_agg(r.address, r.status)
+             FROM message_recipients r WHERE r.message_id = m.id) END`
+        : 'NULL'
+    } AS recipients
+     FROM unnest($1::uuid[]) AS k(id) CROSS JOIN LATERAL (SELECT id, status FROM messages WHERE id = k.id LIMIT 1) m`,
     multi.length ? [ids, multi] : [ids],
   );
   return new Map(
@@ -149,8 +153,10 @@ WITH u AS (
 ), derived AS (
   SELECT r.message_id AS id, ${messageStatusOf('coalesce(multi.status, r.status)')} AS status,
     max(coalesce(multi.attempts, r.attempts)) AS attempts, max(multi.at) AS at
-  FROM message_recipients r LEFT JOIN multi ON multi.id = r.message_id AND multi.recipient = r.address
-  WHERE r.message_id IN (SELECT id FROM multi) GROUP BY r.message_id
+  FROM (SELECT DISTINCT id FROM multi) mm
+  CROSS JOIN LATERAL (SELECT * FROM message_recipients WHERE message_id = mm.id OFFSET 0) r
+  LEFT JOIN multi ON multi.id = r.message_id AND multi.recipient = r.address
+  GROUP BY r.message_id
 ), upd AS (
   UPDATE messages m SET status = x.status, attempts = x.attempts, updated_at = x.at
   FROM (SELECT id, status, attempts, at FROM applied WHERE recipient IS NULL

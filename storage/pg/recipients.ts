@@ -35,7 +35,12 @@ export interface RecipientRecord {
  */
 export async function lockMessages(q: Queryable, ids: readonly string[]): Promise<void> {
   if (ids.length === 0) return;
-  await q.query('SELECT 1 FROM messages WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE', [[...new Set(ids)].sort()]);
+  // One probe of the primary key an id, in the array's order (docs/decisions.md #82).
+  await q.query(
+    `SELECT 1 FROM unnest($1::uuid[]) AS k(id)
+       CROSS JOIN LATERAL (SELECT 1 FROM messages WHERE id = k.id LIMIT 1 FOR UPDATE) m`,
+    [[...new Set(ids)].sort()],
+  );
 }
 
 /** SQL of a message's recipients as a JSON array in order ([] for a message to one), for `m`, a messages row. */
