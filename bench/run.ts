@@ -72,6 +72,7 @@ import {
   type Tenant,
 } from './service.js';
 import {
+  analyzeSends,
   benchDatabase,
   cpuSecondsSince,
   emptySpool,
@@ -212,6 +213,7 @@ try {
     throw new Error(`${err.message} (warm-up)\n${await undelivered(dbUrl.toString(), dataDir)}`);
   });
   await ourSink.clear(WARMUP);
+  await analyzeSends(dbUrl.toString());
   // Postgres backends serving the bench database: "postgres: <user> <db> <client> <state>".
   const pgCpuSince = () =>
     cpuSecondsSince((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `));

@@ -212,6 +212,23 @@ export async function freshSends(url: string): Promise<void> {
 }
 
 /**
+ * ANALYZE of the bench database, after the end-to-end warm-up: what autovacuum would have done by then (a table is
+ * analyzed once 50 rows and a tenth of it have changed, looked at every minute), which this machine's Postgres runs
+ * without (autovacuum = off). An ANALYZE also makes every connection plan its statements again: without one, the
+ * MTA's outcome statement kept the plan made for the first few rows, a scan of all of messages per batch
+ * (docs/decisions.md #82).
+ */
+export async function analyzeSends(url: string): Promise<void> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query('ANALYZE');
+  } finally {
+    await c.end();
+  }
+}
+
+/**
  * Removes every message from the spool under `dataDir`, returning how many: for phase 3 of bench/run.ts, where the
  * control runs alone and nothing delivers, so that each load's messages do not stay behind it (at 100 kB its loads
  * spooled ~10 GB in all). LMDB reuses the freed pages for the next load's messages, so the spool's file grows no
