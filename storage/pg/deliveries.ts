@@ -153,10 +153,8 @@ WITH u AS (
 ), derived AS (
   SELECT r.message_id AS id, ${messageStatusOf('coalesce(multi.status, r.status)')} AS status,
     max(coalesce(multi.attempts, r.attempts)) AS attempts, max(multi.at) AS at
-  FROM (SELECT DISTINCT id FROM multi) mm
-  CROSS JOIN LATERAL (SELECT * FROM message_recipients WHERE message_id = mm.id OFFSET 0) r
-  LEFT JOIN multi ON multi.id = r.message_id AND multi.recipient = r.address
-  GROUP BY r.message_id
+  FROM message_recipients r LEFT JOIN multi ON multi.id = r.message_id AND multi.recipient = r.address
+  WHERE r.message_id IN (SELECT id FROM multi) GROUP BY r.message_id
 ), upd AS (
   UPDATE messages m SET status = x.status, attempts = x.attempts, updated_at = x.at
   FROM (SELECT id, status, attempts, at FROM applied WHERE recipient IS NULL
