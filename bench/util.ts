@@ -201,15 +201,7 @@ export async function pinPostgres(serverUrl: string, cleanups: (() => Promise<un
  * bigger indexes. No ANALYZE after: in a run with one, Postgres's CPU a request was ~0.5 ms against ~0.3 without
  * (plans made for empty tables that the run outgrew, most likely); a table never analyzed is taken for ten pages.
  */
-export async function freshSends(url: string): Promise<void> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    await c.query('TRUNCATE messages CASCADE');
-  } finally {
-    await c.end();
-  }
-}
+export const freshSends = (url: string): Promise<void> => statement(url, 'TRUNCATE messages CASCADE');
 
 /**
  * ANALYZE of the bench database, after the end-to-end warm-up: what autovacuum would have done by then (a table is
@@ -218,11 +210,14 @@ export async function freshSends(url: string): Promise<void> {
  * MTA's outcome statement kept the plan made for the first few rows, a scan of all of messages per batch
  * (docs/decisions.md #82).
  */
-export async function analyzeSends(url: string): Promise<void> {
+export const analyzeSends = (url: string): Promise<void> => statement(url, 'ANALYZE');
+
+/** One statement on a connection of its own. */
+async function statement(url: string, sql: string): Promise<void> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
-    await c.query('ANALYZE');
+    await c.query(sql);
   } finally {
     await c.end();
   }
