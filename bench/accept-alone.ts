@@ -3,8 +3,9 @@
 // database of its own, a warm-up, then --runs measurements of --seconds each, back to back or --idle seconds apart,
 // each on emptied messages tables and its own sockets as in `npm run bench`'s phase 3. Per run: requests per
 // second, p50 and p99, and the CPU a request of each worker and of Postgres's backends (less than it was when a
-// backend exits during the run, its time going with it). For an A/B, run it on two checkouts in turn, several times
-// each: one machine's speed moved by a fifth from one hour to the next here.
+// backend exits during the run, its time going with it), and the longest stall of the disk under the data
+// directory (watchDisk), which holds up every durable commit in flight. For an A/B, run it on two checkouts in
+// turn, several times each: one machine's speed moved by a fifth from one hour to the next here.
 //
 //   node --import ./bin/resolve-sources.ts bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64]
 //        [--size 1k|10k|100k] [--idle 0] [--warmup 30000] [--pg URL]
@@ -32,6 +33,7 @@ import {
   quantile,
   sleep,
   svcChildren,
+  watchDisk,
 } from './util.js';
 
 const { values: args } = parseArgs({
@@ -77,17 +79,22 @@ try {
     await emptySpool(dataDir);
     const cpu0 = workers.map((pid) => cpuSecondsOf((p) => p.pid === pid));
     const pgCpu = pgCpuSince();
+    const disk = watchDisk(dataDir);
     const a = await sendLoad(ctl.url, tenants, {
       ...load,
       untilMs: performance.now() + Number(args.seconds) * 1000,
       firstIndex: next,
     });
+    const stalls = disk?.();
     const perRequest = (s: number) => ((s * 1000) / a.ok).toFixed(3);
     const cpu = workers.map((pid, i) => perRequest(cpuSecondsOf((p) => p.pid === pid) - cpu0[i]!));
     console.log(
       `  run ${r + 1}: ${(a.ok / ((a.endMs - a.startMs) / 1000)).toFixed(0)} req/s, ` +
         `p50 ${quantile(a.latencies, 0.5).toFixed(1)} ms, p99 ${quantile(a.latencies, 0.99).toFixed(1)} ms; ` +
         `CPU a request: workers ${cpu.join(' + ')} ms, Postgres ${perRequest(pgCpu())} ms` +
+        (stalls
+          ? `; ${stalls.device} stalled ${stalls.longestMs.toFixed(0)} ms at most, ${stalls.over50}× > 50 ms`
+          : '') +
         (a.errors.size ? `; errors ${JSON.stringify([...a.errors])}` : ''),
     );
   }

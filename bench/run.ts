@@ -10,7 +10,9 @@
 //   3. sendEmail alone (the service with --role control: nothing delivers) for --seconds at 64
 //      clients, then sendBatch (100 messages a request, 8 clients) for as long, beside pgbench running
 //      bench/accept.sql, the same work per send, on the same Postgres. Each of these measurements starts
-//      with the messages tables emptied (freshSends), so that none pays for the rows of the one before.
+//      with the messages tables emptied (freshSends), so that none pays for the rows of the one before, and
+//      watches the disk under the data directory for stalls (watchDisk); the report gives pgbench's p99 at
+//      sendEmail's concurrency beside sendEmail's.
 //
 // Both end-to-end sides first send untimed warm-up messages: ours --warmup, since a service runs for days and V8 gives
 // a function to Turbofan only after ~3,000 calls' worth of its bytecode (--invocation-count-for-turbofan); Postfix
@@ -84,6 +86,7 @@ import {
   undelivered,
   quantile,
   sleep,
+  watchDisk,
 } from './util.js';
 
 const run = promisify(execFile);
@@ -356,6 +359,7 @@ try {
   // pgbench's backends are gone when it returns (and their CPU time with them): sample while it runs.
   const pgbenchAt = async (clients: number) => {
     await freshSends(dbUrl.toString());
+    const disk = watchDisk(dataDir);
     const running = pgbench(dbUrl.toString(), ORGS, clients, SECONDS);
     await sleep(1_000);
     const [pgCpu, w1, m1] = [pgCpuSince(), performance.now(), machineCpu()];
@@ -363,10 +367,12 @@ try {
     const [pgSeconds, w2, m2] = [pgCpu(), performance.now(), machineCpu()];
     const pgb = await running;
     const { machineBusy } = machineShare(m1, m2, pgb.transactions);
-    return { clients, ...pgb, pgCpuMsPerTx: (pgSeconds / ((w2 - w1) / 1000) / pgb.tps) * 1000, machineBusy };
+    const pgCpuMsPerTx = (pgSeconds / ((w2 - w1) / 1000) / pgb.tps) * 1000;
+    return { clients, ...pgb, pgCpuMsPerTx, machineBusy, ...diskStalls(disk) };
   };
   const sendRuns: Record<string, number>[] = [];
-  const pgbenchRuns: { best: Awaited<ReturnType<typeof pgbenchAt>>; sweep: { clients: number; tps: number }[] }[] = [];
+  type PgbenchAt = Awaited<ReturnType<typeof pgbenchAt>>;
+  const pgbenchRuns: { best: PgbenchAt; sweep: Pick<PgbenchAt, 'clients' | 'tps' | 'p99Ms' | 'diskStallMs'>[] }[] = [];
   let next = 2e7;
   for (let r = 0; r < RUNS; r++) {
     await freshSends(dbUrl.toString());
@@ -374,6 +380,7 @@ try {
     const ctlCpu0 = ctl.cpuSeconds();
     const pgCpu = pgCpuSince();
     const machine0 = machineCpu();
+    const disk = watchDisk(dataDir);
     const alone = await sendLoad(ctl.url, tenants, {
       ...load,
       untilMs: performance.now() + SECONDS * 1000,
@@ -390,12 +397,16 @@ try {
       cpuMsPerRequest: ((ctl.cpuSeconds() - ctlCpu0) * 1000) / alone.ok,
       pgCpuMsPerRequest: (pgCpu() * 1000) / alone.ok,
       machineBusy,
+      ...diskStalls(disk),
     });
     // pgbench at the client count where it is fastest on this machine, found in the same run.
-    const sweep: Awaited<ReturnType<typeof pgbenchAt>>[] = [];
+    const sweep: PgbenchAt[] = [];
     for (const clients of PGBENCH_CLIENTS) sweep.push(await pgbenchAt(clients));
     const best = sweep.reduce((a, b) => (b.tps > a.tps ? b : a));
-    pgbenchRuns.push({ best, sweep: sweep.map((s) => ({ clients: s.clients, tps: s.tps })) });
+    pgbenchRuns.push({
+      best,
+      sweep: sweep.map((s) => ({ clients: s.clients, tps: s.tps, p99Ms: s.p99Ms, diskStallMs: s.diskStallMs })),
+    });
   }
   // sendBatch (issue 16 item 7): the same messages, 100 a request, from 8 clients (a batch is already
   // many sends in flight); messages per second beside single sends'.
@@ -459,7 +470,11 @@ const seRuns = ((results.sendEmail as { runs?: Record<string, number>[] } | unde
 >[];
 const sbR = results.sendBatch as
   { msgPerSec: number; clients: number; p50Ms: number; p99Ms: number; cpuMsPerMessage: number } | undefined;
-const pgRuns = (results.pgbench as { runs?: { best: Record<string, number> }[] } | undefined)?.runs ?? [];
+const pgRuns =
+  (results.pgbench as { runs?: { best: Record<string, number>; sweep: Record<string, number>[] }[] } | undefined)
+    ?.runs ?? [];
+// pgbench at sendEmail's concurrency, where the sweep has it: the peer's tail on the same statements and disk.
+const pgAtC = pgRuns.map((r) => r.sweep.find((s) => s.clients === C)).filter((s) => s !== undefined);
 const e2e = results.endToEnd as Spread | undefined;
 const pfdR = results.postfixOpenDkim as { runs: PostfixRun[] } | undefined;
 const e2eDkim = results.endToEndOpenDkim as Spread | undefined;
@@ -499,6 +514,11 @@ const row = (label: string, rate: string, notes = '') => `  ${label.padEnd(58)}$
 const seMed = (k: string) => med(seRuns.map((r) => r[k]!));
 // The share of the machine's cores a side kept busy while it ran (bench/util.ts, machineCpu).
 const busy = (runs: { machineBusy: number }[]) => `machine ${f(med(runs.map((r) => r.machineBusy * 100)))}% busy`;
+// The disk's longest stall in each run (watchDisk), as the median of the runs.
+const stalled = (runs: { diskStallMs?: number }[]) =>
+  runs.length && runs.every((r) => Number.isFinite(r.diskStallMs))
+    ? `; disk stalled up to ${f(med(runs.map((r) => r.diskStallMs!)))} ms`
+    : '';
 console.log(
   [
     '',
@@ -542,7 +562,8 @@ console.log(
       sp(seRuns.length ? spread(seRuns.map((r) => r.rps!)) : undefined, 0, ' req/s'),
       `p50 ${f(seMed('p50Ms'), 1)} ms, p99 ${f(seMed('p99Ms'), 1)} ms (goal < 50); ` +
         `CPU/req: svc ${f(seMed('cpuMsPerRequest'), 2)} ms + Postgres ${f(seMed('pgCpuMsPerRequest'), 2)} ms; ` +
-        busy(seRuns as { machineBusy: number }[]),
+        busy(seRuns as { machineBusy: number }[]) +
+        stalled(seRuns),
     ),
     row(
       `  sendBatch of ${BATCH}, ${sbR?.clients ?? '—'} clients (one run)`,
@@ -558,6 +579,15 @@ console.log(
         `CPU/tx: Postgres ${f(med(pgRuns.map((r) => r.best.pgCpuMsPerTx!)), 2)} ms; ` +
         busy(pgRuns.map((r) => r.best as { machineBusy: number })),
     ),
+    ...(pgAtC.length
+      ? [
+          row(
+            `  pgbench at -c ${C}, sendEmail's clients`,
+            sp(spread(pgAtC.map((s) => s.tps!)), 0, ' tps'),
+            `p99 ${f(med(pgAtC.map((s) => s.p99Ms!)), 1)} ms${stalled(pgAtC)}`,
+          ),
+        ]
+      : []),
     row('  sendEmail / pgbench at its best', sp(db, 2, '×'), 'goal ≥ 1.0'),
   ].join('\n'),
 );
@@ -651,6 +681,16 @@ async function checkSigned(name: string, sink: Sink, expected: number, keys: Rec
   }
   if (unsigned) failures.push(`${unsigned} messages at the ${name} sink have no DKIM-Signature`);
   return `${files.length - unsigned} of ${files.length} signed, ${verified} sampled signatures verified`;
+}
+
+/**
+ * A measurement's disk stalls (watchDisk): the longest, and how many passed 50 ms. A stall holds up every commit in
+ * flight, so a p99 over the goal in a run where the disk stopped for longer says more of the host than of the code.
+ */
+function diskStalls(stop: ReturnType<typeof watchDisk>): { diskStallMs: number; diskStallsOver50: number } {
+  // NaN (null in the results' JSON) where the disk is not watched.
+  const d = stop?.();
+  return { diskStallMs: d?.longestMs ?? NaN, diskStallsOver50: d?.over50 ?? NaN };
 }
 
 /** pgbench on accept.sql; latencies from its per-transaction log. */

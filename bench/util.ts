@@ -1,6 +1,6 @@
 // Small helpers shared by the bench modules.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import pg from 'pg';
@@ -115,6 +115,71 @@ export function machineShare(
 ): { machineBusy: number; machineCpuMsPerMessage: number } {
   const busy = after.busy - before.busy;
   return { machineBusy: busy / (after.all - before.all), machineCpuMsPerMessage: (busy * 1000) / items };
+}
+
+/**
+ * How long the disk under `dir` went without finishing a request while it had some in flight, sampled from
+ * /proc/diskstats every 10 ms until the returned function is called: the stalls of the host's storage, which hold
+ * up every durable commit in flight (Postgres's and the spool's) whatever the code above them does. Passive: it adds
+ * no I/O of its own. Null where the directory's device is not listed there (tmpfs, overlay, not Linux).
+ */
+export function watchDisk(dir: string): (() => { device: string; longestMs: number; over50: number }) | null {
+  // Linux's dev_t as glibc encodes it (major(3), minor(3)).
+  const dev = statSync(dir).dev;
+  const major = ((dev >> 8) & 0xfff) | (Math.floor(dev / 2 ** 32) & ~0xfff);
+  const minor = (dev & 0xff) | ((dev >> 12) & ~0xff);
+  const read = () => {
+    for (const line of readFileSync('/proc/diskstats', 'latin1').split('\n')) {
+      // "major minor name reads … writes … in-flight …" (the kernel's Documentation/admin-guide/iostats.rst).
+      const f = line.trim().split(/\s+/);
+      if (Number(f[0]) !== major || Number(f[1]) !== minor) continue;
+      // Finished requests: reads and writes, and discards and flushes where the kernel counts them.
+      const done = Number(f[3]) + Number(f[7]) + Number(f[14] ?? 0) + Number(f[18] ?? 0);
+      return { device: f[2]!, done, inFlight: Number(f[11]) };
+    }
+    return null;
+  };
+  const first = read();
+  if (!first) return null;
+  const stalls = diskStalls();
+  stalls.sample(performance.now(), first.done, first.inFlight);
+  const timer = setInterval(() => {
+    const s = read();
+    if (s) stalls.sample(performance.now(), s.done, s.inFlight);
+  }, 10);
+  return () => {
+    clearInterval(timer);
+    const all = stalls.end(performance.now());
+    return { device: first.device, longestMs: Math.max(0, ...all), over50: all.filter((ms) => ms > 50).length };
+  };
+}
+
+/**
+ * watchDisk's rule over its samples (the time, the requests finished so far, those in flight): a stall runs from
+ * the last sample where the disk was seen to finish something or to be idle, through the samples where it had
+ * requests in flight and finished none, to the next that finds one finished or none in flight. `end` gives each
+ * stall's length, one still running counted to `now`.
+ */
+export function diskStalls(): {
+  sample(now: number, done: number, inFlight: number): void;
+  end(now: number): number[];
+} {
+  const stalls: number[] = [];
+  let last: { now: number; done: number } | null = null;
+  let since: number | null = null;
+  return {
+    sample(now, done, inFlight) {
+      if (last && done === last.done && inFlight > 0) since ??= last.now;
+      else if (since !== null) {
+        stalls.push(now - since);
+        since = null;
+      }
+      last = { now, done };
+    },
+    end(now) {
+      return since === null ? stalls : [...stalls, now - since];
+    },
+  };
 }
 
 /** The PostgreSQL server the benches make their databases on (--pg), unless BENCH_PG_URL names another. */
