@@ -80,18 +80,21 @@ try {
     const cpu0 = workers.map((pid) => cpuSecondsOf((p) => p.pid === pid));
     const pgCpu = pgCpuSince();
     const disk = watchDisk(dataDir);
+    const benchCpu0 = process.cpuUsage();
     const a = await sendLoad(ctl.url, tenants, {
       ...load,
       untilMs: performance.now() + Number(args.seconds) * 1000,
       firstIndex: next,
     });
     const stalls = disk?.();
+    const benchCpu = process.cpuUsage(benchCpu0);
     const perRequest = (s: number) => ((s * 1000) / a.ok).toFixed(3);
     const cpu = workers.map((pid, i) => perRequest(cpuSecondsOf((p) => p.pid === pid) - cpu0[i]!));
     console.log(
       `  run ${r + 1}: ${(a.ok / ((a.endMs - a.startMs) / 1000)).toFixed(0)} req/s, ` +
         `p50 ${quantile(a.latencies, 0.5).toFixed(1)} ms, p99 ${quantile(a.latencies, 0.99).toFixed(1)} ms; ` +
-        `CPU a request: workers ${cpu.join(' + ')} ms, Postgres ${perRequest(pgCpu())} ms` +
+        `CPU a request: workers ${cpu.join(' + ')} ms, Postgres ${perRequest(pgCpu())} ms, ` +
+        `load generator ${perRequest((benchCpu.user + benchCpu.system) / 1e6)} ms` +
         (stalls
           ? `; ${stalls.device} stalled ${stalls.longestMs.toFixed(0)} ms at most, ${stalls.over50}× > 50 ms`
           : '') +

@@ -381,12 +381,14 @@ try {
     const pgCpu = pgCpuSince();
     const machine0 = machineCpu();
     const disk = watchDisk(dataDir);
+    const benchCpu0 = process.cpuUsage();
     const alone = await sendLoad(ctl.url, tenants, {
       ...load,
       untilMs: performance.now() + SECONDS * 1000,
       firstIndex: next,
     });
     const { machineBusy } = machineShare(machine0, machineCpu(), alone.ok);
+    const benchCpu = process.cpuUsage(benchCpu0);
     next += alone.ok + alone.errors.size + 1e6;
     checked('sendEmail alone', alone);
     sendRuns.push({
@@ -396,6 +398,7 @@ try {
       p99Ms: quantile(alone.latencies, 0.99),
       cpuMsPerRequest: ((ctl.cpuSeconds() - ctlCpu0) * 1000) / alone.ok,
       pgCpuMsPerRequest: (pgCpu() * 1000) / alone.ok,
+      loadGenCpuMsPerRequest: (benchCpu.user + benchCpu.system) / 1000 / alone.ok,
       machineBusy,
       ...diskStalls(disk),
     });
@@ -562,6 +565,7 @@ console.log(
       sp(seRuns.length ? spread(seRuns.map((r) => r.rps!)) : undefined, 0, ' req/s'),
       `p50 ${f(seMed('p50Ms'), 1)} ms, p99 ${f(seMed('p99Ms'), 1)} ms (goal < 50); ` +
         `CPU/req: svc ${f(seMed('cpuMsPerRequest'), 2)} ms + Postgres ${f(seMed('pgCpuMsPerRequest'), 2)} ms; ` +
+        `load generator ${f(seMed('loadGenCpuMsPerRequest'), 2)} ms; ` +
         busy(seRuns as { machineBusy: number }[]) +
         stalled(seRuns),
     ),
