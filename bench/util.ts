@@ -129,7 +129,13 @@ export function watchDisk(dir: string): (() => { device: string; longestMs: numb
   const major = ((dev >> 8) & 0xfff) | (Math.floor(dev / 2 ** 32) & ~0xfff);
   const minor = (dev & 0xff) | ((dev >> 12) & ~0xff);
   const read = () => {
-    for (const line of readFileSync('/proc/diskstats', 'latin1').split('\n')) {
+    let stats: string;
+    try {
+      stats = readFileSync('/proc/diskstats', 'latin1');
+    } catch {
+      return null;
+    }
+    for (const line of stats.split('\n')) {
       // "major minor name reads … writes … in-flight …" (the kernel's Documentation/admin-guide/iostats.rst).
       const f = line.trim().split(/\s+/);
       if (Number(f[0]) !== major || Number(f[1]) !== minor) continue;
