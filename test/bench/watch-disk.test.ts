@@ -42,7 +42,7 @@ async function diskstats(): Promise<Map<string, string>> {
 
 t.test('watchDisk finds the device stat(1) names, or none where the kernel keeps no statistics', async (t) => {
   const devices = await diskstats();
-  for (const dir of [ROOT, '/var/tmp', '/dev/shm', '/proc']) {
+  for (const dir of [ROOT, '/var/tmp', '/dev/shm', '/proc'].filter((d) => existsSync(d))) {
     const { stdout } = await run('stat', ['-c', '%Hd:%Ld', dir]);
     const expected = devices.get(stdout.trim()) ?? null;
     const stop = watchDisk(dir);
