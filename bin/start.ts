@@ -33,7 +33,7 @@ import {
 } from '../mta/webhooks/dispatcher.js';
 import { createMtaMetrics } from '../mta/metrics.js';
 import { listenMetrics } from './metrics.js';
-import type { Scrape } from '../control/middleware/ops.js';
+import { requestWaits, type Scrape } from '../control/middleware/ops.js';
 
 export type Role = 'all' | 'control' | 'mta' | 'imap';
 
@@ -235,7 +235,13 @@ export async function startService(config: Readonly<Config>, opts: StartOptions 
     }
 
     if (role === 'all' || role === 'control') {
-      const deps: Deps = { ctx, storage, publicUrl: () => publicUrl, passwordLogN: opts.passwordLogN ?? LOG_N };
+      const deps: Deps = {
+        ctx,
+        storage,
+        publicUrl: () => publicUrl,
+        passwordLogN: opts.passwordLogN ?? LOG_N,
+        waited: requestWaits(metrics),
+      };
       const http = await listenHttp(
         createApp(deps, { checkResponses: opts.checkResponses, metrics, scrape: opts.scrape }),
         config.bindHost,

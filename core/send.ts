@@ -2,7 +2,7 @@
 // go through too: validate, render, compose, spool durably, accept (quota, suppression, idempotency).
 import { createHash, randomUUID } from 'node:crypto';
 import { ApiError, fail } from './errors.js';
-import type { CoreDeps } from './deps.js';
+import { timedWait, type CoreDeps } from './deps.js';
 import { FREE_DAILY_LIMIT } from './usage.js';
 import { renderTemplate } from './template-render.js';
 import { renderedOrFail, usableTemplate } from './templates.js';
@@ -359,11 +359,11 @@ async function composeAndAccept(
     delete p.body.text;
     delete p.body.html;
   }
-  await spool.enqueue(entry, raw);
+  await timedWait(deps, 'spool', () => spool.enqueue(entry, raw));
   // No cleanup of the body when this throws: the error may come after Postgres committed (a connection lost
   // before the reply), and then the row needs its body. The MTA decides by the row: without one after its
   // grace, the body goes (mta/outbound/worker.ts); with one, the message is delivered, once.
-  const outcome = await acceptMessage(deps.storage, { ...message, idempotency });
+  const outcome = await timedWait(deps, 'accept', () => acceptMessage(deps.storage, { ...message, idempotency }));
   if (outcome.kind !== 'accepted' || outcome.status !== 'queued') await spool.remove(id);
   return outcome;
 }
@@ -512,19 +512,21 @@ export async function sendBatch(
     }
   }
   const ids = composed.map((c) => c.id);
-  await spool.enqueueMany(composed.map((c) => ({ entry: c.entry, body: c.raw })));
+  await timedWait(deps, 'spool', () => spool.enqueueMany(composed.map((c) => ({ entry: c.entry, body: c.raw }))));
   // As for one message: no cleanup when this throws, since the rows may have committed (composeAndAccept).
-  const outcome = await acceptMessages(
-    db,
-    composed.map((c) => ({ ...c.message, idempotency: null })),
-    idempotencyKey
-      ? {
-          projectId: project,
-          key: idempotencyKey,
-          bodyHash: bodyHash({ batch: bodies }),
-          ttlMs: IDEMPOTENCY_TTL_MS,
-        }
-      : null,
+  const outcome = await timedWait(deps, 'accept', () =>
+    acceptMessages(
+      db,
+      composed.map((c) => ({ ...c.message, idempotency: null })),
+      idempotencyKey
+        ? {
+            projectId: project,
+            key: idempotencyKey,
+            bodyHash: bodyHash({ batch: bodies }),
+            ttlMs: IDEMPOTENCY_TTL_MS,
+          }
+        : null,
+    ),
   );
   if (outcome.kind !== 'accepted') await spool.removeMany(ids);
   switch (outcome.kind) {

@@ -18,7 +18,8 @@ import type { Deps } from '../deps.js';
 import { credentialAad } from '../../core/tokens.js';
 import { credentialLookup, findCredential, type StoredCredential } from '../../storage/pg/credentials.js';
 import type { BoundedCache } from '../../storage/bounded-cache.js';
-import { guardRequest, type Bucket, type GuardResult } from '../../storage/pg/request-guard.js';
+import { guardRequest, type Bucket, type GuardInput, type GuardResult } from '../../storage/pg/request-guard.js';
+import { timedWait } from '../../core/deps.js';
 
 /** docs/api.md §5.1 rule 1 and §8. */
 export const SKEW_MS = 5 * 60_000;
@@ -160,7 +161,7 @@ export async function checkHead(req: RequestHead, accepted: readonly CredentialK
     if (!accepted.includes('platform_admin')) throw unauthorized();
     deps.ctx.log.info({ ip: req.ip, method: req.method, target: req.target }, 'platform key used');
     checkGuard(
-      await guardRequest(deps.storage, {
+      await guarded(deps, {
         keyId: 'platform_admin',
         nonce: randomUUID(),
         nonceExpiresAt: new Date(nowMs + SKEW_MS),
@@ -228,7 +229,7 @@ export async function completeAuthentication(
   refuseUnless(deps, accepted, checked, req.ip);
   cache.set(keyId, checked);
   // The nonce must be remembered for as long as its timestamp would still be accepted.
-  const guard = await guardRequest(deps.storage, {
+  const guard = await guarded(deps, {
     keyId,
     nonce,
     nonceExpiresAt: new Date(tsMs + SKEW_MS),
@@ -271,6 +272,9 @@ function refuseUnless(deps: Deps, accepted: readonly CredentialKind[], cred: Sto
   const refused = admit(accepted, toPrincipal(cred));
   if (refused) throw refused;
 }
+
+/** The request guard's statement (a group commit, storage/pg/request-guard.ts), its wait counted. */
+const guarded = (deps: Deps, g: GuardInput) => timedWait(deps, 'guard', () => guardRequest(deps.storage, g));
 
 function checkGuard(guard: GuardResult): void {
   if (!guard.freshNonce) throw unauthorized();

@@ -11,6 +11,24 @@ import { networks } from '../../mail/client-address.js';
 import { pingDatabase } from '../../storage/pg/metrics.js';
 
 /**
+ * svc_request_wait_seconds: how long requests wait for the shared writes they need (core/deps.ts, WaitStep). A slow
+ * sendEmail says here whether it waited for Postgres (guard, accept) or for the spool's disk. Buckets from 0.5 ms:
+ * on a quiet host each wait is one round trip or one sync, ~1 ms, and under load the batch ahead adds its own.
+ */
+export function requestWaits(registry: Registry): NonNullable<Deps['waited']> {
+  const waits = new Histogram({
+    name: 'svc_request_wait_seconds',
+    help: 'Time a request waited for a shared write: the request guard, the spool, the accepting statement',
+    labelNames: ['step'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
+  });
+  // Bound once: an observation then costs no lookup of its labels.
+  const steps = { guard: waits.labels('guard'), spool: waits.labels('spool'), accept: waits.labels('accept') };
+  return (step, seconds) => steps[step].observe(seconds);
+}
+
+/**
  * Outermost but for the client address: times the request, counts it under its route name (never its path,
  * which holds ids: the label set stays bounded) and logs one line once the status is final.
  */

@@ -140,6 +140,26 @@ t.test('a delivery moves the counters; the queue empties again', async (t) => {
     'the sendEmail latency was observed',
   );
 
+  // The waits of the sendEmail: one request, one of each step; each a positive time, in a bucket.
+  const waits = (o: Sample[], step: string, what = 'count') => value(o, `svc_request_wait_seconds_${what}`, { step });
+  for (const step of ['guard', 'spool', 'accept']) {
+    t.equal(waits(after, step), waits(before, step) + 1, `svc_request_wait_seconds{step="${step}"} counted once`);
+    t.ok(waits(after, step, 'sum') > waits(before, step, 'sum'), `${step}: its wait added to the sum`);
+  }
+  t.equal(
+    value(after, 'svc_request_wait_seconds_bucket', { step: 'spool', le: '+Inf' }),
+    waits(after, 'spool'),
+    'every spool wait is in the +Inf bucket',
+  );
+
+  // A sendBatch waits once a step for all its messages: one guard, one synced write, one statement.
+  await s.key.v1.services.sendBatch({
+    messages: [1, 2].map((n) => ({ from: `app@${s.domain}`, to: `batch-${n}@dest.test`, subject: 'b', text: 'b' })),
+  });
+  const batched = await scrape();
+  for (const step of ['guard', 'spool', 'accept'])
+    t.equal(waits(batched, step), waits(after, step) + 1, `a sendBatch of two: ${step} counted once`);
+
   // The delivery attempt's info line, as Postfix's status=sent.
   const line = lines.find((l) => l.msg === 'delivery attempt' && l.messageId === providerMessageId);
   t.ok(line, 'one line for the attempt');
