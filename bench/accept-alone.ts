@@ -4,11 +4,12 @@
 // each on emptied messages tables and its own sockets as in `npm run bench`'s phase 3. Per run: requests per
 // second, p50 and p99, and the CPU a request of each worker and of Postgres's backends (less than it was when a
 // backend exits during the run, its time going with it), and the longest stall of the disk under the data
-// directory (watchDisk), which holds up every durable commit in flight. For an A/B, run it on two checkouts in
-// turn, several times each: one machine's speed moved by a fifth from one hour to the next here.
+// directory (watchDisk), which holds up every durable commit in flight, and the mean time a request waited for each
+// shared write (the service's svc_request_wait_seconds). For an A/B, run it on two checkouts in turn, several times
+// each: one machine's speed moved by a fifth from one hour to the next here.
 //
 //   node --import ./bin/resolve-sources.ts bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64]
-//        [--size 1k|10k|100k] [--idle 0] [--warmup 30000] [--pg URL]
+//        [--size 1k|10k|100k] [--idle 0] [--warmup 30000] [--pg URL] [--node-flags=--trace-gc,...]
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -46,9 +47,13 @@ const { values: args } = parseArgs({
     // As npm run bench's: V8 compiles a request's path with its optimizing compiler only after thousands of them.
     warmup: { type: 'string', default: '30000' },
     pg: { type: 'string', default: PG_URL },
+    // Node's and V8's flags for the control, before the units' own: an A/B of a runtime setting on one checkout.
+    'node-flags': { type: 'string', default: '' },
   },
 });
 const ORGS = 8;
+// The steps of svc_request_wait_seconds (core/deps.ts, WaitStep).
+const STEPS = ['guard', 'spool', 'accept'] as const;
 const C = Number(args.concurrency);
 const load = { concurrency: C, text: textOfSize(args.size!), domains: 1 };
 
@@ -60,7 +65,8 @@ try {
   const zone = await startDnsZone();
   cleanups.push(() => zone.stop());
   zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const ctl = await startChild('control', serviceEnv(db.url, dataDir, zone.hostPort));
+  const nodeFlags = args['node-flags']!.split(',').filter(Boolean);
+  const ctl = await startChild('control', serviceEnv(db.url, dataDir, zone.hostPort), nodeFlags);
   cleanups.push(() => ctl.stop());
   const tenants = await createTenants(ctl.url, ORGS, KEYS_PER_CLIENT * Math.ceil(C / ORGS));
   for (const t of tenants) for (const [host, value] of Object.entries(t.dkimTxt)) zone.txt(host, value);
@@ -77,6 +83,7 @@ try {
     if (r > 0) await sleep(Number(args.idle) * 1000);
     await freshSends(db.url);
     await emptySpool(dataDir);
+    const waits0 = await waitsOf(ctl.url);
     const cpu0 = workers.map((pid) => cpuSecondsOf((p) => p.pid === pid));
     const pgCpu = pgCpuSince();
     const disk = watchDisk(dataDir);
@@ -87,6 +94,7 @@ try {
       firstIndex: next,
     });
     const stalls = disk?.();
+    const waits = await waitsOf(ctl.url);
     const benchCpu = process.cpuUsage(benchCpu0);
     const perRequest = (s: number) => ((s * 1000) / a.ok).toFixed(3);
     const cpu = workers.map((pid, i) => perRequest(cpuSecondsOf((p) => p.pid === pid) - cpu0[i]!));
@@ -94,7 +102,12 @@ try {
       `  run ${r + 1}: ${(a.ok / ((a.endMs - a.startMs) / 1000)).toFixed(0)} req/s, ` +
         `p50 ${quantile(a.latencies, 0.5).toFixed(1)} ms, p99 ${quantile(a.latencies, 0.99).toFixed(1)} ms; ` +
         `CPU a request: workers ${cpu.join(' + ')} ms, Postgres ${perRequest(pgCpu())} ms, ` +
-        `load generator ${perRequest((benchCpu.user + benchCpu.system) / 1e6)} ms` +
+        `load generator ${perRequest((benchCpu.user + benchCpu.system) / 1e6)} ms; waits: ` +
+        STEPS.map((step) => {
+          const [sum, n] = [waits[step].sum - waits0[step].sum, waits[step].count - waits0[step].count];
+          return `${step} ${n ? ((sum / n) * 1000).toFixed(1) : '-'}`;
+        }).join(', ') +
+        ' ms' +
         (stalls
           ? `; ${stalls.device} stalled ${stalls.longestMs.toFixed(0)} ms at most, ${stalls.over50}× > 50 ms`
           : '') +
@@ -103,4 +116,18 @@ try {
   }
 } finally {
   for (const c of cleanups.reverse()) await c().catch(() => {});
+}
+
+/**
+ * The service's own account of a request's waits (svc_request_wait_seconds, docs/operations.md, Metrics): the sum and
+ * count of each step so far, from GET /metrics (loopback is among SVC_METRICS_CIDRS by default). A run's difference
+ * tells where its latency went: Postgres's statements (guard, accept) or the spool's sync.
+ */
+async function waitsOf(url: string): Promise<Record<(typeof STEPS)[number], { sum: number; count: number }>> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const read = (what: string, step: string) =>
+    Number(new RegExp(`^svc_request_wait_seconds_${what}\\{step="${step}"\\} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+  return Object.fromEntries(STEPS.map((s) => [s, { sum: read('sum', s), count: read('count', s) }])) as Awaited<
+    ReturnType<typeof waitsOf>
+  >;
 }
