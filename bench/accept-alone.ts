@@ -14,6 +14,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
+import { WAIT_STEPS, type WaitStep } from '../core/deps.js';
 import { startDnsZone } from '../test/helpers/dns-zone.js';
 import {
   createTenants,
@@ -52,8 +53,6 @@ const { values: args } = parseArgs({
   },
 });
 const ORGS = 8;
-// The steps of svc_request_wait_seconds (core/deps.ts, WaitStep).
-const STEPS = ['guard', 'spool', 'accept'] as const;
 const C = Number(args.concurrency);
 const load = { concurrency: C, text: textOfSize(args.size!), domains: 1 };
 
@@ -103,7 +102,7 @@ try {
         `p50 ${quantile(a.latencies, 0.5).toFixed(1)} ms, p99 ${quantile(a.latencies, 0.99).toFixed(1)} ms; ` +
         `CPU a request: workers ${cpu.join(' + ')} ms, Postgres ${perRequest(pgCpu())} ms, ` +
         `load generator ${perRequest((benchCpu.user + benchCpu.system) / 1e6)} ms; waits: ` +
-        STEPS.map((step) => {
+        WAIT_STEPS.map((step) => {
           const [sum, n] = [waits[step].sum - waits0[step].sum, waits[step].count - waits0[step].count];
           return `${step} ${n ? ((sum / n) * 1000).toFixed(1) : '-'}`;
         }).join(', ') +
@@ -118,16 +117,16 @@ try {
   for (const c of cleanups.reverse()) await c().catch(() => {});
 }
 
+type Waits = Record<WaitStep, { sum: number; count: number }>;
+
 /**
  * The service's own account of a request's waits (svc_request_wait_seconds, docs/operations.md, Metrics): the sum and
  * count of each step so far, from GET /metrics (loopback is among SVC_METRICS_CIDRS by default). A run's difference
  * tells where its latency went: Postgres's statements (guard, accept) or the spool's sync.
  */
-async function waitsOf(url: string): Promise<Record<(typeof STEPS)[number], { sum: number; count: number }>> {
+async function waitsOf(url: string): Promise<Waits> {
   const text = await (await fetch(`${url}/metrics`)).text();
   const read = (what: string, step: string) =>
     Number(new RegExp(`^svc_request_wait_seconds_${what}\\{step="${step}"\\} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
-  return Object.fromEntries(STEPS.map((s) => [s, { sum: read('sum', s), count: read('count', s) }])) as Awaited<
-    ReturnType<typeof waitsOf>
-  >;
+  return Object.fromEntries(WAIT_STEPS.map((s) => [s, { sum: read('sum', s), count: read('count', s) }])) as Waits;
 }

@@ -8,7 +8,8 @@ import type { Storage } from '../storage/index.js';
  * synced write of a message's body, and the statement that accepts messages. Each is a group commit, so a wait
  * holds the batch ahead of it as well as its own.
  */
-export type WaitStep = 'guard' | 'spool' | 'accept';
+export const WAIT_STEPS = ['guard', 'spool', 'accept'] as const;
+export type WaitStep = (typeof WAIT_STEPS)[number];
 
 export interface CoreDeps {
   ctx: Context;
