@@ -337,6 +337,9 @@ async function compose(deps: CoreDeps, now: Date, p: Prepared, cap: SendingCapab
 
 const bodyHash = (v: unknown) => createHash('sha256').update(canonical(v)).digest('hex');
 
+/** A Composed whose octets are let go (undefined) once spooled. */
+type Spooling = Omit<Composed, 'raw'> & { raw: Buffer | undefined };
+
 /**
  * Renders, composes, spools and accepts the message as sent by `cap`. The body is durable before the
  * row commits (acceptMessage), and taken back unless the message is queued.
@@ -354,12 +357,16 @@ async function composeAndAccept(
   const idempotency = p.body.idempotencyKey
     ? { key: p.body.idempotencyKey, bodyHash: bodyHash(p.body), ttlMs: IDEMPOTENCY_TTL_MS }
     : null;
-  const { id, raw, entry, message } = await compose(deps, now, p, cap);
+  const composed: Spooling = await compose(deps, now, p, cap);
+  const { id, entry, message } = composed;
   if (release) {
     delete p.body.text;
     delete p.body.html;
   }
-  await timedWait(deps, 'spool', () => spool.enqueue(entry, raw));
+  await timedWait(deps, 'spool', () => spool.enqueue(entry, composed.raw!));
+  // The spool has the octets: let go of them before the accepting statement's wait. Held through it, a buffer
+  // outlives young-generation collections and is promoted (docs/decisions.md #84).
+  composed.raw = undefined;
   // No cleanup of the body when this throws: the error may come after Postgres committed (a connection lost
   // before the reply), and then the row needs its body. The MTA decides by the row: without one after its
   // grace, the body goes (mta/outbound/worker.ts); with one, the message is delivered, once.
@@ -500,7 +507,7 @@ export async function sendBatch(
       unverified,
     );
 
-  const composed: Composed[] = [];
+  const composed: Spooling[] = [];
   for (const [i, p] of prepared.entries()) {
     try {
       composed.push(await compose(deps, now, p, caps.get(p.fromDomain)!));
@@ -512,7 +519,9 @@ export async function sendBatch(
     }
   }
   const ids = composed.map((c) => c.id);
-  await timedWait(deps, 'spool', () => spool.enqueueMany(composed.map((c) => ({ entry: c.entry, body: c.raw }))));
+  await timedWait(deps, 'spool', () => spool.enqueueMany(composed.map((c) => ({ entry: c.entry, body: c.raw! }))));
+  // As for one message (composeAndAccept): the octets go once spooled.
+  for (const c of composed) c.raw = undefined;
   // As for one message: no cleanup when this throws, since the rows may have committed (composeAndAccept).
   const outcome = await timedWait(deps, 'accept', () =>
     acceptMessages(
