@@ -99,50 +99,63 @@ export function createApp(deps: Deps, opts: AppOptions = {}): Koa {
       const accepted = spec.auth === 'public' ? null : spec.auth;
       const checked = accepted && (await checkHead(head, accepted, deps).catch(unread));
       const body = await bodies.read(ctx.req, ctx.res, limit);
-      const rawBody = body.raw;
-      const principal =
-        accepted && checked ? await completeAuthentication(checked, head, body.sha256, accepted, deps) : null;
+      // Its octets are lent (middleware/body-pool.ts) until this request is over: a read after that (a late
+      // RequestCtx.rereadBody) is refused, never served another request's octets.
+      let rawBody: Buffer | null = body.raw;
       // A body on a route that takes none is ignored (it was still covered by the signature). Parsed again, anew, for a
       // handler that asks (RequestCtx.rereadBody).
-      const parseBody = () => (spec.body ? parseJson(rawBody) : undefined);
-      const json = parseBody();
-      const input = {
-        params: check.params ? check.params({ ...ctx.params }) : {},
-        query: check.query ? check.query({ ...ctx.query }) : {},
-        body: check.body ? check.body(json) : undefined,
+      const parseBody = () => {
+        if (!rawBody) throw new Error('request body read after its request ended');
+        return spec.body ? parseJson(rawBody) : undefined;
       };
-      const rc: RequestCtx = {
-        principal,
-        requestId: ctx.state.requestId as string,
-        ip: ctx.ip,
-        now: new Date(deps.ctx.clock.now()),
-        deps,
-        access: await authorizeRoute(deps.storage.db, spec, principal, input),
-        audit: {},
-        headers: {},
-        webmail,
-        rereadBody: parseBody,
-      };
-      const result = await handler(input as never, rc);
-      // The change is committed: a failed audit row is logged (with everything it would have held) and never
-      // turns the answer into a 500, which would make the client send again what already took effect.
-      if (spec.method !== 'GET' && spec.audit !== false)
-        await recordAudit(deps, name, spec, ctx.path, input.params as Record<string, unknown>, rc).catch((err) =>
-          deps.ctx.log.error(
-            { err, route: name, path: ctx.path, requestId: rc.requestId, ip: rc.ip },
-            'audit row not written; the request took effect',
-          ),
-        );
-      if (check.response) {
-        const problems = check.response(JSON.parse(JSON.stringify(result)));
-        if (problems) {
-          deps.ctx.log.error({ route: name, problems, requestId: rc.requestId }, 'response does not match its schema');
-          throw new Error(`response of ${name} does not match its schema`);
+      try {
+        const principal =
+          accepted && checked ? await completeAuthentication(checked, head, body.sha256, accepted, deps) : null;
+        const json = parseBody();
+        const input = {
+          params: check.params ? check.params({ ...ctx.params }) : {},
+          query: check.query ? check.query({ ...ctx.query }) : {},
+          body: check.body ? check.body(json) : undefined,
+        };
+        const rc: RequestCtx = {
+          principal,
+          requestId: ctx.state.requestId as string,
+          ip: ctx.ip,
+          now: new Date(deps.ctx.clock.now()),
+          deps,
+          access: await authorizeRoute(deps.storage.db, spec, principal, input),
+          audit: {},
+          headers: {},
+          webmail,
+          rereadBody: parseBody,
+        };
+        const result = await handler(input as never, rc);
+        // The change is committed: a failed audit row is logged (with everything it would have held) and never
+        // turns the answer into a 500, which would make the client send again what already took effect.
+        if (spec.method !== 'GET' && spec.audit !== false)
+          await recordAudit(deps, name, spec, ctx.path, input.params as Record<string, unknown>, rc).catch((err) =>
+            deps.ctx.log.error(
+              { err, route: name, path: ctx.path, requestId: rc.requestId, ip: rc.ip },
+              'audit row not written; the request took effect',
+            ),
+          );
+        if (check.response) {
+          const problems = check.response(JSON.parse(JSON.stringify(result)));
+          if (problems) {
+            deps.ctx.log.error(
+              { route: name, problems, requestId: rc.requestId },
+              'response does not match its schema',
+            );
+            throw new Error(`response of ${name} does not match its schema`);
+          }
         }
+        ctx.status = spec.status ?? 200;
+        for (const [k, v] of Object.entries(rc.headers)) ctx.set(k, v);
+        ctx.body = result;
+      } finally {
+        rawBody = null;
+        body.release();
       }
-      ctx.status = spec.status ?? 200;
-      for (const [k, v] of Object.entries(rc.headers)) ctx.set(k, v);
-      ctx.body = result;
     };
     router.register(koaPath(spec.path), [spec.method], route);
     if (!spec.path.includes('{')) exact.set(`${spec.method} ${spec.path}`, route);

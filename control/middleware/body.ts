@@ -10,6 +10,7 @@
 import { createHash } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ApiError, fail } from '../errors.js';
+import { bytePool, type BytePool } from './body-pool.js';
 
 /** Bodies above this size count against the large-body cap. */
 export const LARGE_BODY_BYTES = 1024 * 1024;
@@ -18,9 +19,12 @@ const DRAIN_BYTES = 1024 * 1024;
 const DRAIN_MS = 2_000;
 
 export interface RawBody {
+  /** When pooled (body-pool.ts), lent: not to be read once `release` has been called. */
   raw: Buffer;
   /** SHA-256 of `raw`, hex. */
   sha256: string;
+  /** Called once the request is over; does nothing for a body that was not pooled. */
+  release(): void;
 }
 
 export interface BodyReader {
@@ -32,9 +36,13 @@ export interface BodyReader {
   refuseUnread(req: IncomingMessage, res: ServerResponse): void;
 }
 
+/** Octets of idle pooled body buffers a process keeps (body-pool.ts): 64 bodies of 100 kB, or 16 of 1 MB. */
+const POOL_KEEP_BYTES = 16 * 1024 * 1024;
+
 /** `maxLarge`: how many large bodies may be read at once (SVC_HTTP_MAX_LARGE_BODIES). */
 export function bodyReader(maxLarge: number): BodyReader {
   let large = 0;
+  const pool = bytePool(POOL_KEEP_BYTES);
   return {
     refuseUnread(req, res) {
       const hasBody = Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
@@ -56,7 +64,7 @@ export function bodyReader(maxLarge: number): BodyReader {
       }
       if (isLarge) large++;
       try {
-        return await readUpTo(req, res, limit);
+        return await readUpTo(req, res, limit, pool);
       } finally {
         if (isLarge) large--;
       }
@@ -68,7 +76,7 @@ export function bodyReader(maxLarge: number): BodyReader {
  * Events rather than `for await`: leaving an async iteration early destroys the request, and with it the
  * socket the 413 must still be written to.
  */
-function readUpTo(req: IncomingMessage, res: ServerResponse, limit: number): Promise<RawBody> {
+function readUpTo(req: IncomingMessage, res: ServerResponse, limit: number, pool: BytePool): Promise<RawBody> {
   return new Promise((resolve, reject) => {
     const hash = createHash('sha256');
     const chunks: Buffer[] = [];
@@ -92,7 +100,12 @@ function readUpTo(req: IncomingMessage, res: ServerResponse, limit: number): Pro
     };
     const onEnd = () => {
       done();
-      resolve({ raw: Buffer.concat(chunks, size), sha256: hash.digest('hex') });
+      const sha256 = hash.digest('hex');
+      const lent = pool.take(size);
+      if (!lent) return resolve({ raw: Buffer.concat(chunks, size), sha256, release: nothing });
+      let at = 0;
+      for (const chunk of chunks) at += chunk.copy(lent.bytes, at);
+      resolve({ raw: lent.bytes, sha256, release: lent.release });
     };
     const onError = (err: Error) => {
       done();
@@ -105,6 +118,8 @@ function readUpTo(req: IncomingMessage, res: ServerResponse, limit: number): Pro
     req.on('close', onClose);
   });
 }
+
+const nothing = () => {};
 
 function tooLarge(req: IncomingMessage, res: ServerResponse, limit: number): ApiError {
   closeAfter(req, res);

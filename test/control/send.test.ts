@@ -211,7 +211,8 @@ t.test('a send whose cached capability went stale is composed again as the domai
     s.outboundId,
     'Ada Support',
   ]);
-  const text = `Composed twice, every word kept: ${'lorem ipsum '.repeat(300)}end.`;
+  // Over 16 kB: read into a pooled buffer (control/middleware/body-pool.ts), which the second composition reads again.
+  const text = `Composed twice, every word kept: ${'lorem ipsum '.repeat(3000)}end.`;
   const second = await s.key.v1.services.sendEmail({ ...ok, text });
   t.equal(second.status, 'queued', 'accepted on the second composition');
   const raw = spool.body(second.providerMessageId)?.toString('latin1') ?? '';
@@ -232,6 +233,33 @@ t.test('a send whose cached capability went stale is composed again as the domai
     [first.providerMessageId, second.providerMessageId].sort(),
     'and the first composition taken back from the spool',
   );
+});
+
+t.test('large bodies sent at once and one after another each spool their own words', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  const { spool } = svc.running.storage;
+  // Sizes across three of the pool's classes, so that a buffer given back is lent again to a later body of its class
+  // (control/middleware/body-pool.ts) while others of that class are in flight.
+  const texts = Array.from(
+    { length: 24 },
+    (_, i) => `Body ${i}: ${`word${i} `.repeat(4000 + 3000 * (i % 3))}end ${i}.`,
+  );
+  const send = (text: string) =>
+    s.key.v1.services.sendEmail({ from: `a@${s.domain}`, to: 'r@example.com', subject: 'Hi', text });
+  const sent = [
+    ...(await Promise.all(texts.slice(0, 12).map(send))),
+    ...(await Promise.all(texts.slice(12).map(send))),
+  ];
+  const spooled = sent.map((m) => {
+    const raw = spool.body(m.providerMessageId)?.toString('latin1') ?? '';
+    return raw
+      .slice(raw.indexOf('\r\n\r\n') + 4)
+      .replace(/=\r\n/g, '')
+      .replace(/\r\n/g, '\n')
+      .trimEnd();
+  });
+  t.same(spooled, texts, 'each message holds the text it was sent with, whole');
 });
 
 t.test('a send given its body to reread lets go of the text and html once composed', async (t) => {
