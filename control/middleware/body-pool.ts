@@ -7,7 +7,7 @@
 //
 // A body is lent: its reader gives it back when its request is over (control/app.ts), and must not read it after.
 
-/** Bodies shorter than this are not pooled (Node's own 8 kB slab serves the small ones). */
+/** Bodies shorter than this are not pooled: a few kB held through a request weigh little. */
 export const POOLED_MIN_BYTES = 16 * 1024;
 /** Nor longer than this: size classes are powers of two from POOLED_MIN_BYTES up to here. */
 export const POOLED_MAX_BYTES = 1024 * 1024;
