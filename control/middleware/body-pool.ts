@@ -38,11 +38,9 @@ export function bytePool(keepBytes: number): BytePool {
     take(size) {
       if (size < POOLED_MIN_BYTES || size > POOLED_MAX_BYTES) return undefined;
       const cls = classOf(size);
-      const free = idle.get(cls);
-      let buf = free?.pop();
-      if (buf) idleBytes -= cls;
-      else buf = Buffer.allocUnsafeSlow(cls);
-      const whole = buf;
+      const reused = idle.get(cls)?.pop();
+      if (reused) idleBytes -= cls;
+      const whole = reused ?? Buffer.allocUnsafeSlow(cls);
       let lent = true;
       return {
         bytes: whole.subarray(0, size),

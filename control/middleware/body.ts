@@ -38,6 +38,8 @@ export interface BodyReader {
 
 /** Octets of idle pooled body buffers a process keeps (body-pool.ts): 64 bodies of 100 kB, or 16 of 1 MB. */
 const POOL_KEEP_BYTES = 16 * 1024 * 1024;
+/** The release of a body that was not pooled. */
+const nothing = () => {};
 
 /** `maxLarge`: how many large bodies may be read at once (SVC_HTTP_MAX_LARGE_BODIES). */
 export function bodyReader(maxLarge: number): BodyReader {
@@ -118,8 +120,6 @@ function readUpTo(req: IncomingMessage, res: ServerResponse, limit: number, pool
     req.on('close', onClose);
   });
 }
-
-const nothing = () => {};
 
 function tooLarge(req: IncomingMessage, res: ServerResponse, limit: number): ApiError {
   closeAfter(req, res);
