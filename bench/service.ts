@@ -3,7 +3,9 @@
 // bench process. Also: the tenants it sends for, and the sendEmail load.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createClient, SvcError, type Client, type Credential } from '@svc-mail/sdk';
@@ -39,11 +41,16 @@ function built(): Promise<void> {
   return build;
 }
 
-/** Starts `svc start --role <role>` with `env` on top of the bench's own SVC_* settings. */
+/**
+ * Starts `svc start --role <role>` with `env` on top of the bench's own SVC_* settings, in `cwd` (the checkout's root
+ * by default; where a crashed process's core file goes when kernel.core_pattern is a bare name, which the root's
+ * core/ folder stops when that name is "core").
+ */
 export async function startChild(
   role: 'all' | 'control' | 'mta',
   env: Record<string, string>,
   nodeFlags: string[] = [],
+  cwd: string = ROOT,
 ): Promise<Child> {
   const port = await freePort();
   // The mta role has no HTTP listener: it is up once its MX listener accepts connections.
@@ -52,9 +59,9 @@ export async function startChild(
   // The flags config/'s systemd units run the service with (see README, Configuration).
   const child: ChildProcess = spawn(
     process.execPath,
-    [...nodeFlags, '--max-semi-space-size=32', 'dist/bin/svc.js', 'start', '--role', role],
+    [...nodeFlags, '--max-semi-space-size=32', path.join(ROOT, 'dist/bin/svc.js'), 'start', '--role', role],
     {
-      cwd: ROOT,
+      cwd,
       env: {
         ...process.env,
         SVC_HTTP_PORT: String(port),
@@ -104,6 +111,33 @@ export async function startChild(
       stopping = true;
       const code = await exited;
       if (code !== 0) throw new Error(`svc exited with ${code}`);
+    },
+  };
+}
+
+/**
+ * Working directories for the service's processes (startChild's `cwd`), one each under one temp folder: where a
+ * process that crashes leaves its core file, under `ulimit -c unlimited` with kernel.core_pattern a bare name
+ * ("core", as Debian has it). The checkout's root, every process's directory before, could never hold one: its
+ * core/ folder has that name. `kept()` names the folders that hold anything, and removes the whole when none does
+ * (docs/decisions.md #80: an MTA's SIGSEGV at its stop, cause not known).
+ */
+export async function crashFolders() {
+  const root = await mkdtemp(path.join(os.tmpdir(), 'svc-cores-'));
+  let made = 0;
+  return {
+    async folder(name: string): Promise<string> {
+      const dir = path.join(root, `${++made}-${name}`);
+      await mkdir(dir);
+      return dir;
+    },
+    async kept(): Promise<string[]> {
+      const kept: string[] = [];
+      for (const dir of await readdir(root)) {
+        if ((await readdir(path.join(root, dir))).length) kept.push(path.join(root, dir));
+      }
+      if (!kept.length) await rm(root, { recursive: true, force: true });
+      return kept;
     },
   };
 }
