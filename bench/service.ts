@@ -42,9 +42,8 @@ function built(): Promise<void> {
 }
 
 /**
- * Starts `svc start --role <role>` with `env` on top of the bench's own SVC_* settings, in `cwd` (the checkout's root
- * by default; where a crashed process's core file goes when kernel.core_pattern is a bare name, which the root's
- * core/ folder stops when that name is "core").
+ * Starts `svc start --role <role>` with `env` on top of the bench's own SVC_* settings, in `cwd`: the checkout's root
+ * by default, or a folder of crashFolders, where a crash can leave its core file.
  */
 export async function startChild(
   role: 'all' | 'control' | 'mta',
@@ -118,9 +117,9 @@ export async function startChild(
 /**
  * Working directories for the service's processes (startChild's `cwd`), one each under one temp folder: where a
  * process that crashes leaves its core file, under `ulimit -c unlimited` with kernel.core_pattern a bare name
- * ("core", as Debian has it). The checkout's root, every process's directory before, could never hold one: its
- * core/ folder has that name. `kept()` names the folders that hold anything, and removes the whole when none does
- * (docs/decisions.md #80: an MTA's SIGSEGV at its stop, cause not known).
+ * ("core", the kernel's default). The checkout's root cannot hold one: its core/ folder has that name. `kept()`
+ * names the folders that hold anything, and removes the whole when none does (docs/decisions.md #80: an MTA's
+ * SIGSEGV at its stop, cause not known).
  */
 export async function crashFolders() {
   const root = await mkdtemp(path.join(os.tmpdir(), 'svc-cores-'));
