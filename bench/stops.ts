@@ -94,21 +94,21 @@ try {
     await sleep(Number(args.idle) * 1000);
     const stopping: [string, Child][] = [['mta', mta]];
     if (args.both) stopping.push(['control', control]);
+    // How each ended, said without its pid so that the rounds' ends can be counted alike.
     const how = await Promise.all(
       stopping.map(([role, child]) =>
         child.stop().then(
-          () => `${role} ended with 0`,
-          (err: Error) => `${role} (pid ${child.pid}): ${err.message}`,
+          () => ({ pid: child.pid, ok: true, end: `${role} ended with 0` }),
+          (err: Error) => ({ pid: child.pid, ok: false, end: `${role}: ${err.message}` }),
         ),
       ),
     );
     if (args.both) control = null;
     for (const h of how) {
-      const key = h.replace(/ \(pid \d+\)/, '');
-      ends.set(key, (ends.get(key) ?? 0) + 1);
-      if (!h.endsWith('ended with 0')) failed++;
+      ends.set(h.end, (ends.get(h.end) ?? 0) + 1);
+      if (!h.ok) failed++;
     }
-    console.log(`round ${round}: ${how.join('; ')}`);
+    console.log(`round ${round}: ${how.map((h) => `${h.end} (pid ${h.pid})`).join('; ')}`);
   }
   console.log(`ends: ${[...ends].map(([how, n]) => `${n}× ${how}`).join(', ')}`);
 } finally {
