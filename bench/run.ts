@@ -59,7 +59,6 @@ import { startSink, type Sink } from './sink.js';
 import { startRelay, type Relay } from './postfix.js';
 import { startOpenDkim } from './opendkim.js';
 import {
-  crashFolders,
   createTenants,
   KEYS_PER_CLIENT,
   sendLoad,
@@ -203,18 +202,11 @@ try {
     ...args['node-flags']!.split(' ').filter(Boolean),
   ];
   const env = serviceEnv(dbUrl.toString(), dataDir, zone.hostPort);
-  // Each service process in a folder of its own, where a crash leaves its core file (run under `ulimit -c
-  // unlimited`); pushed before any of them starts, so that it is looked at after each has stopped.
-  const crashes = await crashFolders();
-  cleanups.push(async () => {
-    const kept = await crashes.kept();
-    if (kept.length) failures.push(`core files of the service's processes in ${kept.join(', ')}`);
-  });
 
   // ---- 1 and 2. end to end: the service, and the same through Postfix, --runs times in turn -----------
   const ourSink = await startSink('svc');
   cleanups.push(() => ourSink.stop());
-  const svc = await startService({ ...env, SVC_OUTBOUND_PORT: String(ourSink.port) }, nodeFlags, crashes.folder);
+  const svc = await startService({ ...env, SVC_OUTBOUND_PORT: String(ourSink.port) }, nodeFlags);
   cleanups.push(() => svc.stop());
   const tenants = await createTenants(svc.url, ORGS, KEYS_PER_CLIENT * Math.ceil(C / ORGS));
   for (const t of tenants) for (const [host, value] of Object.entries(t.dkimTxt)) zone.txt(host, value);
@@ -360,12 +352,7 @@ try {
   await pf.relay.stop();
 
   // ---- 3. sendEmail alone, sendBatch, then pgbench with the same statements -------------------------
-  const ctl = await startChild(
-    'control',
-    { ...env, ...workersOf('control') },
-    nodeFlags,
-    await crashes.folder('control-alone'),
-  );
+  const ctl = await startChild('control', { ...env, ...workersOf('control') }, nodeFlags);
   cleanups.push(() => ctl.stop());
   // Nothing delivers in this phase: the warm-ups empty the spool as they go (sendLoadAlone), and so does each run.
   const warm = await sendLoadAlone(ctl.url, tenants, { ...load, count: WARMUP, firstIndex: 1e7 }, dataDir);
@@ -447,7 +434,7 @@ try {
   });
   checked('sendBatch alone', batched);
   const batchCpuMs = (ctl.cpuSeconds() - batchCpu0) * 1000;
-  await ctl.stop();
+  await ctl.stop().catch((err: Error) => failures.push(`the control's stop after sending alone: ${err.message}`));
   results.sendEmail = { runs: sendRuns };
   results.sendBatch = {
     batch: BATCH,
@@ -625,12 +612,12 @@ process.exit(0);
  * database (architecture.md; config/svc@.service), so each role has a Node thread of its own, as
  * Postfix spreads its work over smtpd, cleanup, qmgr and smtp; with --one-process, `--role all`.
  */
-async function startService(env: Record<string, string>, flags: string[], folder: (name: string) => Promise<string>) {
+async function startService(env: Record<string, string>, flags: string[]) {
   const roles: (Child & { role: string })[] = [];
   const stop = () => Promise.all(roles.map((r) => r.stop())).then(() => undefined);
   try {
     for (const role of args['one-process'] ? (['all'] as const) : (['control', 'mta'] as const)) {
-      roles.push({ role, ...(await startChild(role, { ...env, ...workersOf(role) }, flags, await folder(role))) });
+      roles.push({ role, ...(await startChild(role, { ...env, ...workersOf(role) }, flags)) });
     }
   } catch (err) {
     await stop().catch(() => {});

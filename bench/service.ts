@@ -3,7 +3,7 @@
 // bench process. Also: the tenants it sends for, and the sendEmail load.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -42,25 +42,26 @@ function built(): Promise<void> {
 }
 
 /**
- * Starts `svc start --role <role>` with `env` on top of the bench's own SVC_* settings, in `cwd`: the checkout's root
- * by default, or a folder of crashFolders, where a crash can leave its core file.
+ * Starts `svc start --role <role>` with `env` on top of the bench's own SVC_* settings, in a folder of its own
+ * (crashFolder), where a crash leaves its core file. Its stop fails when the process ended other than with 0, and
+ * then says what the folder holds.
  */
 export async function startChild(
   role: 'all' | 'control' | 'mta',
   env: Record<string, string>,
   nodeFlags: string[] = [],
-  cwd: string = ROOT,
 ): Promise<Child> {
   const port = await freePort();
   // The mta role has no HTTP listener: it is up once its MX listener accepts connections.
   const smtpPort = role === 'mta' ? await freePort() : 0;
   await built();
+  const folder = await crashFolder(role);
   // The flags config/'s systemd units run the service with (see README, Configuration).
   const child: ChildProcess = spawn(
     process.execPath,
     [...nodeFlags, '--max-semi-space-size=32', path.join(ROOT, 'dist/bin/svc.js'), 'start', '--role', role],
     {
-      cwd,
+      cwd: folder.dir,
       env: {
         ...process.env,
         SVC_HTTP_PORT: String(port),
@@ -84,10 +85,10 @@ export async function startChild(
     child.once('exit', (code, signal) => resolve((ended = code ?? signal ?? 'no code and no signal'))),
   );
   const url = `http://127.0.0.1:${port}`;
-  let stopping = false;
+  let stopping: Promise<void> | undefined;
   for (let i = 0; ; i++) {
     // Ended while starting, by a code or by a signal: said at once, not after 30 s.
-    if (ended !== undefined) throw new Error(`svc start --role ${role} exited with ${ended}`);
+    if (ended !== undefined) throw new Error(`svc start --role ${role} exited with ${ended}${await folder.left()}`);
     const ok =
       role === 'mta'
         ? await connects(smtpPort)
@@ -104,39 +105,34 @@ export async function startChild(
     pid: child.pid!,
     // With SVC_WORKERS the service is the cluster's primary and its workers (bin/cluster.ts).
     cpuSeconds: () => cpuSecondsOf((p) => p.pid === child.pid || p.ppid === child.pid),
-    async stop() {
-      // Once: a second SIGTERM would end a process that is draining (drains, then exits, and writes --cpu-prof).
-      if (ended === undefined && !stopping) child.kill('SIGTERM');
-      stopping = true;
-      const code = await exited;
-      if (code !== 0) throw new Error(`svc exited with ${code}`);
-    },
+    // Once: a second SIGTERM would end a process that is draining (drains, then exits, and writes --cpu-prof), and
+    // the folder is looked at once.
+    stop: () =>
+      (stopping ??= (async () => {
+        if (ended === undefined) child.kill('SIGTERM');
+        const code = await exited;
+        const left = await folder.left();
+        if (code !== 0) throw new Error(`svc exited with ${code}${left}`);
+      })()),
   };
 }
 
 /**
- * Working directories for the service's processes (startChild's `cwd`), one each under one temp folder: where a
- * process that crashes leaves its core file, under `ulimit -c unlimited` with kernel.core_pattern a bare name
- * ("core", the kernel's default). The checkout's root cannot hold one: its core/ folder has that name. `kept()`
- * names the folders that hold anything, and removes the whole when none does (docs/decisions.md #80: an MTA's
+ * A working directory for one service process, made in the temp folder: where the process leaves its core file if
+ * it crashes, under `ulimit -c unlimited` with kernel.core_pattern a bare name ("core", the kernel's default). The
+ * checkout's root cannot hold one: its core/ folder has that name. `left()`, once the process has ended, removes the
+ * folder when it holds nothing and returns '', else keeps it and says what it holds (docs/decisions.md #80: an MTA's
  * SIGSEGV at its stop, cause not known).
  */
-export async function crashFolders() {
-  const root = await mkdtemp(path.join(os.tmpdir(), 'svc-cores-'));
-  let made = 0;
+export async function crashFolder(role: string) {
+  const dir = await mkdtemp(path.join(os.tmpdir(), `svc-cores-${role}-`));
   return {
-    async folder(name: string): Promise<string> {
-      const dir = path.join(root, `${++made}-${name}`);
-      await mkdir(dir);
-      return dir;
-    },
-    async kept(): Promise<string[]> {
-      const kept: string[] = [];
-      for (const dir of await readdir(root)) {
-        if ((await readdir(path.join(root, dir))).length) kept.push(path.join(root, dir));
-      }
-      if (!kept.length) await rm(root, { recursive: true, force: true });
-      return kept;
+    dir,
+    async left(): Promise<string> {
+      const files = await readdir(dir);
+      if (files.length) return `; ${dir} holds ${files.join(', ')}`;
+      await rm(dir, { recursive: true, force: true });
+      return '';
     },
   };
 }

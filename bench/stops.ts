@@ -4,8 +4,8 @@
 // delivers --messages of --size through a loopback DNS zone's MX to smtp-sink, waits --idle seconds (in
 // `npm run bench` the service sits idle while Postfix's side runs, then stops), stops what it started (SIGTERM, as
 // systemd does; with --both, the two at once, as the bench's cleanup does) and prints how each process ended: code
-// 0, or the code or signal it ended with. Each process runs in a folder of its own (crashFolders), where a crash
-// leaves its core file when run under `ulimit -c unlimited`; the folder is kept and named at the end when one does,
+// 0, or the code or signal it ended with. Each process runs in a folder of its own (crashFolder in service.ts), where
+// a crash leaves its core file when run under `ulimit -c unlimited`; a bad end names the folder and what it holds,
 // for gdb with the Node that ran it (`gdb node_modules/.bin/node <folder>/core`, then `thread apply all bt`).
 //
 //   node --import ./bin/resolve-sources.ts bench/stops.ts [--rounds 20] [--messages 10000] [--size 1k|10k|100k]
@@ -16,16 +16,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { startDnsZone } from '../test/helpers/dns-zone.js';
 import { startSink } from './sink.js';
-import {
-  crashFolders,
-  createTenants,
-  KEYS_PER_CLIENT,
-  sendLoad,
-  serviceEnv,
-  startChild,
-  textOfSize,
-  type Child,
-} from './service.js';
+import { createTenants, KEYS_PER_CLIENT, sendLoad, serviceEnv, startChild, textOfSize, type Child } from './service.js';
 import { benchDatabase, PG_URL, sleep } from './util.js';
 
 const { values: args } = parseArgs({
@@ -58,14 +49,7 @@ try {
   const sink = await startSink('stops');
   cleanups.push(() => sink.stop());
   const env = { ...serviceEnv(db.url, dataDir, zone.hostPort), SVC_WORKERS: args.workers! };
-  // Each process in a folder of its own, where a crash leaves its core file.
-  const crashes = await crashFolders();
-  cleanups.push(async () => {
-    const kept = await crashes.kept();
-    if (kept.length) console.log(`core files in ${kept.join(', ')}`);
-  });
-  let round = 0;
-  const startControl = async () => startChild('control', env, [], await crashes.folder(`round-${round}-control`));
+  const startControl = () => startChild('control', env);
   let control: Child | null = await startControl();
   // Registered once: a round that stopped the control starts it again, and this stops whichever is up at the end.
   cleanups.push(() => control?.stop() ?? Promise.resolve());
@@ -78,14 +62,9 @@ try {
   );
   const ends = new Map<string, number>();
   let sent = 0;
-  for (round = 1; round <= ROUNDS; round++) {
+  for (let round = 1; round <= ROUNDS; round++) {
     control ??= await startControl();
-    const mta = await startChild(
-      'mta',
-      { ...env, SVC_OUTBOUND_PORT: String(sink.port) },
-      [],
-      await crashes.folder(`round-${round}-mta`),
-    );
+    const mta = await startChild('mta', { ...env, SVC_OUTBOUND_PORT: String(sink.port) });
     const r = await sendLoad(control.url, tenants, { ...load, count: N, firstIndex: sent });
     sent += N;
     if (r.ok !== N) throw new Error(`round ${round}: ${r.ok} of ${N} accepted`);
