@@ -73,7 +73,7 @@ try {
     await sleep(Number(args.idle) * 1000);
     const stopping: [string, Child][] = [['mta', mta]];
     if (args.both) stopping.push(['control', control]);
-    // How each ended, said without its pid so that the rounds' ends can be counted alike.
+    // How each ended, without its pid, so that the rounds' clean ends are counted alike (a bad end names its folder).
     const how = await Promise.all(
       stopping.map(([role, child]) =>
         child.stop().then(
