@@ -10,17 +10,15 @@
 //
 //   node --import ./bin/resolve-sources.ts bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64]
 //        [--size 1k|10k|100k] [--idle 0] [--warmup 30000] [--pg URL] [--node-flags=--trace-gc,...]
-import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { WAIT_STEPS, type WaitStep } from '../core/deps.js';
-import { startDnsZone } from '../test/helpers/dns-zone.js';
 import {
   createTenants,
   KEYS_PER_CLIENT,
   sendLoad,
   sendLoadAlone,
+  sendingSetup,
   serviceEnv,
   startChild,
   textOfSize,
@@ -59,11 +57,7 @@ const load = { concurrency: C, text: textOfSize(args.size!), domains: 1 };
 const cleanups: (() => Promise<unknown>)[] = [];
 try {
   const db = await benchDatabase(args.pg!, 'svc_accept', cleanups);
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'svc-accept-'));
-  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-  const zone = await startDnsZone();
-  cleanups.push(() => zone.stop());
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
+  const { dataDir, zone } = await sendingSetup('accept', cleanups);
   const nodeFlags = args['node-flags']!.split(',').filter(Boolean);
   const ctl = await startChild('control', serviceEnv(db.url, dataDir, zone.hostPort), nodeFlags);
   cleanups.push(() => ctl.stop());

@@ -53,7 +53,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
-import { startDnsZone } from '../test/helpers/dns-zone.js';
 import { composeMessage } from '../mail/compose.js';
 import { startSink, type Sink } from './sink.js';
 import { startRelay, type Relay } from './postfix.js';
@@ -66,6 +65,7 @@ import {
   startChild,
   type Child,
   SUBJECT,
+  sendingSetup,
   serviceEnv,
   textOfSize,
   htmlOf,
@@ -190,11 +190,7 @@ try {
   results.postgres = created.version;
   const dbUrl = new URL(created.url);
 
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'svc-bench-data-'));
-  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-  const zone = await startDnsZone();
-  cleanups.push(() => zone.stop());
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
+  const { dataDir, zone } = await sendingSetup('bench', cleanups);
   // --domains: each recipient domain its own MX record, all on the one sink (sized never to be the bottleneck).
   for (let d = 0; d < DOMAINS; d++) zone.mx(recipientDomain(d, DOMAINS), 10, 'mx.dest.test');
   const nodeFlags = [

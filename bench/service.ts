@@ -8,6 +8,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startDnsZone } from '../test/helpers/dns-zone.js';
 import { createClient, SvcError, type Client, type Credential } from '@svc-mail/sdk';
 import { cpuSecondsOf, emptySpool, freePort, sleep } from './util.js';
 import { closeIdle, leanFetch, leanSign, sharedBodyPrefix } from './lean-fetch.js';
@@ -235,6 +236,20 @@ export const SIZES: Record<string, number> = { '1k': 1024, '10k': 10 * 1024, '10
 export function textOfSize(size: string): string {
   if (!(size in SIZES)) throw new Error(`--size must be one of ${Object.keys(SIZES).join(', ')}`);
   return size === '1k' ? TEXT : bodyOfSize(SIZES[size]!);
+}
+
+/**
+ * What a sending bench's service runs beside: a data directory in the temp folder, and a loopback DNS zone where
+ * dest.test, the recipients' domain (recipientDomain), has its MX on 127.0.0.1, the sink's address. Both go with
+ * `cleanups`.
+ */
+export async function sendingSetup(name: string, cleanups: (() => Promise<unknown>)[]) {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), `svc-${name}-data-`));
+  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
+  const zone = await startDnsZone();
+  cleanups.push(() => zone.stop());
+  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
+  return { dataDir, zone };
 }
 
 /**

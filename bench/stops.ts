@@ -10,13 +10,18 @@
 //
 //   node --import ./bin/resolve-sources.ts bench/stops.ts [--rounds 20] [--messages 10000] [--size 1k|10k|100k]
 //        [--idle 0] [--both] [--workers 1] [--pg URL]
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { startDnsZone } from '../test/helpers/dns-zone.js';
 import { startSink } from './sink.js';
-import { createTenants, KEYS_PER_CLIENT, sendLoad, serviceEnv, startChild, textOfSize, type Child } from './service.js';
+import {
+  createTenants,
+  KEYS_PER_CLIENT,
+  sendingSetup,
+  sendLoad,
+  serviceEnv,
+  startChild,
+  textOfSize,
+  type Child,
+} from './service.js';
 import { benchDatabase, PG_URL, sleep } from './util.js';
 
 const { values: args } = parseArgs({
@@ -41,11 +46,7 @@ const cleanups: (() => Promise<unknown>)[] = [];
 let failed = 0;
 try {
   const db = await benchDatabase(args.pg!, 'svc_stops', cleanups);
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'svc-stops-'));
-  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-  const zone = await startDnsZone();
-  cleanups.push(() => zone.stop());
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
+  const { dataDir, zone } = await sendingSetup('stops', cleanups);
   const sink = await startSink('stops');
   cleanups.push(() => sink.stop());
   const env = { ...serviceEnv(db.url, dataDir, zone.hostPort), SVC_WORKERS: args.workers! };
