@@ -98,7 +98,12 @@ export async function startChild(
             () => false,
           );
     if (ok) break;
-    if (i > 600) throw new Error(`svc start --role ${role} did not come up within 30 s`);
+    if (i > 600) {
+      // Not left running behind the error, holding its ports and database: no one would stop it.
+      child.kill('SIGKILL');
+      await exited;
+      throw new Error(`svc start --role ${role} did not come up within 30 s${await folder.left()}`);
+    }
     await sleep(50);
   }
   return {
