@@ -20,7 +20,6 @@
 import { execFile } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { mkdtemp, rm } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,12 +27,11 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import pg from 'pg';
 import { createClient } from '@svc-mail/sdk';
-import { startDnsZone } from '../test/helpers/dns-zone.js';
 import { openPostgres } from '../storage/pg/client.js';
 import { markInboundVerified } from '../storage/pg/domains.js';
 import { createInbox } from '../storage/pg/inboxes.js';
 import { startMaildir } from './postfix.js';
-import { ADMIN_KEY, startChild } from './service.js';
+import { ADMIN_KEY, benchSetup, startChild } from './service.js';
 import { benchDatabase, cpuSecondsSince, freePort, PG_URL, processes, sleep } from './util.js';
 
 const run = promisify(execFile);
@@ -102,12 +100,9 @@ try {
   postgresVersion = created.version;
   const dbUrl = new URL(created.url);
 
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'svc-inbench-data-'));
-  cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
   // The MX authenticates every message (SPF, DKIM, DMARC: mta/inbound/authenticate.ts); its lookups are
   // answered on loopback. Postfix, as configured by Debian, checks none of these.
-  const zone = await startDnsZone();
-  cleanups.push(() => zone.stop());
+  const { dataDir, zone } = await benchSetup('inbench', cleanups);
   zone.txt('sender-bench.test', 'v=spf1 ip4:127.0.0.1 -all');
   zone.txt('_dmarc.sender-bench.test', 'v=DMARC1; p=none');
 

@@ -243,18 +243,23 @@ export function textOfSize(size: string): string {
   return size === '1k' ? TEXT : bodyOfSize(SIZES[size]!);
 }
 
-/**
- * What a sending bench's service runs beside: a data directory in the temp folder, and a loopback DNS zone where
- * dest.test, the recipients' domain (recipientDomain), has its MX on 127.0.0.1, the sink's address. Both go with
- * `cleanups`.
- */
-export async function sendingSetup(name: string, cleanups: (() => Promise<unknown>)[]) {
+/** A bench's data directory in the temp folder and a loopback DNS zone, both gone with `cleanups`. */
+export async function benchSetup(name: string, cleanups: (() => Promise<unknown>)[]) {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), `svc-${name}-data-`));
   cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
   const zone = await startDnsZone();
   cleanups.push(() => zone.stop());
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
   return { dataDir, zone };
+}
+
+/**
+ * What a sending bench's service runs beside: benchSetup's, with dest.test, the recipients' domain
+ * (recipientDomain), given its MX on 127.0.0.1, the sink's address.
+ */
+export async function sendingSetup(name: string, cleanups: (() => Promise<unknown>)[]) {
+  const setup = await benchSetup(name, cleanups);
+  setup.zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
+  return setup;
 }
 
 /**
