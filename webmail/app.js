@@ -503,17 +503,24 @@ function Mail({ session, onSignedOut }) {
   const [error, setError] = useState('');
   const state = useRef({ folderId, page, query });
   state.current = { folderId, page, query };
+  // Loads overlap (a folder picked while a refresh is in flight) and their answers can come back in any order:
+  // only the newest load of each kind is applied, so an older folder's list never replaces the one picked.
+  const loads = useRef({ folders: 0, list: 0 });
 
   const loadFolders = useCallback(async () => {
+    const mine = ++loads.current.folders;
     const out = await api('GET', '/folders');
+    if (mine !== loads.current.folders) return;
     setFolders(out.folders);
     if (!state.current.folderId && out.folders[0]) setFolderId(out.folders[0].id);
   }, []);
   const loadList = useCallback(async () => {
     const { folderId: f, page: p, query: q } = state.current;
     if (!f) return;
+    const mine = ++loads.current.list;
     const qs = new URLSearchParams({ page: String(p), pageSize: String(PAGE_SIZE), ...(q ? { q } : {}) });
     const out = await api('GET', `/folders/${f}/messages?${qs}`);
+    if (mine !== loads.current.list) return;
     setItems(out.messages);
     setTotal(out.total);
   }, []);

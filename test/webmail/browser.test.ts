@@ -1,8 +1,8 @@
-// The webmail in a real browser (headless Chromium driven by playwright-core, one launch for the file): sign in,
-// read a message delivered over SMTP to our MX, see a new one arrive without a reload, compose and send a message
-// that reaches an SMTP sink with its copy in Sent, a hostile HTML mail whose script does not run and whose remote
-// image does not load, and the page's refusals (a CSRF attempt, another inbox's message). Each step leaves a
-// screenshot in the test's output directory.
+// The webmail in a real browser (headless Chromium driven by playwright-core, one launch for the file): sign in, read a
+// message delivered over SMTP to our MX, see a new one arrive without a reload, compose and send a message that reaches
+// an SMTP sink with its copy in Sent, a folder's list that answers late and does not replace the one picked after it, a
+// hostile HTML mail whose script does not run and whose remote image does not load, and the page's refusals (a CSRF
+// attempt, another inbox's message). Each step leaves a screenshot in the test's output directory.
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -163,6 +163,36 @@ t.test('the webmail in Chromium', async (t) => {
     await page.getByRole('button', { name: /^Sent/ }).click();
     await page.getByRole('button', { name: /From the webmail/ }).waitFor();
     await shot(page, '5-sent');
+  });
+
+  await t.test("a folder's list answering late does not replace the folder picked after it", async (t) => {
+    // Inbox is picked and its list held back; Sent is picked and answers; then Inbox's answer arrives.
+    const LIST = /\/webmail\/v1\/folders\/[^/]+\/messages/;
+    type Held = { url: string; release: () => Promise<void> };
+    let hold: ((held: Held) => void) | undefined;
+    const heldNow = new Promise<Held>((r) => (hold = r));
+    await page.route(LIST, async (route) => {
+      const first = hold;
+      hold = undefined;
+      if (!first) return route.continue();
+      first({ url: route.request().url(), release: () => route.continue() });
+    });
+    try {
+      await page.getByRole('button', { name: /^Inbox/ }).click();
+      const inbox = await heldNow;
+      const sentAnswered = page.waitForResponse((r) => LIST.test(r.url()) && r.url() !== inbox.url);
+      await page.getByRole('button', { name: /^Sent/ }).click();
+      await (await sentAnswered).finished();
+      const inboxAnswered = page.waitForResponse((r) => r.url() === inbox.url);
+      await inbox.release();
+      await (await inboxAnswered).finished();
+      // The page's handling of the late answer: its body read and applied, then a render.
+      await page.evaluate(() => new Promise((r) => setTimeout(r, 200)));
+      t.ok(await page.getByRole('button', { name: /From the webmail/ }).isVisible(), "Sent's list is shown");
+      t.notOk(await page.getByRole('button', { name: /Live one/ }).isVisible(), "the inbox's list is not");
+    } finally {
+      await page.unroute(LIST);
+    }
   });
 
   await t.test('a draft keeps its attachment when opened again and sent', async (t) => {
