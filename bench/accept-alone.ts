@@ -1,12 +1,12 @@
-// sendEmail alone, run after run: a diagnostic for work on the control plane, not a benchmark (no peer runs beside
-// it; `npm run bench` compares with pgbench). The service as `svc start --role control` (nothing delivers) on a
-// database of its own, a warm-up, then --runs measurements of --seconds each, back to back or --idle seconds apart,
-// each on emptied messages tables and its own sockets as in `npm run bench`'s phase 3. Per run: requests per
-// second, p50 and p99, and the CPU a request of each worker and of Postgres's backends (less than it was when a
-// backend exits during the run, its time going with it), and the longest stall of the disk under the data
-// directory (watchDisk), which holds up every durable commit in flight, and the mean time a request waited for each
-// shared write (the service's svc_request_wait_seconds). For an A/B, run it on two checkouts in turn, several times
-// each: one machine's speed moved by a fifth from one hour to the next here.
+// sendEmail alone, run after run: a diagnostic for work on the control plane, not a benchmark (no peer runs beside it;
+// `npm run bench` compares with pgbench). The service as `svc start --role control` (nothing delivers) on a database of
+// its own, a warm-up, then --runs measurements of --seconds each, back to back or --idle seconds apart, each on emptied
+// messages tables and its own sockets as in `npm run bench`'s phase 3. Per run: requests per second, p50 and p99, and
+// the CPU a request of each worker and of Postgres's backends (less than it was when a backend exits during the run,
+// its time going with it), and the longest stall of the disk under the data directory (watchDisk) and the WAL segments
+// Postgres created (watchWal), either of which holds up every durable commit in flight, and the mean time a request
+// waited for each shared write (the service's svc_request_wait_seconds). For an A/B, run it on two checkouts in turn,
+// several times each: one machine's speed moved by a fifth from one hour to the next here.
 //
 //   node --import ./bin/resolve-sources.ts bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64]
 //        [--size 1k|10k|100k] [--idle 0] [--warmup 30000] [--pg URL] [--node-flags=--trace-gc,...]
@@ -33,7 +33,9 @@ import {
   quantile,
   sleep,
   svcChildren,
+  walDirectory,
   watchDisk,
+  watchWal,
 } from './util.js';
 
 const { values: args } = parseArgs({
@@ -66,6 +68,7 @@ try {
   // Nothing delivers: the warm-up empties the spool as it goes (sendLoadAlone), and so does each run.
   await sendLoadAlone(ctl.url, tenants, { ...load, count: Number(args.warmup), firstIndex: 1e7 }, dataDir);
 
+  const walDir = await walDirectory(args.pg!);
   // The cluster's workers; with one (SVC_WORKERS=1, or one core) the service runs in its own process.
   const children = svcChildren(ctl.pid);
   const workers = children.length ? children : [ctl.pid];
@@ -80,6 +83,7 @@ try {
     const cpu0 = workers.map((pid) => cpuSecondsOf((p) => p.pid === pid));
     const pgCpu = pgCpuSince();
     const disk = watchDisk(dataDir);
+    const wal = watchWal(walDir);
     const benchCpu0 = process.cpuUsage();
     const a = await sendLoad(ctl.url, tenants, {
       ...load,
@@ -87,6 +91,7 @@ try {
       firstIndex: next,
     });
     const stalls = disk?.();
+    const created = wal?.();
     const waits = await waitsOf(ctl.url);
     const benchCpu = process.cpuUsage(benchCpu0);
     const perRequest = (s: number) => ((s * 1000) / a.ok).toFixed(3);
@@ -104,6 +109,7 @@ try {
         (stalls
           ? `; ${stalls.device} stalled ${stalls.longestMs.toFixed(0)} ms at most, ${stalls.over50}× > 50 ms`
           : '') +
+        (created === undefined ? '' : `; ${created} WAL segments created`) +
         (a.errors.size ? `; errors ${JSON.stringify([...a.errors])}` : ''),
     );
   }

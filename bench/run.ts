@@ -11,8 +11,8 @@
 //      clients, then sendBatch (100 messages a request, 8 clients) for as long, beside pgbench running
 //      bench/accept.sql, the same work per send, on the same Postgres. Each of these measurements starts
 //      with the messages tables emptied (freshSends), so that none pays for the rows of the one before, and
-//      watches the disk under the data directory for stalls (watchDisk); the report gives pgbench's p99 at
-//      sendEmail's concurrency beside sendEmail's.
+//      watches the disk under the data directory for stalls (watchDisk) and Postgres's pg_wal for the WAL segments
+//      it creates (watchWal); the report gives pgbench's p99 at sendEmail's concurrency beside sendEmail's.
 //
 // Both end-to-end sides first send untimed warm-up messages: ours --warmup, since a service runs for days and V8 gives
 // a function to Turbofan only after ~3,000 calls' worth of its bytecode (--invocation-count-for-turbofan); Postfix
@@ -86,7 +86,9 @@ import {
   undelivered,
   quantile,
   sleep,
+  walDirectory,
   watchDisk,
+  watchWal,
 } from './util.js';
 
 const run = promisify(execFile);
@@ -186,6 +188,7 @@ try {
   // ---- shared setup: a database, a data dir, a DNS zone with the recipients' MX -------------------
   const created = await benchDatabase(args.pg, 'svc_bench', cleanups);
   postgresCores = await pinPostgres(args.pg!, cleanups);
+  const walDir = await walDirectory(args.pg!);
   const dbName = created.dbName;
   results.postgres = created.version;
   const dbUrl = new URL(created.url);
@@ -356,7 +359,7 @@ try {
   // pgbench's backends are gone when it returns (and their CPU time with them): sample while it runs.
   const pgbenchAt = async (clients: number) => {
     await freshSends(dbUrl.toString());
-    const disk = watchDisk(dataDir);
+    const storage = watchStorage(dataDir, walDir);
     const running = pgbench(dbUrl.toString(), ORGS, clients, SECONDS);
     await sleep(1_000);
     const [pgCpu, w1, m1] = [pgCpuSince(), performance.now(), machineCpu()];
@@ -365,11 +368,14 @@ try {
     const pgb = await running;
     const { machineBusy } = machineShare(m1, m2, pgb.transactions);
     const pgCpuMsPerTx = (pgSeconds / ((w2 - w1) / 1000) / pgb.tps) * 1000;
-    return { clients, ...pgb, pgCpuMsPerTx, machineBusy, ...diskStalls(disk) };
+    return { clients, ...pgb, pgCpuMsPerTx, machineBusy, ...storage() };
   };
   const sendRuns: Record<string, number>[] = [];
   type PgbenchAt = Awaited<ReturnType<typeof pgbenchAt>>;
-  const pgbenchRuns: { best: PgbenchAt; sweep: Pick<PgbenchAt, 'clients' | 'tps' | 'p99Ms' | 'diskStallMs'>[] }[] = [];
+  const pgbenchRuns: {
+    best: PgbenchAt;
+    sweep: Pick<PgbenchAt, 'clients' | 'tps' | 'p99Ms' | 'diskStallMs' | 'walSegmentsCreated'>[];
+  }[] = [];
   let next = 2e7;
   for (let r = 0; r < RUNS; r++) {
     await freshSends(dbUrl.toString());
@@ -377,7 +383,7 @@ try {
     const ctlCpu0 = ctl.cpuSeconds();
     const pgCpu = pgCpuSince();
     const machine0 = machineCpu();
-    const disk = watchDisk(dataDir);
+    const storage = watchStorage(dataDir, walDir);
     const benchCpu0 = process.cpuUsage();
     const alone = await sendLoad(ctl.url, tenants, {
       ...load,
@@ -397,7 +403,7 @@ try {
       pgCpuMsPerRequest: (pgCpu() * 1000) / alone.ok,
       loadGenCpuMsPerRequest: (benchCpu.user + benchCpu.system) / 1000 / alone.ok,
       machineBusy,
-      ...diskStalls(disk),
+      ...storage(),
     });
     // pgbench at the client count where it is fastest on this machine, found in the same run.
     const sweep: PgbenchAt[] = [];
@@ -405,7 +411,13 @@ try {
     const best = sweep.reduce((a, b) => (b.tps > a.tps ? b : a));
     pgbenchRuns.push({
       best,
-      sweep: sweep.map((s) => ({ clients: s.clients, tps: s.tps, p99Ms: s.p99Ms, diskStallMs: s.diskStallMs })),
+      sweep: sweep.map(({ clients, tps, p99Ms, diskStallMs, walSegmentsCreated }) => ({
+        clients,
+        tps,
+        p99Ms,
+        diskStallMs,
+        walSegmentsCreated,
+      })),
     });
   }
   // sendBatch (issue 16 item 7): the same messages, 100 a request, from 8 clients (a batch is already
@@ -514,11 +526,15 @@ const row = (label: string, rate: string, notes = '') => `  ${label.padEnd(58)}$
 const seMed = (k: string) => med(seRuns.map((r) => r[k]!));
 // The share of the machine's cores a side kept busy while it ran (bench/util.ts, machineCpu).
 const busy = (runs: { machineBusy: number }[]) => `machine ${f(med(runs.map((r) => r.machineBusy * 100)))}% busy`;
-// The disk's longest stall in each run (watchDisk), as the median of the runs.
-const stalled = (runs: { diskStallMs?: number }[]) =>
-  runs.length && runs.every((r) => Number.isFinite(r.diskStallMs))
+// The disk's longest stall in each run (watchDisk) and the WAL segments Postgres created (watchWal), as the medians
+// of the runs.
+const stalled = (runs: { diskStallMs?: number; walSegmentsCreated?: number }[]) =>
+  (runs.length && runs.every((r) => Number.isFinite(r.diskStallMs))
     ? `; disk stalled up to ${f(med(runs.map((r) => r.diskStallMs!)))} ms`
-    : '';
+    : '') +
+  (runs.length && runs.every((r) => Number.isFinite(r.walSegmentsCreated))
+    ? `; ${f(med(runs.map((r) => r.walSegmentsCreated!)))} WAL segments created`
+    : '');
 console.log(
   [
     '',
@@ -685,13 +701,21 @@ async function checkSigned(name: string, sink: Sink, expected: number, keys: Rec
 }
 
 /**
- * A measurement's disk stalls (watchDisk): the longest, and how many passed 50 ms. A stall holds up every commit in
- * flight, so a p99 over the goal in a run where the disk stopped for longer says more of the host than of the code.
+ * Starts watching what a measurement's durable commits wait on: the disk's stalls (watchDisk) under `dataDir`, and
+ * the WAL segments Postgres created (watchWal) in `walDir`. A stall holds up every commit in flight, and so does a
+ * segment's creation, so a p99 over the goal in a run with long stalls or many creations says more of the host than
+ * of the code. The function returned ends the watch: the longest stall, how many passed 50 ms, the segments created.
  */
-function diskStalls(stop: ReturnType<typeof watchDisk>): { diskStallMs: number; diskStallsOver50: number } {
-  // NaN (null in the results' JSON) where the disk is not watched.
-  const d = stop?.();
-  return { diskStallMs: d?.longestMs ?? NaN, diskStallsOver50: d?.over50 ?? NaN };
+function watchStorage(
+  dataDir: string,
+  walDir: string | null,
+): () => { diskStallMs: number; diskStallsOver50: number; walSegmentsCreated: number } {
+  const [disk, wal] = [watchDisk(dataDir), watchWal(walDir)];
+  return () => {
+    // NaN (null in the results' JSON) where the disk or pg_wal is not watched.
+    const d = disk?.();
+    return { diskStallMs: d?.longestMs ?? NaN, diskStallsOver50: d?.over50 ?? NaN, walSegmentsCreated: wal?.() ?? NaN };
+  };
 }
 
 /** pgbench on accept.sql; latencies from its per-transaction log. */

@@ -1,8 +1,9 @@
 // Small helpers shared by the bench modules.
 import { execFileSync } from 'node:child_process';
-import { readFileSync, statSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
 import { openLmdb } from '../storage/lmdb/env.js';
 import { openSpool } from '../storage/lmdb/spool.js';
@@ -186,6 +187,78 @@ export function diskStalls(): {
       return since === null ? stalls : [...stalls, now - since];
     },
   };
+}
+
+/** A WAL segment's name in pg_wal (timeline, log, segment: 24 hex digits), or one being made (`xlogtemp.<pid>`). */
+const WAL_SEGMENT = /^(?:[0-9A-F]{24}|xlogtemp\.\d+)$/;
+
+/**
+ * How many WAL segments Postgres created in `walDir` (its pg_wal) while watched, until the returned function is
+ * called. Postgres takes the next segment from those its checkpoints recycled (an old one renamed), as many as it
+ * expects to need; past them it creates one: 16 MB of zeros written and synced as `xlogtemp.<pid>`, then renamed,
+ * with its WAL write lock held, so that every commit in flight waits for it (docs/decisions.md #83). A created
+ * segment is told from a recycled one by its inode, which pg_wal did not hold at the sample before (a rename keeps
+ * the inode). The directory is read every 10 ms, and a new name stat'ed: inotify would wake the bench for each of
+ * Postgres's WAL writes. Null where pg_wal cannot be read (a server on another machine, another user's files).
+ */
+export function watchWal(walDir: string | null): (() => number) | null {
+  if (!walDir) return null;
+  let names = new Map<string, number>();
+  const read = () => {
+    const next = new Map<string, number>();
+    for (const name of readdirSync(walDir)) {
+      if (!WAL_SEGMENT.test(name)) continue;
+      let ino = names.get(name);
+      if (ino === undefined) {
+        try {
+          ino = statSync(path.join(walDir, name)).ino;
+        } catch {
+          continue; // renamed or removed since the listing: the next sample sees it where it went
+        }
+      }
+      next.set(name, ino);
+    }
+    return next;
+  };
+  try {
+    names = read();
+  } catch {
+    return null;
+  }
+  let created = 0;
+  const sample = () => {
+    let next: Map<string, number>;
+    try {
+      next = read();
+    } catch {
+      return;
+    }
+    const before = new Set(names.values());
+    for (const ino of new Set(next.values())) if (!before.has(ino)) created++;
+    names = next;
+  };
+  const timer = setInterval(sample, 10);
+  return () => {
+    clearInterval(timer);
+    sample();
+    return created;
+  };
+}
+
+/** The pg_wal directory of the PostgreSQL server at `serverUrl` (read as its superuser), or null if not readable. */
+export async function walDirectory(serverUrl: string): Promise<string | null> {
+  const c = new pg.Client({ connectionString: serverUrl });
+  try {
+    await c.connect();
+    const { rows } = await c.query<{ d: string }>("SELECT current_setting('data_directory') AS d");
+    const dir = path.join(rows[0]!.d, 'pg_wal');
+    readdirSync(dir);
+    return dir;
+  } catch {
+    return null;
+  } finally {
+    await c.end().catch(() => {});
+  }
 }
 
 /** The PostgreSQL server the benches make their databases on (--pg), unless BENCH_PG_URL names another. */
