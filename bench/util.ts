@@ -208,7 +208,8 @@ export function watchWal(walDir: string | null): (() => number) | null {
     const next = new Map<string, number>();
     for (const name of readdirSync(walDir)) {
       if (!WAL_SEGMENT.test(name)) continue;
-      let ino = names.get(name);
+      // A segment keeps its name; an xlogtemp name comes back for each segment its backend makes, so it is stat'ed.
+      let ino = name.startsWith('xlogtemp.') ? undefined : names.get(name);
       if (ino === undefined) {
         try {
           ino = statSync(path.join(walDir, name)).ino;

@@ -33,6 +33,13 @@ t.test('watchWal counts the segments created, not those recycled, removed or not
   // Created and renamed between two samples: one.
   await writeFile(path.join(dir, 'xlogtemp.4243'), 'zeros');
   await rename(path.join(dir, 'xlogtemp.4243'), path.join(dir, seg(5)));
+  await sleep(30);
+  // The same backend's next one under the same temporary name, its first renamed meanwhile: two.
+  await writeFile(path.join(dir, 'xlogtemp.4243'), 'zeros');
+  await sleep(30);
+  await rename(path.join(dir, 'xlogtemp.4243'), path.join(dir, seg(10)));
+  await writeFile(path.join(dir, 'xlogtemp.4243'), 'zeros');
+  await sleep(30);
   // Created under its name: one. Not segments: none.
   await writeFile(path.join(dir, seg(6)), 'zeros');
   await writeFile(path.join(dir, `${seg(3)}.00000028.backup`), '');
@@ -40,7 +47,7 @@ t.test('watchWal counts the segments created, not those recycled, removed or not
   await sleep(30);
   // Removed by a checkpoint: nothing.
   await unlink(path.join(dir, seg(3)));
-  t.equal(stop(), 3);
+  t.equal(stop(), 5);
 });
 
 t.test('watchWal and walDirectory: null where pg_wal cannot be read', async (t) => {
