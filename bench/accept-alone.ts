@@ -34,8 +34,7 @@ import {
   sleep,
   svcChildren,
   walDirectory,
-  watchDisk,
-  watchWal,
+  watchStorage,
 } from './util.js';
 
 const { values: args } = parseArgs({
@@ -82,16 +81,14 @@ try {
     const waits0 = await waitsOf(ctl.url);
     const cpu0 = workers.map((pid) => cpuSecondsOf((p) => p.pid === pid));
     const pgCpu = pgCpuSince();
-    const disk = watchDisk(dataDir);
-    const wal = watchWal(walDir);
+    const storage = watchStorage(dataDir, walDir);
     const benchCpu0 = process.cpuUsage();
     const a = await sendLoad(ctl.url, tenants, {
       ...load,
       untilMs: performance.now() + Number(args.seconds) * 1000,
       firstIndex: next,
     });
-    const stalls = disk?.();
-    const created = wal?.();
+    const { disk: stalls, walSegmentsCreated: created } = storage();
     const waits = await waitsOf(ctl.url);
     const benchCpu = process.cpuUsage(benchCpu0);
     const perRequest = (s: number) => ((s * 1000) / a.ok).toFixed(3);
@@ -109,7 +106,7 @@ try {
         (stalls
           ? `; ${stalls.device} stalled ${stalls.longestMs.toFixed(0)} ms at most, ${stalls.over50}× > 50 ms`
           : '') +
-        (created === undefined ? '' : `; ${created} WAL segments created`) +
+        (created === null ? '' : `; ${created} WAL segments created`) +
         (a.errors.size ? `; errors ${JSON.stringify([...a.errors])}` : ''),
     );
   }

@@ -87,8 +87,7 @@ import {
   quantile,
   sleep,
   walDirectory,
-  watchDisk,
-  watchWal,
+  watchStorage,
 } from './util.js';
 
 const run = promisify(execFile);
@@ -359,7 +358,7 @@ try {
   // pgbench's backends are gone when it returns (and their CPU time with them): sample while it runs.
   const pgbenchAt = async (clients: number) => {
     await freshSends(dbUrl.toString());
-    const storage = watchStorage(dataDir, walDir);
+    const storage = storageOf(dataDir, walDir);
     const running = pgbench(dbUrl.toString(), ORGS, clients, SECONDS);
     await sleep(1_000);
     const [pgCpu, w1, m1] = [pgCpuSince(), performance.now(), machineCpu()];
@@ -383,7 +382,7 @@ try {
     const ctlCpu0 = ctl.cpuSeconds();
     const pgCpu = pgCpuSince();
     const machine0 = machineCpu();
-    const storage = watchStorage(dataDir, walDir);
+    const storage = storageOf(dataDir, walDir);
     const benchCpu0 = process.cpuUsage();
     const alone = await sendLoad(ctl.url, tenants, {
       ...load,
@@ -701,20 +700,23 @@ async function checkSigned(name: string, sink: Sink, expected: number, keys: Rec
 }
 
 /**
- * Starts watching what a measurement's durable commits wait on: the disk's stalls (watchDisk) under `dataDir`, and
- * the WAL segments Postgres created (watchWal) in `walDir`. A stall holds up every commit in flight, and so does a
- * segment's creation, so a p99 over the goal in a run with long stalls or many creations says more of the host than
- * of the code. The function returned ends the watch: the longest stall, how many passed 50 ms, the segments created.
+ * A measurement's storage watch (watchStorage) as the results record it: the disk's longest stall and how many passed
+ * 50 ms, and the WAL segments Postgres created. A stall holds up every commit in flight, and so does a segment's
+ * creation, so a p99 over the goal in a run with long stalls or many creations says more of the host than of the code.
  */
-function watchStorage(
+function storageOf(
   dataDir: string,
   walDir: string | null,
 ): () => { diskStallMs: number; diskStallsOver50: number; walSegmentsCreated: number } {
-  const [disk, wal] = [watchDisk(dataDir), watchWal(walDir)];
+  const stop = watchStorage(dataDir, walDir);
   return () => {
     // NaN (null in the results' JSON) where the disk or pg_wal is not watched.
-    const d = disk?.();
-    return { diskStallMs: d?.longestMs ?? NaN, diskStallsOver50: d?.over50 ?? NaN, walSegmentsCreated: wal?.() ?? NaN };
+    const { disk, walSegmentsCreated } = stop();
+    return {
+      diskStallMs: disk?.longestMs ?? NaN,
+      diskStallsOver50: disk?.over50 ?? NaN,
+      walSegmentsCreated: walSegmentsCreated ?? NaN,
+    };
   };
 }
 

@@ -246,6 +246,19 @@ export function watchWal(walDir: string | null): (() => number) | null {
   };
 }
 
+/**
+ * Starts watching what a measurement's durable commits wait on: the disk under `dataDir` (watchDisk) and the WAL
+ * segments Postgres creates in `walDir` (watchWal). The function returned ends both: the disk's stalls and the
+ * segments created, each null where it is not watched.
+ */
+export function watchStorage(
+  dataDir: string,
+  walDir: string | null,
+): () => { disk: ReturnType<NonNullable<ReturnType<typeof watchDisk>>> | null; walSegmentsCreated: number | null } {
+  const [disk, wal] = [watchDisk(dataDir), watchWal(walDir)];
+  return () => ({ disk: disk?.() ?? null, walSegmentsCreated: wal?.() ?? null });
+}
+
 /** The pg_wal directory of the PostgreSQL server at `serverUrl` (read as its superuser), or null if not readable. */
 export async function walDirectory(serverUrl: string): Promise<string | null> {
   const c = new pg.Client({ connectionString: serverUrl });
