@@ -261,15 +261,21 @@ export function watchStorage(
 
 /** The pg_wal directory of the PostgreSQL server at `serverUrl` (read as its superuser), or null if not readable. */
 export async function walDirectory(serverUrl: string): Promise<string | null> {
-  const c = new pg.Client({ connectionString: serverUrl });
   try {
-    await c.connect();
-    const { rows } = await c.query<{ d: string }>("SELECT current_setting('data_directory') AS d");
-    const dir = path.join(rows[0]!.d, 'pg_wal');
+    const dir = path.join(await dataDirectoryOf(serverUrl), 'pg_wal');
     readdirSync(dir);
     return dir;
   } catch {
     return null;
+  }
+}
+
+/** The data directory of the PostgreSQL server at `serverUrl`, as the server names it (read as its superuser). */
+async function dataDirectoryOf(serverUrl: string): Promise<string> {
+  const c = new pg.Client({ connectionString: serverUrl });
+  try {
+    await c.connect();
+    return (await c.query<{ d: string }>("SELECT current_setting('data_directory') AS d")).rows[0]!.d;
   } finally {
     await c.end().catch(() => {});
   }
@@ -321,14 +327,7 @@ function affinityOf(pid: number): string {
  */
 export async function pinPostgres(serverUrl: string, cleanups: (() => Promise<unknown>)[]): Promise<string | null> {
   if (os.availableParallelism() >= os.cpus().length) return null;
-  const c = new pg.Client({ connectionString: serverUrl });
-  await c.connect();
-  let dataDir: string;
-  try {
-    dataDir = (await c.query<{ data_directory: string }>('SHOW data_directory')).rows[0]!.data_directory;
-  } finally {
-    await c.end();
-  }
+  const dataDir = await dataDirectoryOf(serverUrl);
   let postmaster: number;
   try {
     postmaster = Number(readFileSync(`${dataDir}/postmaster.pid`, 'utf8').split('\n')[0]);
