@@ -14,6 +14,7 @@ import { compileMessage, serializeMime, composeMessage, type ComposeInput } from
 import { dkimSign } from '../mail/dkim-sign.js';
 import { generateDkimKey } from '../mail/dkim-keys.js';
 import { htmlOf, SIZES, textOfSize } from './service.js';
+import { median } from './util.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -45,8 +46,6 @@ function input(kind: string, size: string): ComposeInput {
   if (kind === 'utf8') return { ...base, text: text.replace(/\n/g, ' Grüße – ünïcode\n') };
   throw new Error(`unknown kind ${kind}`);
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 
 // CPU time of this process, not wall time: the machine is shared, and another process's turn on the core is
 // not ours. (Its caches and the GC of our own garbage still count.) A call that returns a promise is awaited before

@@ -39,7 +39,7 @@ import { openPostgres } from '../storage/pg/client.js';
 import { markInboundVerified } from '../storage/pg/domains.js';
 import { memoryOfAll, startDovecot, writeMaildir, type MaildirMessage } from './dovecot.js';
 import { ADMIN_KEY, startChild } from './service.js';
-import { benchDatabase, freePort, PG_URL, sleep, svcChildren } from './util.js';
+import { benchDatabase, freePort, medianRange, PG_URL, sleep, svcChildren } from './util.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -604,15 +604,8 @@ function ratio(t: (typeof trials)[number], op: Op): number | undefined {
 function growth(m: MemoryRun | undefined, k: 'rss' | 'pss'): number | undefined {
   return m ? m.after[k] - m.before[k] : undefined;
 }
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  if (!s.length) return NaN;
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
 function stats(xs: (number | undefined)[]) {
-  const v = xs.filter((x): x is number => x !== undefined && Number.isFinite(x));
-  return { median: median(v), min: Math.min(...v), max: Math.max(...v) };
+  return medianRange(xs.filter((x): x is number => x !== undefined && Number.isFinite(x)));
 }
 const span = (s: { median: number; min: number; max: number }, d = 0) =>
   `${f(s.median, d)} (${f(s.min, d)}–${f(s.max, d)})`;

@@ -32,7 +32,7 @@ import { markInboundVerified } from '../storage/pg/domains.js';
 import { createInbox } from '../storage/pg/inboxes.js';
 import { startMaildir } from './postfix.js';
 import { ADMIN_KEY, benchSetup, startChild } from './service.js';
-import { benchDatabase, cpuSecondsSince, freePort, PG_URL, processes, sleep } from './util.js';
+import { benchDatabase, cpuSecondsSince, freePort, medianRange, PG_URL, processes, sleep } from './util.js';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -259,15 +259,7 @@ function parseSize(s: string): number {
 function f(n: number | undefined, d = 0): string {
   return n === undefined || !Number.isFinite(n) ? '—' : n.toFixed(d);
 }
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  if (!s.length) return NaN;
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-function stats(xs: number[]) {
-  return { median: median(xs), min: Math.min(...xs), max: Math.max(...xs) };
-}
+const stats = medianRange;
 const span = (s: { median: number; min: number; max: number }, d = 0) =>
   `${f(s.median, d)} (${f(s.min, d)}–${f(s.max, d)})`;
 

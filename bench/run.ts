@@ -81,6 +81,7 @@ import {
   freshSends,
   machineCpu,
   machineShare,
+  medianRange,
   PG_URL,
   pinPostgres,
   undelivered,
@@ -149,13 +150,8 @@ const WORKERS: string | null =
     : (args.workers ?? (args['one-process'] ? String(os.availableParallelism()) : `${SHARE},${SHARE}`));
 if (WORKERS !== null && !/^[1-9]\d*(,[1-9]\d*)?$/.test(WORKERS)) throw new Error('--workers must be N, C,M or default');
 
-/** The median and range of a figure over the runs. */
-function spread(xs: number[]) {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  const median = sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-  return { median, min: sorted[0]!, max: sorted[sorted.length - 1]!, runs: xs };
-}
+/** The median and range of a figure over the runs, and the runs. */
+const spread = (xs: number[]) => ({ ...medianRange(xs), runs: xs });
 // How long the last message may take to arrive after the last request (a first delivery attempt
 // that fails waits SVC_RETRY_DELAYS' first step, a minute: that is a failure of the run, not slowness).
 const DRAIN_MS = 60_000;

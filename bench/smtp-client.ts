@@ -16,6 +16,7 @@ import { composeMessage } from '../mail/compose.js';
 import { markCrlfOnly } from '../mail/smtp-data.js';
 import { startSink } from './sink.js';
 import { SUBJECT, textOfSize } from './service.js';
+import { median } from './util.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -83,7 +84,6 @@ async function send(Client: Client, n: number): Promise<number> {
   return (d.user + d.system) / 1000 / n;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 const range = (xs: number[], f: (x: number) => string) =>
   `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`;
 

@@ -33,6 +33,19 @@ export function quantile(sorted: ArrayLike<number>, q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 }
 
+/** The median of `xs`: its middle value, the mean of the middle two for an even count; NaN for none. */
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  if (!s.length) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** The median and the range of `xs`, as the benches report a figure over their runs. */
+export function medianRange(xs: readonly number[]): { median: number; min: number; max: number } {
+  return { median: median(xs), min: Math.min(...xs), max: Math.max(...xs) };
+}
+
 /** Resolves once 127.0.0.1:port accepts a connection; `dead` returns a reason to give up early. */
 export async function waitPort(port: number, timeoutMs: number, dead: () => string | null = () => null): Promise<void> {
   const deadline = Date.now() + timeoutMs;
