@@ -16,7 +16,7 @@ import { composeMessage } from '../mail/compose.js';
 import { markCrlfOnly } from '../mail/smtp-data.js';
 import { startSink } from './sink.js';
 import { SUBJECT, textOfSize } from './service.js';
-import { median } from './util.js';
+import { medianRange } from './util.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -84,8 +84,10 @@ async function send(Client: Client, n: number): Promise<number> {
   return (d.user + d.system) / 1000 / n;
 }
 
-const range = (xs: number[], f: (x: number) => string) =>
-  `${f(median(xs))} (${f(Math.min(...xs))}–${f(Math.max(...xs))})`;
+const range = (xs: number[], f: (x: number) => string) => {
+  const { median, min, max } = medianRange(xs);
+  return `${f(median)} (${f(min)}–${f(max)})`;
+};
 
 try {
   for (const [, Client] of clients) await send(Client, 3000);
