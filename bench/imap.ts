@@ -39,7 +39,7 @@ import { openPostgres } from '../storage/pg/client.js';
 import { markInboundVerified } from '../storage/pg/domains.js';
 import { memoryOfAll, startDovecot, writeMaildir, type MaildirMessage } from './dovecot.js';
 import { ADMIN_KEY, startChild } from './service.js';
-import { benchDatabase, freePort, medianRange, PG_URL, sleep, svcChildren } from './util.js';
+import { benchDatabase, fixed, freePort, medianRange, PG_URL, sleep, span, svcChildren } from './util.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 
@@ -558,8 +558,8 @@ try {
       `run ${r}: ` +
         OP_NAMES.map(
           (op) =>
-            `${op} svc ${f(trial.svc?.ops[op].ms)} ms / dovecot ${f(trial.dovecot?.ops[op].ms)} ms ` +
-            `= ${f(ratio(trial, op), 2)}×`,
+            `${op} svc ${fixed(trial.svc?.ops[op].ms)} ms / dovecot ${fixed(trial.dovecot?.ops[op].ms)} ms ` +
+            `= ${fixed(ratio(trial, op), 2)}×`,
         ).join('; '),
     );
   }
@@ -592,11 +592,8 @@ try {
 
 // ---- report -----------------------------------------------------------------------------------------
 
-function f(n: number | undefined, d = 0): string {
-  return n === undefined || !Number.isFinite(n) ? '—' : n.toFixed(d);
-}
 function mb(n: number | undefined): string {
-  return f(n === undefined ? undefined : n / 1e6, 1);
+  return fixed(n === undefined ? undefined : n / 1e6, 1);
 }
 function ratio(t: (typeof trials)[number], op: Op): number | undefined {
   return t.svc && t.dovecot ? t.dovecot.ops[op].ms / t.svc.ops[op].ms : undefined;
@@ -607,8 +604,6 @@ function growth(m: MemoryRun | undefined, k: 'rss' | 'pss'): number | undefined 
 function stats(xs: (number | undefined)[]) {
   return medianRange(xs.filter((x): x is number => x !== undefined && Number.isFinite(x)));
 }
-const span = (s: { median: number; min: number; max: number }, d = 0) =>
-  `${f(s.median, d)} (${f(s.min, d)}–${f(s.max, d)})`;
 
 const opsSummary = Object.fromEntries(
   OP_NAMES.map((op) => [
@@ -663,7 +658,7 @@ const summary = {
 type Stats = ReturnType<typeof stats>;
 function memoryLine(label: string, bytes: Stats, r: Stats | null): string {
   const inMb = { median: bytes.median / 1e6, min: bytes.min / 1e6, max: bytes.max / 1e6 };
-  const each = f(bytes.median / CONNECTIONS / 1024, 0);
+  const each = fixed(bytes.median / CONNECTIONS / 1024, 0);
   const ratioText = r ? `   ratio ${span(r, 2)}` : '';
   return `    ${label.padEnd(26)} ${span(inMb, 1).padStart(22)} MB  (${each} KiB/connection)${ratioText}`;
 }

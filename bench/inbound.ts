@@ -32,7 +32,17 @@ import { markInboundVerified } from '../storage/pg/domains.js';
 import { createInbox } from '../storage/pg/inboxes.js';
 import { startMaildir } from './postfix.js';
 import { ADMIN_KEY, benchSetup, startChild } from './service.js';
-import { benchDatabase, cpuSecondsSince, freePort, medianRange, PG_URL, processes, sleep } from './util.js';
+import {
+  benchDatabase,
+  cpuSecondsSince,
+  fixed,
+  freePort,
+  medianRange,
+  PG_URL,
+  processes,
+  sleep,
+  span,
+} from './util.js';
 
 const run = promisify(execFile);
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -229,8 +239,8 @@ try {
       if (trial.svc && trial.postfix) trial.ratio = trial.svc.msgPerSec / trial.postfix.msgPerSec;
       s.trials.push(trial);
       console.log(
-        `run ${r}, ${s.bytes} B × ${s.messages}: svc ${f(trial.svc?.msgPerSec)} msg/s, ` +
-          `Postfix ${f(trial.postfix?.msgPerSec)} msg/s, ratio ${f(trial.ratio, 2)}`,
+        `run ${r}, ${s.bytes} B × ${s.messages}: svc ${fixed(trial.svc?.msgPerSec)} msg/s, ` +
+          `Postfix ${fixed(trial.postfix?.msgPerSec)} msg/s, ratio ${fixed(trial.ratio, 2)}`,
       );
     }
   }
@@ -256,25 +266,22 @@ function parseSize(s: string): number {
   if (!m) throw new Error(`--sizes: bad size ${JSON.stringify(s)}`);
   return Number(m[1]) * (m[2] ? (m[2].toLowerCase() === 'k' ? 1024 : 1024 * 1024) : 1);
 }
-function f(n: number | undefined, d = 0): string {
-  return n === undefined || !Number.isFinite(n) ? '—' : n.toFixed(d);
-}
-const stats = medianRange;
-const span = (s: { median: number; min: number; max: number }, d = 0) =>
-  `${f(s.median, d)} (${f(s.min, d)}–${f(s.max, d)})`;
 
 const sizes = bySize.map((s) => {
   const of = (name: 'svc' | 'postfix') => s.trials.map((t) => t[name]).filter((x): x is Side => !!x);
   const cpu = (sides: Side[]) =>
     Object.fromEntries(
-      Object.keys(sides[0]?.cpuMsPerMessage ?? {}).map((k) => [k, stats(sides.map((x) => x.cpuMsPerMessage[k]!))]),
+      Object.keys(sides[0]?.cpuMsPerMessage ?? {}).map((k) => [
+        k,
+        medianRange(sides.map((x) => x.cpuMsPerMessage[k]!)),
+      ]),
     );
   return {
     bytes: s.bytes,
     messages: s.messages,
-    svc: { msgPerSec: stats(of('svc').map((x) => x.msgPerSec)), cpuMsPerMessage: cpu(of('svc')) },
-    postfix: { msgPerSec: stats(of('postfix').map((x) => x.msgPerSec)), cpuMsPerMessage: cpu(of('postfix')) },
-    ratio: stats(s.trials.map((t) => t.ratio).filter((x): x is number => x !== undefined)),
+    svc: { msgPerSec: medianRange(of('svc').map((x) => x.msgPerSec)), cpuMsPerMessage: cpu(of('svc')) },
+    postfix: { msgPerSec: medianRange(of('postfix').map((x) => x.msgPerSec)), cpuMsPerMessage: cpu(of('postfix')) },
+    ratio: medianRange(s.trials.map((t) => t.ratio).filter((x): x is number => x !== undefined)),
     trials: s.trials,
   };
 });
@@ -290,7 +297,7 @@ const summary = {
 };
 const cpuText = (c: Record<string, { median: number }>) =>
   Object.entries(c)
-    .map(([k, v]) => `${k} ${f(v.median, 2)}`)
+    .map(([k, v]) => `${k} ${fixed(v.median, 2)}`)
     .join(' + ');
 console.log(
   [

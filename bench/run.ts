@@ -80,13 +80,16 @@ import {
   emptySpool,
   freshSends,
   machineCpu,
+  fixed,
   machineShare,
+  median,
   medianRange,
   PG_URL,
   pinPostgres,
   undelivered,
   quantile,
   sleep,
+  span,
   walDirectory,
   watchStorage,
 } from './util.js';
@@ -486,10 +489,7 @@ const e2e = results.endToEnd as Spread | undefined;
 const pfdR = results.postfixOpenDkim as { runs: PostfixRun[] } | undefined;
 const e2eDkim = results.endToEndOpenDkim as Spread | undefined;
 const db = results.sendEmailVsPgbench as Spread | undefined;
-const f = (n: number | undefined, d = 0) => (n === undefined || !Number.isFinite(n) ? '—' : n.toFixed(d));
-const med = (xs: number[]) => (xs.length ? spread(xs).median : undefined);
-const sp = (s: Spread | undefined, d = 2, unit = '') =>
-  s ? `${f(s.median, d)}${unit} (${f(s.min, d)}–${f(s.max, d)})` : '—';
+const sp = (s: Spread | undefined, d = 2, unit = '') => (s ? span(s, d, unit) : '—');
 const summary = {
   date: new Date().toISOString(),
   machine: {
@@ -518,17 +518,18 @@ const summary = {
   failures,
 };
 const row = (label: string, rate: string, notes = '') => `  ${label.padEnd(58)}${rate.padStart(24)}   ${notes}`;
-const seMed = (k: string) => med(seRuns.map((r) => r[k]!));
+const seMed = (k: string) => median(seRuns.map((r) => r[k]!));
 // The share of the machine's cores a side kept busy while it ran (bench/util.ts, machineCpu).
-const busy = (runs: { machineBusy: number }[]) => `machine ${f(med(runs.map((r) => r.machineBusy * 100)))}% busy`;
+const busy = (runs: { machineBusy: number }[]) =>
+  `machine ${fixed(median(runs.map((r) => r.machineBusy * 100)))}% busy`;
 // The disk's longest stall in each run (watchDisk) and the WAL segments Postgres created (watchWal), as the medians
 // of the runs.
 const stalled = (runs: { diskStallMs?: number; walSegmentsCreated?: number }[]) =>
   (runs.length && runs.every((r) => Number.isFinite(r.diskStallMs))
-    ? `; disk stalled up to ${f(med(runs.map((r) => r.diskStallMs!)))} ms`
+    ? `; disk stalled up to ${fixed(median(runs.map((r) => r.diskStallMs!)))} ms`
     : '') +
   (runs.length && runs.every((r) => Number.isFinite(r.walSegmentsCreated))
-    ? `; ${f(med(runs.map((r) => r.walSegmentsCreated!)))} WAL segments created`
+    ? `; ${fixed(median(runs.map((r) => r.walSegmentsCreated!)))} WAL segments created`
     : '');
 console.log(
   [
@@ -542,18 +543,19 @@ console.log(
     row(
       '  svc: sendEmail → MTA (DKIM) → smtp-sink',
       sp(svcRuns.length ? spread(svcRuns.map((r) => r.msgPerSec)) : undefined, 0, ' msg/s'),
-      `accepted at ${f(med(svcRuns.map((r) => r.acceptedPerSec)))}/s; CPU/msg: svc ${Object.keys(
+      `accepted at ${fixed(median(svcRuns.map((r) => r.acceptedPerSec)))}/s; CPU/msg: svc ${Object.keys(
         svcRuns[0]?.roleCpuMsPerMessage ?? {},
       )
-        .map((role) => `${f(med(svcRuns.map((r) => r.roleCpuMsPerMessage[role]!)), 2)} (${role})`)
-        .join(' + ')} ms + Postgres ${f(med(svcRuns.map((r) => r.pgCpuMsPerMessage)), 2)} ms; ` +
-        `load generator ${f(med(svcRuns.map((r) => r.loadGenCpuMsPerMessage)), 2)} ms; ` +
+        .map((role) => `${fixed(median(svcRuns.map((r) => r.roleCpuMsPerMessage[role]!)), 2)} (${role})`)
+        .join(' + ')} ms + Postgres ${fixed(median(svcRuns.map((r) => r.pgCpuMsPerMessage)), 2)} ms; ` +
+        `load generator ${fixed(median(svcRuns.map((r) => r.loadGenCpuMsPerMessage)), 2)} ms; ` +
         busy(svcRuns),
     ),
     row(
       `  Postfix ${pfR?.version ?? ''}: smtp-source → Postfix → smtp-sink`,
       sp(pfR?.runs.length ? spread(pfR.runs.map((r) => r.msgPerSec)) : undefined, 0, ' msg/s'),
-      `CPU/msg: Postfix ${f(med(pfR?.runs.map((r) => r.cpuMsPerMessage) ?? []), 2)} ms; ${busy(pfR?.runs ?? [])}`,
+      `CPU/msg: Postfix ${fixed(median(pfR?.runs.map((r) => r.cpuMsPerMessage) ?? []), 2)} ms; ` +
+        busy(pfR?.runs ?? []),
     ),
     row('  svc / Postfix', sp(e2e, 2, '×'), 'goal ≥ 2.0 at 1 KB, ≥ 1.5 at 100 KB'),
     ...(pfdR
@@ -561,7 +563,7 @@ console.log(
           row(
             '  Postfix + OpenDKIM milter (signs as we do) → smtp-sink',
             sp(spread(pfdR.runs.map((r) => r.msgPerSec)), 0, ' msg/s'),
-            `CPU/msg: Postfix and opendkim ${f(med(pfdR.runs.map((r) => r.cpuMsPerMessage)), 2)} ms; ` +
+            `CPU/msg: Postfix and opendkim ${fixed(median(pfdR.runs.map((r) => r.cpuMsPerMessage)), 2)} ms; ` +
               busy(pfdR.runs),
           ),
           row('  svc / Postfix + OpenDKIM', sp(e2eDkim, 2, '×')),
@@ -571,24 +573,26 @@ console.log(
     row(
       `  sendEmail, ${C} clients`,
       sp(seRuns.length ? spread(seRuns.map((r) => r.rps!)) : undefined, 0, ' req/s'),
-      `p50 ${f(seMed('p50Ms'), 1)} ms, p99 ${f(seMed('p99Ms'), 1)} ms (goal < 50); ` +
-        `CPU/req: svc ${f(seMed('cpuMsPerRequest'), 2)} ms + Postgres ${f(seMed('pgCpuMsPerRequest'), 2)} ms; ` +
-        `load generator ${f(seMed('loadGenCpuMsPerRequest'), 2)} ms; ` +
+      `p50 ${fixed(seMed('p50Ms'), 1)} ms, p99 ${fixed(seMed('p99Ms'), 1)} ms (goal < 50); ` +
+        `CPU/req: svc ${fixed(seMed('cpuMsPerRequest'), 2)} ms + ` +
+        `Postgres ${fixed(seMed('pgCpuMsPerRequest'), 2)} ms; ` +
+        `load generator ${fixed(seMed('loadGenCpuMsPerRequest'), 2)} ms; ` +
         busy(seRuns as { machineBusy: number }[]) +
         stalled(seRuns),
     ),
     row(
       `  sendBatch of ${BATCH}, ${sbR?.clients ?? '—'} clients (one run)`,
-      `${f(sbR?.msgPerSec)} msg/s`,
-      `${f(sbR && seMed('rps') ? sbR.msgPerSec / seMed('rps')! : undefined, 2)}× single sends; a batch: ` +
-        `p50 ${f(sbR?.p50Ms, 1)} ms, p99 ${f(sbR?.p99Ms, 1)} ms; CPU/msg: svc ${f(sbR?.cpuMsPerMessage, 2)} ms`,
+      `${fixed(sbR?.msgPerSec)} msg/s`,
+      `${fixed(sbR && seMed('rps') ? sbR.msgPerSec / seMed('rps')! : undefined, 2)}× single sends; a batch: ` +
+        `p50 ${fixed(sbR?.p50Ms, 1)} ms, p99 ${fixed(sbR?.p99Ms, 1)} ms; ` +
+        `CPU/msg: svc ${fixed(sbR?.cpuMsPerMessage, 2)} ms`,
     ),
     row(
       `  pgbench bench/accept.sql at its best of -c ${PGBENCH_CLIENTS.join(',')}`,
       sp(pgRuns.length ? spread(pgRuns.map((r) => r.best.tps!)) : undefined, 0, ' tps'),
       `best at -c ${pgRuns.map((r) => r.best.clients).join(', ')}; ` +
-        `p99 ${f(med(pgRuns.map((r) => r.best.p99Ms!)), 1)} ms; ` +
-        `CPU/tx: Postgres ${f(med(pgRuns.map((r) => r.best.pgCpuMsPerTx!)), 2)} ms; ` +
+        `p99 ${fixed(median(pgRuns.map((r) => r.best.p99Ms!)), 1)} ms; ` +
+        `CPU/tx: Postgres ${fixed(median(pgRuns.map((r) => r.best.pgCpuMsPerTx!)), 2)} ms; ` +
         busy(pgRuns.map((r) => r.best as { machineBusy: number })),
     ),
     ...(pgAtC.length
@@ -596,7 +600,7 @@ console.log(
           row(
             `  pgbench at -c ${C}, sendEmail's clients`,
             sp(spread(pgAtC.map((s) => s.tps!)), 0, ' tps'),
-            `p99 ${f(med(pgAtC.map((s) => s.p99Ms!)), 1)} ms${stalled(pgAtC)}`,
+            `p99 ${fixed(median(pgAtC.map((s) => s.p99Ms!)), 1)} ms${stalled(pgAtC)}`,
           ),
         ]
       : []),

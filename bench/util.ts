@@ -46,6 +46,16 @@ export function medianRange(xs: readonly number[]): { median: number; min: numbe
   return { median: median(xs), min: Math.min(...xs), max: Math.max(...xs) };
 }
 
+/** A figure as the reports print it: `d` decimals, or '—' when there is none (undefined, NaN, infinite). */
+export function fixed(n: number | undefined, d = 0): string {
+  return n === undefined || !Number.isFinite(n) ? '—' : n.toFixed(d);
+}
+
+/** A median and range as the reports print them: "median (min–max)", `d` decimals each, `unit` after the median. */
+export function span(s: { median: number; min: number; max: number }, d = 0, unit = ''): string {
+  return `${fixed(s.median, d)}${unit} (${fixed(s.min, d)}–${fixed(s.max, d)})`;
+}
+
 /** Resolves once 127.0.0.1:port accepts a connection; `dead` returns a reason to give up early. */
 export async function waitPort(port: number, timeoutMs: number, dead: () => string | null = () => null): Promise<void> {
   const deadline = Date.now() + timeoutMs;
