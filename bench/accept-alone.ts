@@ -9,7 +9,7 @@
 // several times each: one machine's speed moved by a fifth from one hour to the next here.
 //
 //   node --import ./bin/resolve-sources.ts bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64]
-//        [--size 1k|10k|100k] [--idle 0] [--warmup 30000] [--pg URL] [--node-flags=--trace-gc,...]
+//        [--size 1k|10k|100k|1m] [--idle 0] [--warmup 30000] [--pg URL] [--node-flags=--trace-gc,...]
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { WAIT_STEPS, type WaitStep } from '../core/deps.js';

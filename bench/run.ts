@@ -24,7 +24,7 @@
 //
 //   node --import ./bin/resolve-sources.ts bench/run.ts [--messages 10000] [--concurrency 64] [--seconds 10] [--orgs 8]
 //                                   [--warmup 30000] [--postfix-warmup 2000] [--runs 5]
-//                                   [--size 1k|10k|100k] [--body text|html] [--domains 1|100]
+//                                   [--size 1k|10k|100k|1m] [--body text|html] [--domains 1|100]
 //                                   [--pgbench-clients 1,4,8,16,32,64] [--pg URL]
 //                                   [--one-process] [--cpu-prof] [--node-flags='…'] [--workers N|C,M]
 //                                   [--out latest.json]
@@ -67,6 +67,7 @@ import {
   SUBJECT,
   sendingSetup,
   serviceEnv,
+  SIZES,
   textOfSize,
   htmlOf,
   recipientDomain,
@@ -132,9 +133,11 @@ const SECONDS = Math.max(3, Number(args.seconds));
 const ORGS = Number(args.orgs);
 const WARMUP = Number(args.warmup);
 const PF_WARMUP = Number(args['postfix-warmup']);
-const BATCH = 100;
 const RUNS = Math.max(1, Number(args.runs));
 const SIZE = args.size!;
+// sendBatch's messages a request: 100, or as many as fit its 10 MB request body (docs/api.md §8, Limits) with a kB each
+// for the JSON around a message (9 at --size 1m).
+const BATCH = Math.min(100, Math.floor((10 * 1024 * 1024) / (SIZES[SIZE]! + 1024)));
 const BODY = textOfSize(SIZE);
 // --body html: the same words posted as html alone, so that the service makes the text alternative (as a sender
 // of html-only mail has it do); Postfix relays the message our composer makes of it.

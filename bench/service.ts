@@ -235,7 +235,12 @@ export const recipientDomain = (i: number, domains: number) =>
   domains > 1 ? `d${i % domains}.dest.test` : 'dest.test';
 
 /** The message sizes the benches take (--size): about this many octets once composed. */
-export const SIZES: Record<string, number> = { '1k': 1024, '10k': 10 * 1024, '100k': 100 * 1024 };
+export const SIZES: Record<string, number> = {
+  '1k': 1024,
+  '10k': 10 * 1024,
+  '100k': 100 * 1024,
+  '1m': 1024 * 1024,
+};
 
 /** The text body of a --size (TEXT for 1k, else bodyOfSize); throws for a size not in SIZES. */
 export function textOfSize(size: string): string {

@@ -3,7 +3,7 @@
 // `--connections` sessions (PIPELINING, as Postfix's smtp-sink offers it) to one smtp-sink, in alternated rounds.
 //
 //   node --import ./bin/resolve-sources.ts bench/smtp-client.ts [--messages 20000] [--connections 8]
-//        [--rounds 6] [--size 1k|10k|100k]
+//        [--rounds 6] [--size 1k|10k|100k|1m]
 //
 // A round sends `--messages` with one client and then with the other (the first alternating), after 3,000
 // untimed ones each at the start. Prints each client's CPU a message (this process's, every thread, from

@@ -8,7 +8,7 @@
 // a crash leaves its core file when run under `ulimit -c unlimited`; a bad end names the folder and what it holds,
 // for gdb with the Node that ran it (`gdb node_modules/.bin/node <folder>/core`, then `thread apply all bt`).
 //
-//   node --import ./bin/resolve-sources.ts bench/stops.ts [--rounds 20] [--messages 10000] [--size 1k|10k|100k]
+//   node --import ./bin/resolve-sources.ts bench/stops.ts [--rounds 20] [--messages 10000] [--size 1k|10k|100k|1m]
 //        [--idle 0] [--both] [--workers 1] [--pg URL]
 import { parseArgs } from 'node:util';
 import { startSink } from './sink.js';
