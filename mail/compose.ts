@@ -15,7 +15,7 @@ import './header-keys.js'; // MimeNode's header-name normalization, remembered (
 import { htmlText } from './html-text.js';
 import { nestsWithin } from './html-nesting.js';
 import {
-  base64Parts,
+  base64Lines,
   crlf,
   hasLongerLines,
   isAsciiText,
@@ -24,7 +24,6 @@ import {
   quotedPrintableParts,
   textTransferEncoding,
 } from './mime-encode.js';
-import { PieceList, STRING_CHUNK, WHOLE_STRING } from './text-pieces.js';
 
 export interface Mailbox {
   /** Display name, or null for a bare address. */
@@ -314,68 +313,27 @@ function assertHeaderSafe(field: string, value: string): void {
  * The last line of defence on the bytes: CRLF only, every line within RFC 5322 §2.1.1's 998 octets,
  * and 7-bit clean (every non-ASCII value went through an encoded word or a transfer encoding, so the
  * message needs neither 8BITMIME nor SMTPUTF8), no NUL (RFC 5321 §4.1.4 / RFC 5322 §2.1). Run on the
- * message's text (and its latin1 octets, when made already: ASCII text is its own octets), or on its pieces in order.
- * Native scans only: isAsciiText, NUL by indexOf, then one step per line with V8's indexOf.
+ * message's text (and its latin1 octets, when made already: ASCII text is its own octets). Native scans only:
+ * isAsciiText, NUL by indexOf, then one step per line with V8's indexOf.
  */
-export function assertWireSafe(text: string | readonly string[], latin1?: Buffer): void {
-  const check = wireCheck();
-  if (typeof text === 'string') check.piece(text, latin1);
-  else for (const piece of text) check.piece(piece);
-  check.end();
-}
-
-interface WireCheck {
-  /** The message's next piece, with its latin1 octets when made already; throws at what the message may not hold. */
-  piece(text: string, latin1?: Buffer): void;
-  /** Throws when the message ends in a CR. */
-  end(): void;
-}
-
-/** assertWireSafe over a message given a piece at a time, in order: a line, or a CRLF, may span pieces. */
-function wireCheck(): WireCheck {
-  // Octets of the current line in the pieces before, and whether the last piece ended in a CR (its LF is next).
-  let carried = 0;
-  let crPending = false;
-  return {
-    piece(text, latin1) {
-      if (!isAsciiText(text, latin1)) throw new Error('compose: 8-bit octet in output');
-      if (text.includes('\0')) throw new Error('compose: NUL in output');
-      const len = text.length;
-      if (len === 0) return;
-      let lineStart = 0;
-      if (crPending) {
-        if (text.charCodeAt(0) !== 0x0a) throw new Error('compose: bare CR in output');
-        crPending = false;
-        carried = 0;
-        lineStart = 1;
-      }
-      for (;;) {
-        const cr = text.indexOf('\r', lineStart);
-        const lf = text.indexOf('\n', lineStart);
-        if (cr < 0) {
-          if (lf >= 0) throw new Error('compose: bare LF in output');
-          carried += len - lineStart;
-          if (carried > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
-          return;
-        }
-        if (cr === len - 1 && lf < 0) {
-          // The piece ends in a CR: the next must start with its LF.
-          if (carried + cr - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
-          carried = 0;
-          crPending = true;
-          return;
-        }
-        if (lf !== cr + 1)
-          throw new Error(lf >= 0 && lf < cr ? 'compose: bare LF in output' : 'compose: bare CR in output');
-        if (carried + cr - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
-        carried = 0;
-        lineStart = cr + 2;
-      }
-    },
-    end() {
-      if (crPending) throw new Error('compose: bare CR in output');
-    },
-  };
+export function assertWireSafe(text: string, latin1?: Buffer): void {
+  if (!isAsciiText(text, latin1)) throw new Error('compose: 8-bit octet in output');
+  if (text.includes('\0')) throw new Error('compose: NUL in output');
+  const len = text.length;
+  let lineStart = 0;
+  for (;;) {
+    const cr = text.indexOf('\r', lineStart);
+    const lf = text.indexOf('\n', lineStart);
+    if (cr < 0) {
+      if (lf >= 0) throw new Error('compose: bare LF in output');
+      if (len - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
+      return;
+    }
+    if (lf !== cr + 1)
+      throw new Error(lf >= 0 && lf < cr ? 'compose: bare LF in output' : 'compose: bare CR in output');
+    if (cr - lineStart > MAX_LINE_LENGTH) throw new Error('compose: line over 998 octets');
+    lineStart = cr + 2;
+  }
 }
 
 /** Whether `text` holds an LF that is not the end of a CRLF: one step per line, not per character. */
@@ -406,7 +364,11 @@ function plainTextOf(html: string): string {
 }
 
 export async function composeMessage(m: ComposeInput): Promise<Buffer> {
-  return messageBytes(serializeParts(compileMessage(m)), wireCheck());
+  const text = serializeMimeText(compileMessage(m));
+  // 7-bit (or refused below): latin1 and UTF-8 give the same octets, latin1 without the encoder's work.
+  const bytes = Buffer.from(text, 'latin1');
+  assertWireSafe(text, bytes);
+  return bytes;
 }
 
 /** The validated message as nodemailer's MIME tree, ready to serialize. */
@@ -573,7 +535,7 @@ function heldTexts() {
 }
 
 /**
- * The text parts whose content has LF line ends alone (heldTexts), which serializeParts writes as CRLF: the same
+ * The text parts whose content has LF line ends alone (heldTexts), which serializeMimeText writes as CRLF: the same
  * bytes as for the converted text, without a converted copy of a 100 kB text (a rope that the first scan copies
  * flat again, ~220 kB of garbage a message). With that content: a part given another since is written as it is.
  * A property of the node's own, not a WeakMap: V8's young-generation collector keeps some of a WeakMap's values
@@ -663,17 +625,12 @@ function bracketAddresses(root: MimeNode): void {
  * valid RFC 2045 §6.7 lines of the same text).
  */
 export function serializeMime(root: MimeNode): Buffer {
-  return messageBytes(serializeParts(root));
+  // Header and encoded text are ASCII; an unencoded (7bit) part is too, or assertWireSafe refuses it.
+  return Buffer.from(serializeMimeText(root), 'utf8');
 }
 
-/** The message's text in pieces, in order, and whether one may hold an LF that is not part of a CRLF. */
-interface MessageParts {
-  pieces: PieceList;
-  bareLf: boolean;
-}
-
-function serializeParts(root: MimeNode): MessageParts {
-  const out = new PieceList();
+function serializeMimeText(root: MimeNode): string {
+  const out: string[] = [];
   // Whether a chunk pushed so far may hold an LF that is not part of a CRLF (LeWindows below). Only headers and
   // unencoded text are looked at: base64 lines and the framing are CRLF-only as written, and so is
   // quoted-printable that says so. No chunk starts with an LF after one ending in a CR, so chunk by chunk is the
@@ -692,14 +649,14 @@ function serializeParts(root: MimeNode): MessageParts {
       if (typeof content !== 'string' && encoding !== 'base64') throw new Error('compose: a binary part not in base64');
       const lf = (node as LfNode)[LF_BREAKS] === content;
       if (typeof content !== 'string' || encoding === 'base64') {
-        base64Parts(lf ? crlf(content as string) : content, out);
+        out.push(base64Lines(lf ? crlf(content as string) : content));
       } else if (encoding === 'quoted-printable') {
-        // Its pieces go straight into `out`, written out with the rest (quotedPrintableParts).
+        // Its pieces go straight into `out`, joined once with the rest (quotedPrintableParts).
         const at = out.length;
         if (!quotedPrintableParts(content, flagOf(node, '_isPlainText') ?? false, out, lf))
-          bareLf ||= out.someFrom(at, hasBareLf);
+          bareLf ||= out.slice(at).some(hasBareLf);
       } else if (lf) {
-        // A rope, which the join or the write copies as it stands.
+        // A rope, which the join copies as it stands.
         out.push(crlf(content));
       } else {
         bareLf ||= hasBareLf(content);
@@ -718,66 +675,12 @@ function serializeParts(root: MimeNode): MessageParts {
   // LastNewline: the message ends with a line break. Pushed before the join: added after it, the break would make
   // the message a rope that the wire check's first scan copies flat again.
   let i = out.length - 1;
-  while (i > 0 && out.at(i) === '') i--;
-  const last = out.at(i).at(-1);
+  while (i > 0 && out[i] === '') i--;
+  const last = out[i]!.at(-1);
   if (last !== '\n') out.push(last === '\r' ? '\n' : '\r\n');
-  return { pieces: out, bareLf };
-}
-
-/**
- * The message's octets, checked by `check` as they are written when there is one. Header and encoded text are ASCII;
- * an unencoded (7bit) part is too, or the wire check refuses it: latin1 and UTF-8 give the same octets, latin1
- * without the encoder's work. A message of up to WHOLE_STRING characters is joined into one string once; a larger one
- * is written a chunk of pieces at a time, each joined into a string of at most STRING_CHUNK characters (a piece longer
- * is written as it is), so that no string of the whole message is made (mail/text-pieces.ts).
- */
-function messageBytes({ pieces, bareLf }: MessageParts, check?: WireCheck): Buffer {
-  const segments = pieces.segments();
-  // Each segment's characters, and the message's.
-  const chars = segments.map((segment) => {
-    let n = 0;
-    for (const p of segment) n += p.length;
-    return n;
-  });
-  let total = 0;
-  for (const n of chars) total += n;
-  if (bareLf || total <= WHOLE_STRING) {
-    const joined = segments.length === 1 ? segments[0]!.join('') : segments.map((s) => s.join('')).join('');
-    // LeWindows: every LF is part of a CRLF. (A message that needs it, which compose never makes, is made whole.)
-    const text = bareLf ? joined.replace(/(?<!\r)\n/g, '\r\n') : joined;
-    const bytes = Buffer.from(text, 'latin1');
-    check?.piece(text, bytes);
-    check?.end();
-    return bytes;
-  }
-  const bytes = Buffer.allocUnsafe(total);
-  let at = 0;
-  const write = (text: string) => {
-    const n = bytes.write(text, at, 'latin1');
-    check?.piece(text, bytes.subarray(at, at + n));
-    at += n;
-  };
-  for (const [i, segment] of segments.entries()) {
-    if (chars[i]! <= STRING_CHUNK) {
-      write(segment.join(''));
-      continue;
-    }
-    // Cut into chunks: each of at most STRING_CHUNK characters, or a piece longer alone.
-    let from = 0;
-    let size = 0;
-    for (let j = 0; j < segment.length; j++) {
-      const len = segment[j]!.length;
-      if (size + len > STRING_CHUNK && j > from) {
-        write(segment.slice(from, j).join(''));
-        from = j;
-        size = 0;
-      }
-      size += len;
-    }
-    write(from === 0 ? segment.join('') : segment.slice(from).join(''));
-  }
-  check?.end();
-  return bytes;
+  const text = out.join('');
+  // LeWindows: every LF is part of a CRLF.
+  return bareLf ? text.replace(/(?<!\r)\n/g, '\r\n') : text;
 }
 
 /**

@@ -15,7 +15,6 @@ import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import { canonicalSignatureField, plainTagValue, relaxedField, signatureField, signatureTags } from './dkim-header.js';
-import { STRING_CHUNK } from './text-pieces.js';
 
 const require = createRequire(import.meta.url);
 
@@ -134,22 +133,15 @@ function bodyHashOf(body: Buffer, crlfKnown = false): { hash: string; crlfOnly: 
   const len = body.length;
   if (len > 0 && (body[len - 2] !== 0x0d || body[len - 1] !== 0x0a)) return notCrlf(body);
   const hash = createHash('sha256');
-  // The scans run on latin1 copies of the octets (one character per octet), whose matching is V8's own, a chunk of
-  // whole lines at a time (scanChunks).
-  const ends = scanChunks(body);
+  // The scans run on a latin1 copy of the octets (one character per octet), whose matching is V8's own.
+  const text = body.toString('latin1');
   // The common body: CRLF lines canonical as they stand, but for the empty ones at the end. Three scans (a tab, a
   // space before a space or a line end, a CR or LF alone, which a caller that knows skips) and one hash update,
   // cheaper than the loop below: a composed 100 kB body (quoted-printable, 80-octet lines of words) in ~135 µs, ~60
   // of them the hash (README, Benchmarks: the twenty-first set's machine).
-  let canonical = true;
-  for (let i = 0, from = 0; canonical && i < ends.length; from = ends[i++]!) {
-    const text = body.toString('latin1', from, ends[i]);
-    canonical = !text.includes('\t') && !SPACE_TO_SQUEEZE.test(text) && (crlfKnown || crlfPairsOnly(text));
-  }
-  if (canonical) {
-    // The empty lines at the end: the body ends in CRLF (above), so a CRLF before the last one is an empty line.
+  if (!text.includes('\t') && !SPACE_TO_SQUEEZE.test(text) && (crlfKnown || crlfPairsOnly(text))) {
     let end = len;
-    while (end >= 4 && body[end - 3] === 0x0a && body[end - 4] === 0x0d) end -= 2;
+    while (end >= 4 && text.startsWith('\r\n\r\n', end - 4)) end -= 2;
     // Nothing but empty lines: nothing is hashed.
     if (end === 2) end = 0;
     return { hash: hash.update(body.subarray(0, end)).digest('base64'), crlfOnly: true };
@@ -157,6 +149,11 @@ function bodyHashOf(body: Buffer, crlfKnown = false): { hash: string; crlfOnly: 
   let runStart = 0;
   let runEnd = 0;
   let pendingEmpty = 0;
+  // The next tab and double space at or after the current line: each found once, so O(length) (Buffer#indexOf
+  // costs more per call than a line).
+  let tab = -2;
+  let double = -2;
+  let ls = 0;
   const flushRun = () => {
     if (runEnd > runStart) hash.update(body.subarray(runStart, runEnd));
   };
@@ -164,70 +161,41 @@ function bodyHashOf(body: Buffer, crlfKnown = false): { hash: string; crlfOnly: 
     for (; pendingEmpty > 0; pendingEmpty -= 64) hash.update(CRLFS.subarray(0, Math.min(pendingEmpty, 64) * 2));
     pendingEmpty = 0;
   };
-  // Positions in `text` are the chunk's; in `body`, `from` more. A chunk ends after an LF: no line spans two.
-  for (let i = 0, from = 0; i < ends.length; from = ends[i++]!) {
-    const text = body.toString('latin1', from, ends[i]);
-    const n = text.length;
-    // The next tab and double space at or after the current line: each found once, so O(length) (Buffer#indexOf
-    // costs more per call than a line).
-    let tab = -2;
-    let double = -2;
-    let ls = 0;
-    while (ls < n) {
-      const cr = text.indexOf('\r', ls);
-      const lf = text.indexOf('\n', ls);
-      if (cr < 0 || lf !== cr + 1) return notCrlf(body);
-      if (tab !== -1 && tab < ls) tab = text.indexOf('\t', ls);
-      if (double !== -1 && double < ls) double = text.indexOf('  ', ls);
-      const clean =
-        (tab < 0 || tab >= cr) && (double < 0 || double >= cr) && (cr === ls || text.charCodeAt(cr - 1) !== 0x20);
-      if (clean && cr > ls) {
-        if (pendingEmpty) {
-          flushRun();
-          flushEmpty();
-          runStart = from + ls;
-        } else if (runEnd !== from + ls) {
-          flushRun();
-          runStart = from + ls;
-        }
-        runEnd = from + cr + 2;
-      } else if (clean) {
-        pendingEmpty++;
-      } else {
-        const line = canonicalLine(body, from + ls, from + cr);
-        if (line.length === 0) pendingEmpty++;
-        else {
-          flushRun();
-          flushEmpty();
-          hash.update(line);
-          hash.update(CRLFS.subarray(0, 2));
-          runStart = runEnd = from + cr + 2;
-        }
+  while (ls < len) {
+    const cr = text.indexOf('\r', ls);
+    const lf = text.indexOf('\n', ls);
+    if (cr < 0 || lf !== cr + 1) return notCrlf(body);
+    if (tab !== -1 && tab < ls) tab = text.indexOf('\t', ls);
+    if (double !== -1 && double < ls) double = text.indexOf('  ', ls);
+    const clean =
+      (tab < 0 || tab >= cr) && (double < 0 || double >= cr) && (cr === ls || text.charCodeAt(cr - 1) !== 0x20);
+    if (clean && cr > ls) {
+      if (pendingEmpty) {
+        flushRun();
+        flushEmpty();
+        runStart = ls;
+      } else if (runEnd !== ls) {
+        flushRun();
+        runStart = ls;
       }
-      ls = cr + 2;
+      runEnd = cr + 2;
+    } else if (clean) {
+      pendingEmpty++;
+    } else {
+      const line = canonicalLine(body, ls, cr);
+      if (line.length === 0) pendingEmpty++;
+      else {
+        flushRun();
+        flushEmpty();
+        hash.update(line);
+        hash.update(CRLFS.subarray(0, 2));
+        runStart = runEnd = cr + 2;
+      }
     }
+    ls = cr + 2;
   }
   flushRun();
   return { hash: hash.digest('base64'), crlfOnly: true };
-}
-
-/**
- * Where the chunks of `body` that scans take one at a time end (mail/text-pieces.ts): each just after an LF, or at the
- * body's end; a line longer than a chunk is taken whole.
- */
-function scanChunks(body: Buffer): number[] {
-  const len = body.length;
-  const ends: number[] = [];
-  for (let from = 0; from < len;) {
-    let end = len;
-    if (len - from > STRING_CHUNK) {
-      const lf = body.lastIndexOf(0x0a, from + STRING_CHUNK - 1);
-      end = lf >= from ? lf + 1 : body.indexOf(0x0a, from + STRING_CHUNK) + 1 || len;
-    }
-    ends.push(end);
-    from = end;
-  }
-  return ends;
 }
 
 /**

@@ -9,7 +9,6 @@
 import { isAscii } from 'node:buffer';
 import v8 from 'node:v8';
 import { hasLongerLines as theirHasLongerLines } from 'nodemailer/lib/mime-funcs';
-import type { PieceSink } from './text-pieces.js';
 
 /** RFC 2045 §6.8 / §6.7: encoded lines hold at most 76 characters. */
 export const MAX_ENCODED_LINE = 76;
@@ -230,7 +229,7 @@ export function quotedPrintableLines(text: string, plain = false): { text: strin
  * CRLF: the same pieces as for the text with CRLF line breaks, without a converted copy of the text (compose's LF
  * texts, what JSON bodies hold). Returns whether its line breaks are all CRLF.
  */
-export function quotedPrintableParts(text: string, plain: boolean, out: PieceSink, lfBreaks = false): boolean {
+export function quotedPrintableParts(text: string, plain: boolean, out: string[], lfBreaks = false): boolean {
   // A short text's choices below count its CRs, which an LF text does not hold yet: it is converted first.
   if (lfBreaks && text.length <= MAX_ENCODED_LINE) return quotedPrintableParts(crlf(text), plain, out);
   if (plain && text.length > MAX_ENCODED_LINE) {
@@ -269,7 +268,7 @@ function wrapCrlfText(
   s: string,
   lineLength: number,
   unescapedBlanks: boolean,
-  out: PieceSink,
+  out: string[],
   lfBreaks = false,
 ): boolean {
   const len = s.length;
@@ -352,8 +351,8 @@ function wrapCrlfText(
     }
     // An LF text's pieces end at each line's end, where its CRLF is written.
     if (lfBreaks && hasBreak) {
-      if (lineEnd > copied) out.push(s.slice(copied, lineEnd), '\r\n');
-      else out.push('\r\n');
+      if (lineEnd > copied) out.push(s.slice(copied, lineEnd));
+      out.push('\r\n');
       copied = next;
     }
     start = next;
@@ -372,33 +371,11 @@ function onlyEscapesText(s: string, from: number, to: number): boolean {
 
 /** `data` (UTF-8 when a string) as base64 lines of 76 characters, CRLF between them and none after the last. */
 export function base64Lines(data: string | Buffer): string {
-  const out: string[] = [];
-  base64Parts(data, out);
-  return out.length === 1 ? out[0]! : out.join('');
-}
-
-/** Octets encoded at a time by base64Parts: 800 lines' worth, 62,400 characters with their CRLFs. */
-const BASE64_CHUNK = 57 * 800;
-
-/**
- * base64Lines in pieces pushed onto `out`, each under STRING_CHUNK characters (mail/text-pieces.ts): an attachment
- * of a megabyte is 1.4 MB of base64, which as one string would be a large object of its own pages.
- */
-export function base64Parts(data: string | Buffer, out: PieceSink): void {
-  const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
-  // A chunk of a multiple of 3 octets encodes to whole groups of 4 characters, without padding: the chunks' base64
-  // is the whole's, cut at line ends (76 characters are 57 octets).
-  for (let from = 0; from < bytes.length || from === 0; from += BASE64_CHUNK) {
-    const b64 = bytes.toString('base64', from, Math.min(from + BASE64_CHUNK, bytes.length));
-    if (from > 0) out.push('\r\n');
-    if (b64.length <= MAX_ENCODED_LINE) {
-      out.push(b64);
-      continue;
-    }
-    const lines: string[] = [];
-    for (let i = 0; i < b64.length; i += MAX_ENCODED_LINE) lines.push(b64.slice(i, i + MAX_ENCODED_LINE));
-    out.push(lines.join('\r\n'));
-  }
+  const b64 = (typeof data === 'string' ? Buffer.from(data, 'utf8') : data).toString('base64');
+  if (b64.length <= MAX_ENCODED_LINE) return b64;
+  const lines: string[] = [];
+  for (let i = 0; i < b64.length; i += MAX_ENCODED_LINE) lines.push(b64.slice(i, i + MAX_ENCODED_LINE));
+  return lines.join('\r\n');
 }
 
 // C0 controls other than TAB, LF and CR, one string each.
