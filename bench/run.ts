@@ -53,6 +53,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
+import { MAX_BATCH, routeTable } from '@svc-mail/sdk';
 import { composeMessage } from '../mail/compose.js';
 import { startSink, type Sink } from './sink.js';
 import { startRelay, type Relay } from './postfix.js';
@@ -135,9 +136,9 @@ const WARMUP = Number(args.warmup);
 const PF_WARMUP = Number(args['postfix-warmup']);
 const RUNS = Math.max(1, Number(args.runs));
 const SIZE = args.size!;
-// sendBatch's messages a request: 100, or as many as fit its 10 MB request body (docs/api.md §8, Limits) with a kB each
-// for the JSON around a message (9 at --size 1m).
-const BATCH = Math.min(100, Math.floor((10 * 1024 * 1024) / (SIZES[SIZE]! + 1024)));
+// sendBatch's messages a request: its most (MAX_BATCH), or as many as fit its request body's limit with a kB each for
+// the JSON around a message (9 at --size 1m).
+const BATCH = Math.min(MAX_BATCH, Math.floor(routeTable['v1.services.sendBatch'].bodyLimit / (SIZES[SIZE]! + 1024)));
 const BODY = textOfSize(SIZE);
 // --body html: the same words posted as html alone, so that the service makes the text alternative (as a sender
 // of html-only mail has it do); Postfix relays the message our composer makes of it.
