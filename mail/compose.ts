@@ -15,7 +15,7 @@ import './header-keys.js'; // MimeNode's header-name normalization, remembered (
 import { htmlText } from './html-text.js';
 import { nestsWithin } from './html-nesting.js';
 import {
-  base64Lines,
+  base64Pieces,
   crlf,
   hasLongerLines,
   isAsciiText,
@@ -24,6 +24,7 @@ import {
   quotedPrintableParts,
   textTransferEncoding,
 } from './mime-encode.js';
+import { STRING_CHUNK, WHOLE_STRING } from './string-chunks.js';
 
 export interface Mailbox {
   /** Display name, or null for a bare address. */
@@ -364,10 +365,41 @@ function plainTextOf(html: string): string {
 }
 
 export async function composeMessage(m: ComposeInput): Promise<Buffer> {
-  const text = serializeMimeText(compileMessage(m));
+  const message = messagePieces(compileMessage(m));
+  let chars = 0;
+  for (const piece of message.pieces) chars += piece.length;
+  if (chars > WHOLE_STRING && !message.bareLf) return checkedChunks(message.pieces, chars);
+  const text = wholeText(message);
   // 7-bit (or refused below): latin1 and UTF-8 give the same octets, latin1 without the encoder's work.
   const bytes = Buffer.from(text, 'latin1');
   assertWireSafe(text, bytes);
+  return bytes;
+}
+
+/**
+ * The octets of a message of `chars` characters (over WHOLE_STRING) from its pieces, made and checked a chunk at a
+ * time (mail/string-chunks.ts): each chunk the pieces up to one that ends in an LF, about `chunk` characters (a longer
+ * piece is a chunk of its own). Each chunk but the last ends in an LF, so a CRLF or a line is never cut by a chunk's
+ * end, and assertWireSafe of each chunk is assertWireSafe of the whole (test/mail/compose.test.ts).
+ */
+export function checkedChunks(pieces: readonly string[], chars: number, chunk = STRING_CHUNK): Buffer {
+  const bytes = Buffer.allocUnsafe(chars);
+  let at = 0;
+  let from = 0;
+  let size = 0;
+  for (let i = 0; i < pieces.length; i++) {
+    const piece = pieces[i]!;
+    size += piece.length;
+    const next = pieces[i + 1];
+    if (next !== undefined && (size + next.length <= chunk || !piece.endsWith('\n'))) continue;
+    const text = i === from ? piece : pieces.slice(from, i + 1).join('');
+    const n = bytes.write(text, at, 'latin1');
+    assertWireSafe(text, bytes.subarray(at, at + n));
+    at += n;
+    from = i + 1;
+    size = 0;
+  }
+  if (at !== chars) throw new Error('compose: the message is not as long as its pieces');
   return bytes;
 }
 
@@ -626,10 +658,22 @@ function bracketAddresses(root: MimeNode): void {
  */
 export function serializeMime(root: MimeNode): Buffer {
   // Header and encoded text are ASCII; an unencoded (7bit) part is too, or assertWireSafe refuses it.
-  return Buffer.from(serializeMimeText(root), 'utf8');
+  return Buffer.from(wholeText(messagePieces(root)), 'utf8');
 }
 
-function serializeMimeText(root: MimeNode): string {
+/** A message's text in pieces, in order, and whether one may hold an LF that is not part of a CRLF. */
+interface MessagePieces {
+  pieces: string[];
+  bareLf: boolean;
+}
+
+/** The message as one string (LeWindows: every LF is part of a CRLF). */
+function wholeText({ pieces, bareLf }: MessagePieces): string {
+  const text = pieces.join('');
+  return bareLf ? text.replace(/(?<!\r)\n/g, '\r\n') : text;
+}
+
+function messagePieces(root: MimeNode): MessagePieces {
   const out: string[] = [];
   // Whether a chunk pushed so far may hold an LF that is not part of a CRLF (LeWindows below). Only headers and
   // unencoded text are looked at: base64 lines and the framing are CRLF-only as written, and so is
@@ -649,7 +693,7 @@ function serializeMimeText(root: MimeNode): string {
       if (typeof content !== 'string' && encoding !== 'base64') throw new Error('compose: a binary part not in base64');
       const lf = (node as LfNode)[LF_BREAKS] === content;
       if (typeof content !== 'string' || encoding === 'base64') {
-        out.push(base64Lines(lf ? crlf(content as string) : content));
+        base64Pieces(lf ? crlf(content as string) : content, out);
       } else if (encoding === 'quoted-printable') {
         // Its pieces go straight into `out`, joined once with the rest (quotedPrintableParts).
         const at = out.length;
@@ -678,9 +722,7 @@ function serializeMimeText(root: MimeNode): string {
   while (i > 0 && out[i] === '') i--;
   const last = out[i]!.at(-1);
   if (last !== '\n') out.push(last === '\r' ? '\n' : '\r\n');
-  const text = out.join('');
-  // LeWindows: every LF is part of a CRLF.
-  return bareLf ? text.replace(/(?<!\r)\n/g, '\r\n') : text;
+  return { pieces: out, bareLf };
 }
 
 /**

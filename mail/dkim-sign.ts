@@ -15,6 +15,7 @@ import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { promisify } from 'node:util';
 import { canonicalSignatureField, plainTagValue, relaxedField, signatureField, signatureTags } from './dkim-header.js';
+import { STRING_CHUNK, WHOLE_STRING } from './string-chunks.js';
 
 const require = createRequire(import.meta.url);
 
@@ -133,19 +134,23 @@ function bodyHashOf(body: Buffer, crlfKnown = false): { hash: string; crlfOnly: 
   const len = body.length;
   if (len > 0 && (body[len - 2] !== 0x0d || body[len - 1] !== 0x0a)) return notCrlf(body);
   const hash = createHash('sha256');
-  // The scans run on a latin1 copy of the octets (one character per octet), whose matching is V8's own.
-  const text = body.toString('latin1');
+  // The scans run on a latin1 copy of the octets (one character per octet), whose matching is V8's own: of the whole
+  // body, or of a body over WHOLE_STRING octets a chunk of whole lines at a time (mail/string-chunks.ts).
+  let text = len > WHOLE_STRING ? undefined : body.toString('latin1');
   // The common body: CRLF lines canonical as they stand, but for the empty ones at the end. Three scans (a tab, a
   // space before a space or a line end, a CR or LF alone, which a caller that knows skips) and one hash update,
   // cheaper than the loop below: a composed 100 kB body (quoted-printable, 80-octet lines of words) in ~135 µs, ~60
   // of them the hash (README, Benchmarks: the twenty-first set's machine).
-  if (!text.includes('\t') && !SPACE_TO_SQUEEZE.test(text) && (crlfKnown || crlfPairsOnly(text))) {
+  if (text === undefined ? canonicalChunks(body, crlfKnown) : canonicalAsItStands(text, crlfKnown)) {
+    // The body ends in a CRLF (above): each CRLF before one at the end is an empty line there.
     let end = len;
-    while (end >= 4 && text.startsWith('\r\n\r\n', end - 4)) end -= 2;
+    while (end >= 4 && body[end - 3] === 0x0a && body[end - 4] === 0x0d) end -= 2;
     // Nothing but empty lines: nothing is hashed.
     if (end === 2) end = 0;
     return { hash: hash.update(body.subarray(0, end)).digest('base64'), crlfOnly: true };
   }
+  // Lines to rewrite: a large body's too on one string (slower, but a body of long runs of whitespace is rare).
+  text ??= body.toString('latin1');
   let runStart = 0;
   let runEnd = 0;
   let pendingEmpty = 0;
@@ -196,6 +201,29 @@ function bodyHashOf(body: Buffer, crlfKnown = false): { hash: string; crlfOnly: 
   }
   flushRun();
   return { hash: hash.digest('base64'), crlfOnly: true };
+}
+
+/** Whether the CRLF lines of `text` are canonical as they stand (bodyHashOf's three scans). */
+function canonicalAsItStands(text: string, crlfKnown: boolean): boolean {
+  return !text.includes('\t') && !SPACE_TO_SQUEEZE.test(text) && (crlfKnown || crlfPairsOnly(text));
+}
+
+/**
+ * canonicalAsItStands of a body, a chunk of about STRING_CHUNK octets at a time, each ending just after an LF (or at
+ * the body's end), so that no line, and no space before a line's CR, spans two chunks.
+ */
+function canonicalChunks(body: Buffer, crlfKnown: boolean): boolean {
+  const len = body.length;
+  for (let from = 0; from < len;) {
+    let end = len;
+    if (len - from > STRING_CHUNK) {
+      const lf = body.lastIndexOf(0x0a, from + STRING_CHUNK - 1);
+      end = lf >= from ? lf + 1 : body.indexOf(0x0a, from + STRING_CHUNK) + 1 || len;
+    }
+    if (!canonicalAsItStands(body.toString('latin1', from, end), crlfKnown)) return false;
+    from = end;
+  }
+  return true;
 }
 
 /**

@@ -9,6 +9,7 @@
 import { isAscii } from 'node:buffer';
 import v8 from 'node:v8';
 import { hasLongerLines as theirHasLongerLines } from 'nodemailer/lib/mime-funcs';
+import { STRING_CHUNK, WHOLE_STRING } from './string-chunks.js';
 
 /** RFC 2045 §6.8 / §6.7: encoded lines hold at most 76 characters. */
 export const MAX_ENCODED_LINE = 76;
@@ -230,6 +231,7 @@ export function quotedPrintableLines(text: string, plain = false): { text: strin
  * texts, what JSON bodies hold). Returns whether its line breaks are all CRLF.
  */
 export function quotedPrintableParts(text: string, plain: boolean, out: string[], lfBreaks = false): boolean {
+  if (text.length > WHOLE_STRING && quotedPrintableSegments(text, plain, out, lfBreaks, STRING_CHUNK)) return true;
   // A short text's choices below count its CRs, which an LF text does not hold yet: it is converted first.
   if (lfBreaks && text.length <= MAX_ENCODED_LINE) return quotedPrintableParts(crlf(text), plain, out);
   if (plain && text.length > MAX_ENCODED_LINE) {
@@ -249,6 +251,50 @@ export function quotedPrintableParts(text: string, plain: boolean, out: string[]
   out.push(qpWrap(Buffer.from(enc, 'latin1'), enc.length, MAX_ENCODED_LINE));
   return false;
 }
+
+/**
+ * quotedPrintableParts of a long text a segment of whole lines at a time, about `segment` characters each, and each
+ * segment's pieces joined into one string pushed onto `out`: so that neither a string nor an array of pieces of the
+ * whole encoding is made (mail/string-chunks.ts). The same text once joined: soft breaks are made line by line, and a
+ * segment ends just after a line break and starts a line. False, with nothing pushed, for a text whose line breaks are
+ * not all CRLF (LF with `lfBreaks`), whose soft breaks qpWrap makes over the whole text, for one that would be a single
+ * segment, and for one with a segment of a short text's length (which quotedPrintableParts encodes otherwise and calls
+ * not CRLF-only): each of these the caller encodes whole. So a segment after a line longer than `segment` takes the
+ * rest of the text with it when less than MIN_REST would be left.
+ */
+export function quotedPrintableSegments(
+  text: string,
+  plain: boolean,
+  out: string[],
+  lfBreaks: boolean,
+  segment: number,
+): boolean {
+  const len = text.length;
+  if (len <= segment + MIN_REST) return false;
+  const first = out.length;
+  const pieces: string[] = [];
+  for (let from = 0; from < len;) {
+    let end = len;
+    if (len - from > segment + MIN_REST) {
+      const lf = text.lastIndexOf('\n', from + segment - 1);
+      end = lf >= from ? lf + 1 : text.indexOf('\n', from + segment) + 1 || len;
+      if (len - end < MIN_REST) end = len;
+    }
+    // A text of one segment (a line as long) is the whole text's way.
+    if (from === 0 && end === len) return false;
+    if (!quotedPrintableParts(text.slice(from, end), plain, pieces, lfBreaks)) {
+      out.length = first;
+      return false;
+    }
+    out.push(pieces.length === 1 ? pieces[0]! : pieces.join(''));
+    pieces.length = 0;
+    from = end;
+  }
+  return true;
+}
+
+/** Characters a segment of quotedPrintableSegments leaves at least after it: more than a short text's. */
+const MIN_REST = 2 * MAX_ENCODED_LINE;
 
 /** `text` as quoted-printable by the octet loops alone: what quotedPrintable's fast path is checked against. */
 export function quotedPrintableBytes(text: string): string {
@@ -376,6 +422,26 @@ export function base64Lines(data: string | Buffer): string {
   const lines: string[] = [];
   for (let i = 0; i < b64.length; i += MAX_ENCODED_LINE) lines.push(b64.slice(i, i + MAX_ENCODED_LINE));
   return lines.join('\r\n');
+}
+
+/** Octets encoded at a time by base64Pieces: 800 lines' worth (76 characters are 57 octets), 62,400 characters. */
+export const BASE64_CHUNK = 57 * 800;
+
+/**
+ * base64Lines(data) pushed onto `out`: in one piece, or, for more than BASE64_CHUNK octets, in pieces of 800 lines with
+ * the CRLFs between them pieces of their own (mail/string-chunks.ts: a 1 MB attachment is 1.4 MB of base64). A chunk
+ * of whole 57-octet groups encodes without padding to whole lines, so the pieces are the whole's lines.
+ */
+export function base64Pieces(data: string | Buffer, out: string[]): void {
+  const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+  if (bytes.length <= BASE64_CHUNK) {
+    out.push(base64Lines(bytes));
+    return;
+  }
+  for (let from = 0; from < bytes.length; from += BASE64_CHUNK) {
+    if (from > 0) out.push('\r\n');
+    out.push(base64Lines(bytes.subarray(from, from + BASE64_CHUNK)));
+  }
 }
 
 // C0 controls other than TAB, LF and CR, one string each.

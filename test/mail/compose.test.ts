@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import MimeNode from 'nodemailer/lib/mime-node';
 import {
   assertWireSafe,
+  checkedChunks,
   compileMessage,
   composeMessage,
   MAX_CONVERTED_HTML,
@@ -14,6 +15,7 @@ import {
   parseFrom,
   type ComposeInput,
 } from '../../mail/compose.js';
+import { STRING_CHUNK, WHOLE_STRING } from '../../mail/string-chunks.js';
 import { randomOf, seeded } from '../helpers/seeded.js';
 
 const INJECTIONS = [
@@ -331,6 +333,48 @@ t.test("serializeMime writes exactly the bytes of nodemailer's own streaming bui
   t.equal((await composeMessage(BASE)).length > 0, true, 'composeMessage goes through serializeMime');
 });
 
+t.test('a message over WHOLE_STRING characters, made and checked a chunk at a time, has the same bytes', async (t) => {
+  // serializeMime joins a message's pieces once; composeMessage writes one this large a chunk at a time. Both against
+  // build() where it wraps as we do: quoted-printable parts under 64 KiB each (past it build()'s stream wraps
+  // otherwise, above) with CRLF line ends (an LF text is written as the same with CRLF, the test after next), a 7bit
+  // text longer than a chunk (a piece written as it is), base64 attachments of a base64 chunk's size (45,600 octets)
+  // and either side.
+  // Then, against serializeMime alone, the bench's 1 MB text and html with LF line ends.
+  const qp = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor = x.\r\n'.repeat(600);
+  const lines = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.\n'.repeat(13_000);
+  // The multipart boundary is random in each composition.
+  const same = (raw: Buffer) => raw.toString('latin1').replace(/_NmP-[0-9a-f]+-Part/g, '_NmP-Part');
+  const cases: [string, Partial<ComposeInput>, boolean][] = [
+    [
+      'two quoted-printable parts and an attachment',
+      { text: qp, html: `<p>${qp}</p>`, attachments: [{ filename: 'a.bin', content: randomBytes(300_000) }] },
+      true,
+    ],
+    ['a 7bit text longer than a chunk', { text: 'a short line of text\n'.repeat(8000) }, true],
+    [
+      "attachments of a base64 chunk's size, one octet either side, and two",
+      {
+        attachments: [45_599, 45_600, 45_601, 91_200].map((n, i) => ({
+          filename: `f${i}.bin`,
+          content: randomBytes(n),
+        })),
+      },
+      true,
+    ],
+    ['a 1 MB text and html with LF line ends', { text: lines, html: `<p>${lines}</p>` }, false],
+  ];
+  for (const [what, change, againstBuild] of cases) {
+    const m = { ...BASE, ...change } as ComposeInput;
+    const root = compileMessage(m);
+    const whole = serializeMime(root);
+    t.ok(whole.length > WHOLE_STRING, `${what}: ${whole.length} octets`);
+    if (againstBuild) t.equal(whole.toString('latin1'), (await root.build()).toString('latin1'), `${what}: build()'s`);
+    const chunked = await composeMessage(m);
+    t.ok(same(chunked) === same(whole), `${what}: composeMessage writes serializeMime's bytes`);
+    assertWire(t, chunked);
+  }
+});
+
 t.test("serializeMime writes build()'s bytes for random contents in every encoding, lone CR and LF too", async (t) => {
   // compileMessage never gives a part a lone CR or LF; serializeMime must still write what build() writes
   // (LeWindows: every LF a CRLF), which it looks for only in the headers and in text that is not encoded.
@@ -513,6 +557,37 @@ t.test('assertWireSafe refuses what a reference check refuses: 8-bit, NUL, lone 
     t.ok(refuses(s), JSON.stringify(s.slice(0, 20)));
   for (const s of ['', `${'a'.repeat(998)}\r\n${'b'.repeat(998)}`, 'a\r\n\r\n\t\x7f'])
     t.equal(refuses(s), false, JSON.stringify(s.slice(0, 20)));
+});
+
+t.test("checkedChunks refuses what assertWireSafe of the whole refuses, and writes the whole's octets", async (t) => {
+  // Random pieces, in chunks of a few characters (cut after a piece ending in an LF once a chunk is full: between a
+  // piece ending in a CR and one starting with its LF never), and of the STRING_CHUNK composeMessage uses.
+  const pieces = ['a', 'x'.repeat(300), 'y'.repeat(700), '\r\n', '\r\n', '=\r\n', '\r', '\n', 'b\n', '\0', 'é', 'Ł'];
+  const rnd = seeded(21);
+  const outcome = (f: () => Buffer): Buffer | 'refused' => {
+    try {
+      return f();
+    } catch {
+      return 'refused';
+    }
+  };
+  let mismatches = 0;
+  const seen = new Set<string>();
+  for (let i = 0; i < 20000; i++) {
+    const list = Array.from({ length: 1 + Math.floor(rnd() * 12) }, () =>
+      randomOf(rnd, i % 2 ? pieces.slice(0, 6) : pieces, 1 + Math.floor(rnd() * 3)),
+    );
+    const text = list.join('');
+    const whole = outcome(() => (assertWireSafe(text), Buffer.from(text, 'latin1')));
+    for (const chunk of [1 + Math.floor(rnd() * 20), STRING_CHUNK]) {
+      const chunked = outcome(() => checkedChunks(list, text.length, chunk));
+      seen.add(whole === 'refused' ? 'refused' : 'passed');
+      const agree = whole === 'refused' ? chunked === 'refused' : chunked !== 'refused' && chunked.equals(whole);
+      if (!agree && mismatches++ < 3) t.fail(`differs for ${JSON.stringify(list)} in chunks of ${chunk}`);
+    }
+  }
+  t.equal(mismatches, 0, '20000 random lists of pieces');
+  t.same([...seen].sort(), ['passed', 'refused'], 'both passed and refused');
 });
 
 t.test("each text part's pinned transfer encoding is the one MimeNode chooses for its content", async (t) => {

@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import { generateDkimKey } from '../../mail/dkim-keys.js';
 import { dkimSign, dkimSignatures, DkimSignError, OVERSIGNED_HEADERS, relaxedBodyHash } from '../../mail/dkim-sign.js';
 import { composeMessage } from '../../mail/compose.js';
+import { STRING_CHUNK, WHOLE_STRING } from '../../mail/string-chunks.js';
 import { dkimTxtValue } from '../../mail/dkim-keys.js';
 import { verifyDkim } from '../helpers/dkim-verify.js';
 import { randomOf, seeded } from '../helpers/seeded.js';
@@ -281,6 +282,54 @@ t.test("relaxedBodyHash of bodies of long CRLF lines is mailauth's", async (t) =
     if (relaxedBodyHash(b) !== mailauthBodyHash(b) && mismatches++ < 3) t.fail(`differs for ${JSON.stringify(s)}`);
   }
   t.equal(mismatches, 0, `3000 bodies, ${lone} with a lone CR or LF`);
+});
+
+t.test("relaxedBodyHash of a body over WHOLE_STRING octets, scanned a chunk at a time, is mailauth's", async (t) => {
+  // Clean lines of 78 octets and CRLF, with one thing at an octet near the first chunk's end: where it ends (after the
+  // last LF within STRING_CHUNK octets), just before and just after, and astride octet STRING_CHUNK, where a cut that
+  // did not look for a line's end would fall; then the same at the last chunk's end, the body's.
+  const clean = `${'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempo.'.slice(0, 78)}\r\n`;
+  const things = ['\t', '  ', ' \r\n', '\r\n\r\n', '\n', '\r', '\r\n', 'x'.repeat(STRING_CHUNK + 100)];
+  let mismatches = 0;
+  let cases = 0;
+  let shortest = Infinity;
+  for (const lines of [
+    Math.ceil((STRING_CHUNK * 2.1) / clean.length),
+    Math.ceil((STRING_CHUNK * 3.2) / clean.length),
+  ]) {
+    const base = clean.repeat(lines);
+    const cut = base.lastIndexOf('\n', STRING_CHUNK - 1) + 1;
+    const end = base.length;
+    for (const thing of things)
+      for (const at of [
+        cut - 3,
+        cut - 2,
+        cut - 1,
+        cut,
+        cut + 1,
+        cut + 2,
+        cut + 80,
+        STRING_CHUNK - 2,
+        STRING_CHUNK - 1,
+        end - 2,
+        end,
+      ]) {
+        const b = Buffer.from(base.slice(0, at) + thing + base.slice(at), 'latin1');
+        cases++;
+        shortest = Math.min(shortest, b.length);
+        if (relaxedBodyHash(b) !== mailauthBodyHash(b) && mismatches++ < 3)
+          t.fail(`differs with ${JSON.stringify(thing.slice(0, 8))} at ${at} of ${b.length}`);
+      }
+    // Empty lines at the end, and nothing but clean lines.
+    for (const tail of ['', '\r\n', '\r\n'.repeat(40)]) {
+      const b = Buffer.from(base + tail, 'latin1');
+      cases++;
+      if (relaxedBodyHash(b) !== mailauthBodyHash(b) && mismatches++ < 3)
+        t.fail(`differs ending ${JSON.stringify(tail)}`);
+    }
+  }
+  t.ok(shortest > WHOLE_STRING, `every body over WHOLE_STRING (the shortest ${shortest} octets)`);
+  t.equal(mismatches, 0, `${cases} bodies`);
 });
 
 t.test('a composed 100 kB text and html message: signed, verified by mailauth and python3-dkim', async (t) => {

@@ -9,7 +9,9 @@ import { encode as b64Encode, wrap as b64Wrap } from 'nodemailer/lib/base64';
 import MimeNode from 'nodemailer/lib/mime-node';
 import { hasLongerLines, isPlainText } from 'nodemailer/lib/mime-funcs';
 import {
+  BASE64_CHUNK,
   base64Lines,
+  base64Pieces,
   hasLongerLines as ourHasLongerLines,
   isAsciiText,
   isPlainText as ourIsPlainText,
@@ -17,6 +19,7 @@ import {
   quotedPrintableBytes,
   quotedPrintableLines,
   quotedPrintableParts,
+  quotedPrintableSegments,
   textTransferEncoding,
 } from '../../mail/mime-encode.js';
 import { randomOf, seeded } from '../helpers/seeded.js';
@@ -191,6 +194,52 @@ t.test('quotedPrintableParts of text with LF line breaks writes the pieces of th
   t.equal(out.join(''), quotedPrintable(body.replaceAll('\n', '\r\n'), true), 'a 100 kB body of 80-character lines');
 });
 
+t.test('quotedPrintableSegments: the pieces of the whole text, joined a segment at a time', async (t) => {
+  // Segments of a few characters to a few hundred, in random texts of up to 300 pieces: CRLF-only, LF-only (lfBreaks)
+  // and with lone CR or LF (refused, nothing pushed), plain or not. Then a text over WHOLE_STRING, which
+  // quotedPrintableParts itself takes a segment at a time, against nodemailer's encoder of the whole.
+  const rnd = seeded(23);
+  let mismatches = 0;
+  let segmented = 0;
+  for (let i = 0; i < 20000; i++) {
+    const raw = randomOf(rnd, i % 2 ? PLAIN_PIECES : PIECES, 300);
+    const lfBreaks = i % 3 === 1;
+    const text = lfBreaks ? raw.replace(/\r/g, '') : i % 3 === 2 ? raw : raw.replace(/\r\n|\r|\n/g, '\r\n');
+    const segment = 1 + Math.floor(rnd() * 300);
+    for (const plain of isPlainText(text) ? [false, true] : [false]) {
+      const whole: string[] = [];
+      const wholeCrlf = quotedPrintableParts(text, plain, whole, lfBreaks);
+      const out = ['before'];
+      if (quotedPrintableSegments(text, plain, out, lfBreaks, segment)) {
+        segmented++;
+        if (!wholeCrlf || out.slice(1).join('') !== whole.join('')) {
+          if (mismatches++ < 3) t.fail(`differs for ${JSON.stringify(text)} in segments of ${segment}`);
+        }
+      } else if (out.length !== 1 && mismatches++ < 3) t.fail(`refused but pushed: ${JSON.stringify(text)}`);
+    }
+  }
+  t.equal(mismatches, 0, '20000 random texts');
+  t.ok(segmented > 5000, `${segmented} taken a segment at a time`);
+  // A line longer than a segment, then a last line too short to be a segment: it goes with the long one.
+  const rest = `${'a'.repeat(79)}\n`.repeat(20) + `${'x'.repeat(2000)}\nend\n`;
+  const out: string[] = [];
+  t.ok(quotedPrintableSegments(rest, true, out, true, 800), 'a short last line: segmented all the same');
+  const whole: string[] = [];
+  quotedPrintableParts(rest, true, whole, true);
+  t.equal(out.length, 3, 'in three segments');
+  t.equal(out.join(''), whole.join(''), 'the whole text encoded');
+  const line = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do = eiusmod tempor. Grüße  \n';
+  for (const [what, text, lfBreaks] of [
+    ['300 kB with LF breaks', line.repeat(3400), true],
+    ['300 kB with CRLF breaks', line.repeat(3400).replaceAll('\n', '\r\n'), false],
+  ] as const) {
+    const out: string[] = [];
+    t.ok(quotedPrintableParts(text, false, out, lfBreaks), `${what}: CRLF-only`);
+    t.ok(out.length > 4 && out.every((p) => p.length < 128 * 1024), `${what}: ${out.length} pieces, none of 128 KiB`);
+    t.equal(out.join(''), theirsQp(text.replaceAll(/\r?\n/g, '\r\n')), `${what}: nodemailer's bytes`);
+  }
+});
+
 t.test('quotedPrintable: the cases by name', async (t) => {
   const cases: Record<string, string> = {
     empty: '',
@@ -229,6 +278,36 @@ t.test('base64Lines writes the bytes of nodemailer: 76-character lines, CRLF bet
   }
   t.equal(base64Lines('Grüße'), b64Wrap(b64Encode('Grüße'), 76), 'a string is taken as UTF-8');
 });
+
+t.test(
+  'base64Pieces are base64Lines, a piece under 128 KiB each, for data about a chunk long and longer',
+  async (t) => {
+    const rnd = seeded(22);
+    for (const n of [
+      0,
+      1,
+      BASE64_CHUNK - 1,
+      BASE64_CHUNK,
+      BASE64_CHUNK + 1,
+      2 * BASE64_CHUNK,
+      2 * BASE64_CHUNK + 57,
+      300_000,
+    ]) {
+      const buf = Buffer.from(Array.from({ length: n }, () => Math.floor(rnd() * 256)));
+      const out: string[] = [];
+      base64Pieces(buf, out);
+      t.equal(out.join(''), b64Wrap(b64Encode(buf), 76), `${n} octets in ${out.length} pieces`);
+      t.ok(
+        out.every((p) => p.length < 128 * 1024),
+        'no piece of 128 KiB',
+      );
+      t.equal(out.length, n > BASE64_CHUNK ? 2 * Math.ceil(n / BASE64_CHUNK) - 1 : 1, 'a piece a chunk, CRLFs between');
+    }
+    const out: string[] = [];
+    base64Pieces('Grüße', out);
+    t.same(out, [base64Lines('Grüße')], 'a string is taken as UTF-8');
+  },
+);
 
 t.test("isPlainText is mime-funcs' for every code unit and for random text", async (t) => {
   let mismatches = 0;
