@@ -149,16 +149,12 @@ function bodyHashOf(body: Buffer, crlfKnown = false): { hash: string; crlfOnly: 
     if (end === 2) end = 0;
     return { hash: hash.update(body.subarray(0, end)).digest('base64'), crlfOnly: true };
   }
-  // Lines to rewrite: a large body's too on one string (slower, but a body of long runs of whitespace is rare).
-  text ??= body.toString('latin1');
+  // Lines to rewrite: the loop below, over the whole body's text or a chunk of whole lines at a time. Positions in
+  // `chunk` are the chunk's own; in `body`, `from` more.
+  const ends = text === undefined ? chunkEnds(body) : [len];
   let runStart = 0;
   let runEnd = 0;
   let pendingEmpty = 0;
-  // The next tab and double space at or after the current line: each found once, so O(length) (Buffer#indexOf
-  // costs more per call than a line).
-  let tab = -2;
-  let double = -2;
-  let ls = 0;
   const flushRun = () => {
     if (runEnd > runStart) hash.update(body.subarray(runStart, runEnd));
   };
@@ -166,38 +162,47 @@ function bodyHashOf(body: Buffer, crlfKnown = false): { hash: string; crlfOnly: 
     for (; pendingEmpty > 0; pendingEmpty -= 64) hash.update(CRLFS.subarray(0, Math.min(pendingEmpty, 64) * 2));
     pendingEmpty = 0;
   };
-  while (ls < len) {
-    const cr = text.indexOf('\r', ls);
-    const lf = text.indexOf('\n', ls);
-    if (cr < 0 || lf !== cr + 1) return notCrlf(body);
-    if (tab !== -1 && tab < ls) tab = text.indexOf('\t', ls);
-    if (double !== -1 && double < ls) double = text.indexOf('  ', ls);
-    const clean =
-      (tab < 0 || tab >= cr) && (double < 0 || double >= cr) && (cr === ls || text.charCodeAt(cr - 1) !== 0x20);
-    if (clean && cr > ls) {
-      if (pendingEmpty) {
-        flushRun();
-        flushEmpty();
-        runStart = ls;
-      } else if (runEnd !== ls) {
-        flushRun();
-        runStart = ls;
+  for (let i = 0, from = 0; i < ends.length; from = ends[i++]!) {
+    const chunk = text ?? body.toString('latin1', from, ends[i]);
+    const n = chunk.length;
+    // The next tab and double space at or after the current line: each found once, so O(length) (Buffer#indexOf
+    // costs more per call than a line).
+    let tab = -2;
+    let double = -2;
+    let ls = 0;
+    while (ls < n) {
+      const cr = chunk.indexOf('\r', ls);
+      const lf = chunk.indexOf('\n', ls);
+      if (cr < 0 || lf !== cr + 1) return notCrlf(body);
+      if (tab !== -1 && tab < ls) tab = chunk.indexOf('\t', ls);
+      if (double !== -1 && double < ls) double = chunk.indexOf('  ', ls);
+      const clean =
+        (tab < 0 || tab >= cr) && (double < 0 || double >= cr) && (cr === ls || chunk.charCodeAt(cr - 1) !== 0x20);
+      if (clean && cr > ls) {
+        if (pendingEmpty) {
+          flushRun();
+          flushEmpty();
+          runStart = from + ls;
+        } else if (runEnd !== from + ls) {
+          flushRun();
+          runStart = from + ls;
+        }
+        runEnd = from + cr + 2;
+      } else if (clean) {
+        pendingEmpty++;
+      } else {
+        const line = canonicalLine(body, from + ls, from + cr);
+        if (line.length === 0) pendingEmpty++;
+        else {
+          flushRun();
+          flushEmpty();
+          hash.update(line);
+          hash.update(CRLFS.subarray(0, 2));
+          runStart = runEnd = from + cr + 2;
+        }
       }
-      runEnd = cr + 2;
-    } else if (clean) {
-      pendingEmpty++;
-    } else {
-      const line = canonicalLine(body, ls, cr);
-      if (line.length === 0) pendingEmpty++;
-      else {
-        flushRun();
-        flushEmpty();
-        hash.update(line);
-        hash.update(CRLFS.subarray(0, 2));
-        runStart = runEnd = cr + 2;
-      }
+      ls = cr + 2;
     }
-    ls = cr + 2;
   }
   flushRun();
   return { hash: hash.digest('base64'), crlfOnly: true };
@@ -208,22 +213,34 @@ function canonicalAsItStands(text: string, crlfKnown: boolean): boolean {
   return !text.includes('\t') && !SPACE_TO_SQUEEZE.test(text) && (crlfKnown || crlfPairsOnly(text));
 }
 
-/**
- * canonicalAsItStands of a body, a chunk of about STRING_CHUNK octets at a time, each ending just after an LF (or at
- * the body's end), so that no line, and no space before a line's CR, spans two chunks.
- */
+/** canonicalAsItStands of a body, a chunk of lines at a time (chunkEnds). */
 function canonicalChunks(body: Buffer, crlfKnown: boolean): boolean {
+  let from = 0;
+  for (const end of chunkEnds(body)) {
+    if (!canonicalAsItStands(body.toString('latin1', from, end), crlfKnown)) return false;
+    from = end;
+  }
+  return true;
+}
+
+/**
+ * Where the chunks of `body` end when its scans take about STRING_CHUNK octets at a time: each just after an LF, or at
+ * the body's end, so that no line, and no space before a line's CR, spans two chunks (a line longer than a chunk is
+ * a chunk of its own).
+ */
+function chunkEnds(body: Buffer): number[] {
   const len = body.length;
+  const ends: number[] = [];
   for (let from = 0; from < len;) {
     let end = len;
     if (len - from > STRING_CHUNK) {
       const lf = body.lastIndexOf(0x0a, from + STRING_CHUNK - 1);
       end = lf >= from ? lf + 1 : body.indexOf(0x0a, from + STRING_CHUNK) + 1 || len;
     }
-    if (!canonicalAsItStands(body.toString('latin1', from, end), crlfKnown)) return false;
+    ends.push(end);
     from = end;
   }
-  return true;
+  return ends;
 }
 
 /**

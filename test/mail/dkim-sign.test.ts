@@ -328,6 +328,16 @@ t.test("relaxedBodyHash of a body over WHOLE_STRING octets, scanned a chunk at a
         t.fail(`differs ending ${JSON.stringify(tail)}`);
     }
   }
+  // Lines to rewrite all through (every seventh has two spaces, a tab or a space at its end) and runs of empty lines,
+  // so that the hash's line loop takes every chunk, with runs and empty lines across their ends.
+  const mixed = Array.from({ length: Math.ceil((STRING_CHUNK * 3.2) / 30) }, (_, i) =>
+    i % 7 === 0 ? ['a  b', 'a\tb', 'a b '][i % 3]! : i % 11 < 3 ? '' : `line ${i} `.padEnd(50, 'x'),
+  ).join('\r\n');
+  for (const b of [Buffer.from(`${mixed}\r\n`), Buffer.from(`${mixed}\r\n\r\n\r\n`)]) {
+    cases++;
+    shortest = Math.min(shortest, b.length);
+    if (relaxedBodyHash(b) !== mailauthBodyHash(b) && mismatches++ < 3) t.fail(`differs for lines to rewrite`);
+  }
   t.ok(shortest > WHOLE_STRING, `every body over WHOLE_STRING (the shortest ${shortest} octets)`);
   t.equal(mismatches, 0, `${cases} bodies`);
 });
