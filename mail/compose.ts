@@ -567,7 +567,7 @@ function heldTexts() {
 }
 
 /**
- * The text parts whose content has LF line ends alone (heldTexts), which serializeMimeText writes as CRLF: the same
+ * The text parts whose content has LF line ends alone (heldTexts), which messagePieces writes as CRLF: the same
  * bytes as for the converted text, without a converted copy of a 100 kB text (a rope that the first scan copies
  * flat again, ~220 kB of garbage a message). With that content: a part given another since is written as it is.
  * A property of the node's own, not a WeakMap: V8's young-generation collector keeps some of a WeakMap's values
@@ -673,6 +673,7 @@ function wholeText({ pieces, bareLf }: MessagePieces): string {
   return bareLf ? text.replace(/(?<!\r)\n/g, '\r\n') : text;
 }
 
+/** serializeMime's pass (above): the message's text as pieces in order, joined by wholeText or by checkedChunks. */
 function messagePieces(root: MimeNode): MessagePieces {
   const out: string[] = [];
   // Whether a chunk pushed so far may hold an LF that is not part of a CRLF (LeWindows below). Only headers and
