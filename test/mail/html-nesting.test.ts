@@ -11,24 +11,33 @@ t.test('htmlparser2 is the one html-to-text parses with', async (t) => {
   t.equal(theirs, require.resolve('htmlparser2'), 'a pin that drifted from html-to-text would measure another parser');
 });
 
-t.test('the depth counted from open and close events is the parser stack’s, whatever the tag soup', async (t) => {
-  // Tags with htmlparser2's special rules: implied closes (p, li, td, tr, option, headings, form controls), void
-  // elements, </p> and </br> without a start, a second <form>, self-closing ones inside svg and math.
-  const tags = [
-    'p', '/p', 'div', '/div', 'li', '/li', 'ul', 'td', 'tr', 'th', '/tr', 'table', 'tbody', 'option', 'select',
-    'h1', 'h2', '/h1', 'br', '/br', 'img', 'hr', 'input', 'form', '/form', 'svg', '/svg', 'math', 'mi', 'path/',
-    'div/', 'a', '/a', 'b', '/b', 'title', '/title', 'dd', 'dt', 'rt', 'button', 'textarea', '/textarea', 'xyz',
-  ]; // prettier-ignore
+// Tags with htmlparser2's special rules: implied closes (p, li, td, tr, option, headings, form controls), void
+// elements, </p> and </br> without a start, a second <form>, self-closing ones inside svg and math.
+const tags = [
+  'p', '/p', 'div', '/div', 'li', '/li', 'ul', 'td', 'tr', 'th', '/tr', 'table', 'tbody', 'option', 'select',
+  'h1', 'h2', '/h1', 'br', '/br', 'img', 'hr', 'input', 'form', '/form', 'svg', '/svg', 'math', 'mi', 'path/',
+  'div/', 'a', '/a', 'b', '/b', 'title', '/title', 'dd', 'dt', 'rt', 'button', 'textarea', '/textarea', 'xyz',
+]; // prettier-ignore
+
+/** Tag soups of `length(random)` tags, the same every run (xorshift32 from a fixed seed). */
+function soups(length: (random: (n: number) => number) => number) {
   let seed = 0x9e3779b9;
-  // xorshift32: the same soups every run.
   const random = (n: number) => {
     seed ^= seed << 13;
     seed ^= seed >>> 17;
     seed ^= seed << 5;
     return (seed >>> 0) % n;
   };
+  return {
+    next: () => Array.from({ length: length(random) }, () => `<${tags[random(tags.length)]}>x`).join(''),
+    random,
+  };
+}
+
+t.test('the depth counted from open and close events is the parser stack’s, whatever the tag soup', async (t) => {
+  const soup = soups(() => 60);
   for (let round = 0; round < 400; round++) {
-    const html = Array.from({ length: 60 }, () => `<${tags[random(tags.length)]}>x`).join('');
+    const html = soup.next();
     let depth = 0;
     let wrong = '';
     // The parser's open-element stack is private to it: read here only to check the count against it. At each
@@ -56,6 +65,32 @@ t.test('nestsWithin: 512 deep is within, 513 is not; siblings are not depth', as
   t.equal(nestsWithin('<p>a</p>'.repeat(10_000) + '<br>'.repeat(10_000) + '<li>b'.repeat(10_000)), true);
   t.equal(nestsWithin('<b>'.repeat(600)), false, 'unclosed inline elements nest');
   t.equal(nestsWithin('<form>'.repeat(600)), false, 'so do forms in this version of the parser');
+});
+
+t.test('nestsWithin answers as the whole parse does, with or without parsing (at most `max` <)', async (t) => {
+  const parsed = (html: string, max: number) => {
+    const guard = depthGuard(max);
+    try {
+      new Parser({ onopentagname: guard.open, onclosetag: guard.close }, { decodeEntities: false }).end(html);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  // Limits near the soups' tag counts, so that both ways are taken.
+  const soup = soups((random) => 1 + random(12));
+  let unparsed = 0;
+  const wrong: string[] = [];
+  for (let round = 0; round < 4_000; round++) {
+    const html = soup.next();
+    const max = 1 + soup.random(8);
+    if ((html.match(/</g) ?? []).length <= max) unparsed++;
+    if (nestsWithin(html, max) !== parsed(html, max)) wrong.push(`${max}: ${html}`);
+  }
+  t.same(wrong, []);
+  t.ok(unparsed > 500, `${unparsed} soups of at most max '<' (not parsed)`);
+  t.equal(nestsWithin('<b><b><b>', 3), true, "three '<' nest three deep at most");
+  t.equal(nestsWithin('<b><b><b><b>', 3), false, 'a fourth is one too deep');
 });
 
 t.test('a guard throws HtmlTooDeep past its depth and counts closes back down', async (t) => {
