@@ -136,12 +136,13 @@ function bodyHashOf(body: Buffer, crlfKnown = false): { hash: string; crlfOnly: 
   const hash = createHash('sha256');
   // The scans run on a latin1 copy of the octets (one character per octet), whose matching is V8's own: of the whole
   // body, or of a body over WHOLE_STRING octets a chunk of whole lines at a time (mail/string-chunks.ts).
-  let text = len > WHOLE_STRING ? undefined : body.toString('latin1');
+  const ends = len > WHOLE_STRING ? chunkEnds(body) : null;
+  const text = ends ? undefined : body.toString('latin1');
   // The common body: CRLF lines canonical as they stand, but for the empty ones at the end. Three scans (a tab, a
   // space before a space or a line end, a CR or LF alone, which a caller that knows skips) and one hash update,
   // cheaper than the loop below: a composed 100 kB body (quoted-printable, 80-octet lines of words) in ~135 µs, ~60
   // of them the hash (README, Benchmarks: the twenty-first set's machine).
-  if (text === undefined ? canonicalChunks(body, crlfKnown) : canonicalAsItStands(text, crlfKnown)) {
+  if (ends ? canonicalChunks(body, ends, crlfKnown) : canonicalAsItStands(text!, crlfKnown)) {
     // The body ends in a CRLF (above): each CRLF before one at the end is an empty line there.
     let end = len;
     while (end >= 4 && body[end - 3] === 0x0a && body[end - 4] === 0x0d) end -= 2;
@@ -151,7 +152,6 @@ function bodyHashOf(body: Buffer, crlfKnown = false): { hash: string; crlfOnly: 
   }
   // Lines to rewrite: the loop below, over the whole body's text or a chunk of whole lines at a time. Positions in
   // `chunk` are the chunk's own; in `body`, `from` more.
-  const ends = text === undefined ? chunkEnds(body) : [len];
   let runStart = 0;
   let runEnd = 0;
   let pendingEmpty = 0;
@@ -162,8 +162,9 @@ function bodyHashOf(body: Buffer, crlfKnown = false): { hash: string; crlfOnly: 
     for (; pendingEmpty > 0; pendingEmpty -= 64) hash.update(CRLFS.subarray(0, Math.min(pendingEmpty, 64) * 2));
     pendingEmpty = 0;
   };
-  for (let i = 0, from = 0; i < ends.length; from = ends[i++]!) {
-    const chunk = text ?? body.toString('latin1', from, ends[i]);
+  const loopEnds = ends ?? [len];
+  for (let i = 0, from = 0; i < loopEnds.length; from = loopEnds[i++]!) {
+    const chunk = text ?? body.toString('latin1', from, loopEnds[i]);
     const n = chunk.length;
     // The next tab and double space at or after the current line: each found once, so O(length) (Buffer#indexOf
     // costs more per call than a line).
@@ -213,10 +214,10 @@ function canonicalAsItStands(text: string, crlfKnown: boolean): boolean {
   return !text.includes('\t') && !SPACE_TO_SQUEEZE.test(text) && (crlfKnown || crlfPairsOnly(text));
 }
 
-/** canonicalAsItStands of a body, a chunk of lines at a time (chunkEnds). */
-function canonicalChunks(body: Buffer, crlfKnown: boolean): boolean {
+/** canonicalAsItStands of a body, a chunk of lines at a time (`ends`, from chunkEnds). */
+function canonicalChunks(body: Buffer, ends: readonly number[], crlfKnown: boolean): boolean {
   let from = 0;
-  for (const end of chunkEnds(body)) {
+  for (const end of ends) {
     if (!canonicalAsItStands(body.toString('latin1', from, end), crlfKnown)) return false;
     from = end;
   }
