@@ -372,6 +372,8 @@ async function composeAndAccept(
   // grace, the body goes (mta/outbound/worker.ts); with one, the message is delivered, once.
   const outcome = await timedWait(deps, 'accept', () => acceptMessage(deps.storage, { ...message, idempotency }));
   if (outcome.kind !== 'accepted' || outcome.status !== 'queued') await spool.remove(id);
+  // Committed: a delivery worker in this process takes it now, not at its next poll (docs/decisions.md #86).
+  else spool.wake();
   return outcome;
 }
 
@@ -542,6 +544,7 @@ export async function sendBatch(
     case 'accepted': {
       const suppressed = ids.filter((_, i) => outcome.statuses[i] !== 'queued');
       if (suppressed.length) await spool.removeMany(suppressed);
+      if (suppressed.length < ids.length) spool.wake();
       return {
         projectId: project,
         results: ids.map((id, i) => ({ messageId: id, status: outcome.statuses[i]! })),

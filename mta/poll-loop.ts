@@ -1,10 +1,16 @@
 // The loop the delivery worker and the webhook dispatcher share: one poll at a time, again at once
-// when the poll says more work is waiting, else after `pollMs`; `schedule(0)` polls now, `stop()` ends it.
+// when the poll says more work is waiting, else after `pollMs`; `schedule(0)` polls now, `wake()` polls now or
+// right after the poll running, `stop()` ends it.
 import type { Clock } from '../mail/clock.js';
 
 export interface PollLoop {
   /** Polls after `ms` (replacing a poll already scheduled). */
   schedule(ms: number): void;
+  /**
+   * New work is waiting: polls now, or once the poll running now is done (that poll may have looked before the work
+   * came, and would wait `pollMs`). Wakes before the poll they asked for begins are one: each replaces the timer.
+   */
+  wake(): void;
   /** Whether a poll is running now (stop() waits for it). */
   polling(): boolean;
   /** No more polls; one running now finishes. */
@@ -22,6 +28,8 @@ export function pollLoop(poll: () => Promise<boolean>, pollMs: number, clock: Cl
   let running = false;
   let stopped = false;
   let polledAt: number | null = null;
+  // A wake came while a poll ran.
+  let again = false;
 
   function schedule(ms: number) {
     if (stopped) return;
@@ -40,12 +48,19 @@ export function pollLoop(poll: () => Promise<boolean>, pollMs: number, clock: Cl
       polledAt = began;
     } finally {
       running = false;
-      schedule(more ? 0 : pollMs);
+      const now = more || again;
+      again = false;
+      schedule(now ? 0 : pollMs);
     }
   }
 
   return {
     schedule,
+    wake() {
+      if (stopped) return;
+      if (running) again = true;
+      else schedule(0);
+    },
     polling: () => running,
     polledAt: () => polledAt,
     stop() {

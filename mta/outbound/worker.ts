@@ -151,6 +151,9 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     clock,
   );
 
+  // The control in this process says when it has accepted messages (docs/decisions.md #86).
+  const stopWaking = spool.onWake(loop.wake);
+
   async function start(entries: SpoolEntry[]) {
     const since = clock.now();
     for (const e of entries) inFlight.set(e.id, { since, stage: 'reading its row', warned: false });
@@ -480,6 +483,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
     reconcile,
     /** SIGTERM: take no more work, let deliveries in progress finish (up to drainMs), then close. */
     async stop(): Promise<void> {
+      stopWaking();
       loop.stop();
       clearInterval(reconciler);
       clearInterval(watchdog);

@@ -143,6 +143,14 @@ export interface Spool {
   removeMany(ids: readonly string[]): Promise<void>;
   /** Entries due at nowMs, oldest first, at most `limit`. */
   due(nowMs: number, limit: number): SpoolEntry[];
+  /**
+   * Says that messages were spooled and their rows committed, so that a delivery worker in this process looks at the
+   * spool now rather than at its next poll (docs/decisions.md #86). Nothing leaves the process: a worker elsewhere
+   * finds them by its poll.
+   */
+  wake(): void;
+  /** Calls `listener` at each wake(); the function returned stops that. */
+  onWake(listener: () => void): () => void;
   get(id: string): SpoolEntry | undefined;
   body(id: string): Buffer | undefined;
   /**
@@ -317,6 +325,7 @@ export function openSpool(env: LmdbEnv, opts: SpoolOptions = {}): Spool {
   const bodies: Database<Buffer, string> = root.openDB<Buffer, string>({ name: 'bodies', encoding: 'binary' });
   const leases: Database<LeaseValue, string> = root.openDB<LeaseValue, string>({ name: 'leases' });
   const held: Database<number, string> = root.openDB<number, string>({ name: 'held' });
+  const wakeListeners = new Set<() => void>();
 
   // getBinaryFast lends the stored bytes in lmdb-js's read buffer, which the next read reuses (or as a view of the
   // map); getBinary copies them again, into a new zero-filled buffer. A 100 kB message read that way for its
@@ -450,6 +459,17 @@ export function openSpool(env: LmdbEnv, opts: SpoolOptions = {}): Spool {
       await durable(() => {
         for (const id of ids) removeIn(id);
       });
+    },
+
+    wake() {
+      for (const listener of wakeListeners) listener();
+    },
+
+    onWake(listener) {
+      // A function of its own per call: the same listener given twice is stopped by either's function alone.
+      const own = () => listener();
+      wakeListeners.add(own);
+      return () => void wakeListeners.delete(own);
     },
 
     due(nowMs, limit) {
