@@ -466,7 +466,7 @@ export function openSpool(env: LmdbEnv, opts: SpoolOptions = {}): Spool {
     },
 
     onWake(listener) {
-      // A function of its own per call: the same listener given twice is stopped by either's function alone.
+      // A registration of its own per call: stopping one leaves another of the same listener in place.
       const own = () => listener();
       wakeListeners.add(own);
       return () => void wakeListeners.delete(own);
