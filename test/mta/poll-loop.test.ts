@@ -7,8 +7,8 @@ import { waitFor } from '../helpers/wait-for.js';
 
 const HOUR = 60 * 60_000;
 
-/** A loop whose polls wait for the test to end them: each poll's `finish` is in `pending`. */
-function controlled() {
+/** A loop whose polls wait for the test to end them, started: its first poll is running. */
+async function controlled() {
   const pending: ((more: boolean) => void)[] = [];
   let polls = 0;
   const loop = pollLoop(
@@ -19,48 +19,51 @@ function controlled() {
     HOUR,
     systemClock,
   );
-  return { loop, pending, polls: () => polls };
+  loop.schedule(0);
+  await waitFor(() => polls === 1, { what: 'the first poll' });
+  return {
+    loop,
+    polls: () => polls,
+    /** Ends the poll running now, finding nothing more; with `idle`, waits until no poll runs. */
+    async finish(idle = true): Promise<void> {
+      pending.shift()!(false);
+      if (idle) await waitFor(() => !loop.polling(), { what: 'the poll to end' });
+    },
+    /** How many polls there were once 50 ms have passed: a poll asked for in that time has begun. */
+    async settled(): Promise<number> {
+      await new Promise((r) => setTimeout(r, 50));
+      return polls;
+    },
+  };
 }
 
 t.test('a wake while idle polls now', async (t) => {
-  const { loop, pending, polls } = controlled();
+  const { loop, polls, finish, settled } = await controlled();
   t.teardown(() => loop.stop());
-  loop.schedule(0);
-  await waitFor(() => polls() === 1, { what: 'the first poll' });
-  pending.shift()!(false);
-  await waitFor(() => !loop.polling(), { what: 'the first poll to end' });
+  await finish();
   loop.wake();
   loop.wake(); // a second wake before the poll begins is the same poll
   await waitFor(() => polls() === 2, { what: 'the poll the wake asked for' });
-  pending.shift()!(false);
-  await waitFor(() => !loop.polling(), { what: 'the second poll to end' });
-  await new Promise((r) => setTimeout(r, 50));
-  t.equal(polls(), 2, 'two wakes before it began made one poll');
+  await finish();
+  t.equal(await settled(), 2, 'two wakes before it began made one poll');
 });
 
 t.test('a wake during a poll polls again once it ends, though the poll found nothing more', async (t) => {
-  const { loop, pending, polls } = controlled();
+  const { loop, polls, finish, settled } = await controlled();
   t.teardown(() => loop.stop());
-  loop.schedule(0);
-  await waitFor(() => polls() === 1, { what: 'the first poll' });
   loop.wake();
   t.equal(polls(), 1, 'no second poll while one runs');
-  pending.shift()!(false);
+  await finish(false); // the next begins at once
   await waitFor(() => polls() === 2, { what: 'the poll after the wake' });
-  pending.shift()!(false);
-  await waitFor(() => !loop.polling(), { what: 'the second poll to end' });
-  await new Promise((r) => setTimeout(r, 50));
-  t.equal(polls(), 2, 'then it waits its pollMs');
+  await finish();
+  t.equal(await settled(), 2, 'then it waits its pollMs');
 });
 
 t.test('no poll after stop, woken or not', async (t) => {
-  const { loop, pending, polls } = controlled();
-  loop.schedule(0);
-  await waitFor(() => polls() === 1, { what: 'the first poll' });
+  const { loop, finish, settled } = await controlled();
   loop.wake();
   loop.stop();
-  pending.shift()!(false);
+  await finish();
   loop.wake();
-  await new Promise((r) => setTimeout(r, 50));
-  t.equal(polls(), 1, 'stopped');
+  t.equal(await settled(), 1, 'stopped');
 });
