@@ -9,11 +9,10 @@ import MailComposer from 'nodemailer/lib/mail-composer';
 import addressparser from 'nodemailer/lib/addressparser';
 import { detectMimeType, encodeWord } from 'nodemailer/lib/mime-funcs';
 import type MimeNode from 'nodemailer/lib/mime-node';
-import { compile as compileHtmlToText } from 'html-to-text';
 import { normalizeDomain } from './domain-names.js';
 import './header-keys.js'; // MimeNode's header-name normalization, remembered (see there)
+import { textAlternative } from './html-alternative.js';
 import { htmlText } from './html-text.js';
-import { nestsWithin } from './html-nesting.js';
 import {
   base64Pieces,
   crlf,
@@ -345,23 +344,15 @@ function hasBareLf(text: string): boolean {
 }
 
 /**
- * Html up to this many characters gets html-to-text's text alternative (~0.05 ms a kB, all of it on the event loop
- * that serves every tenant); a larger one gets mail/html-text.ts's plainer one (~0.005 ms a kB).
+ * Html up to this many characters gets mail/html-alternative.ts's text alternative (~0.016 ms a kB); a larger one gets
+ * mail/html-text.ts's plainer one (its words and lines, never longer than the html), as the alternative's margins and
+ * line ends can make a text several times the html's size of html made for it.
  */
 export const MAX_CONVERTED_HTML = 1024 * 1024;
 
-// Compiled once: html-to-text's `convert` compiles its options into a selector tree on every call, 0.3-0.5 ms,
-// which was most of what composing a 1 kB html-only message cost.
-const htmlToText = compileHtmlToText({ wordwrap: 76, selectors: [{ selector: 'img', format: 'skip' }] });
-
-/**
- * The text alternative of an html body: words, links as `text [url]`, no images, lines of at most 76. Html too
- * large for that, or nested deeper than html-to-text's parser can bear (mail/html-nesting.ts), gets its words
- * and lines alone (mail/html-text.ts), which cost one pass whatever the html holds.
- */
+/** The text alternative of an html body (docs/decisions.md #87). */
 function plainTextOf(html: string): string {
-  if (html.length > MAX_CONVERTED_HTML || !nestsWithin(html)) return htmlText(html);
-  return htmlToText(html);
+  return html.length > MAX_CONVERTED_HTML ? htmlText(html) : textAlternative(html);
 }
 
 export async function composeMessage(m: ComposeInput): Promise<Buffer> {

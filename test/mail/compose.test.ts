@@ -657,8 +657,8 @@ t.test('html only: a text/plain alternative is made from the html (RFC 2046 §5.
   t.equal(htmlPart?.content, html, 'the html as given');
 });
 
-// The converter is compiled once for the process and serves every message: what one message holds (a list, a
-// table, preformatted text, a long paragraph) must not shape the next one's text.
+// The converter keeps no state between messages: what one message holds (a list, a table, preformatted text, a long
+// paragraph) must not shape the next one's text. Its rules, element by element: test/mail/html-alternative.test.ts.
 t.test('html only: the text alternative wraps at 76 and is the same whatever came before', async (t) => {
   const { text: _text, ...rest } = BASE;
   const words = 'Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt. ';
@@ -666,7 +666,7 @@ t.test('html only: the text alternative wraps at 76 and is the same whatever cam
   const b = `<pre>  keep   this\n    as is</pre><table><tr><td>x</td><td>y</td></tr></table><ol><li>first</li></ol>`;
   const textOf = async (html: string) => alternativeParts(await composeMessage({ ...rest, html }))[0]!.content;
   const first = await textOf(a);
-  t.match(first, /^WELCOME\r\n\r\nLorem ipsum/, 'headings and paragraphs as html-to-text writes them');
+  t.match(first, /^WELCOME\r\n\r\nLorem ipsum/, 'headings and paragraphs');
   t.match(first, /\r\n \* one\r\n \* two$/, 'list items');
   const lines = first.split('\r\n');
   t.ok(lines.length > 6, 'the paragraph is wrapped');
@@ -675,14 +675,13 @@ t.test('html only: the text alternative wraps at 76 and is the same whatever cam
   t.equal(await textOf(a), first, 'the same text after another message');
 });
 
-// html-to-text parses with htmlparser2, whose cost grows with the square of the nesting and whose walk of a tree
-// some 10,000 deep overflowed the stack (a RangeError, a 500 for the send). Such html, and html too large to
-// convert on the event loop, get the plain text alternative of mail/html-text.ts (mail/html-nesting.ts).
+// htmlparser2's cost grows with the square of the nesting (mail/html-nesting.ts). Html nested past the limit, and html
+// over MAX_CONVERTED_HTML, get the plain text alternative of mail/html-text.ts.
 t.test('html only, nested 100,000 deep or over MAX_CONVERTED_HTML: a plainer text alternative', async (t) => {
   const { text: _text, ...rest } = BASE;
   const deep = `${'<div>'.repeat(100_000)}<p>Deep &amp; down</p>${'</div>'.repeat(100_000)}`;
   const line = 'Lorem ipsum dolor sit amet, <b>consectetur</b> adipiscing elit, sed do eiusmod tempor incididunt.';
-  // html-to-text would wrap each paragraph at 76 columns; the plainer alternative leaves lines whole.
+  // The text alternative would wrap each paragraph at 76 columns; the plainer one leaves lines whole.
   const large = `<p>${line}</p>\n`.repeat(12_000);
   t.ok(large.length > MAX_CONVERTED_HTML);
   for (const [name, html, words] of [
