@@ -9,12 +9,14 @@
 // several times each: one machine's speed moved by a fifth from one hour to the next here.
 //
 //   node --import ./bin/resolve-sources.ts bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64]
-//        [--size 1k|10k|100k|1m] [--idle 0] [--warmup 30000] [--pg URL] [--node-flags=--trace-gc,...]
+//        [--size 1k|10k|100k|1m] [--body text|html] [--idle 0] [--warmup 30000] [--pg URL]
+//        [--node-flags=--trace-gc,...]
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { WAIT_STEPS, type WaitStep } from '../core/deps.js';
 import {
   createTenants,
+  htmlOf,
   KEYS_PER_CLIENT,
   sendLoad,
   sendLoadAlone,
@@ -43,6 +45,8 @@ const { values: args } = parseArgs({
     seconds: { type: 'string', default: '10' },
     concurrency: { type: 'string', default: '64' },
     size: { type: 'string', default: '1k' },
+    // As npm run bench's: html posts the same words as html alone, and the control makes the text alternative.
+    body: { type: 'string', default: 'text' },
     idle: { type: 'string', default: '0' },
     // As npm run bench's: V8 compiles a request's path with its optimizing compiler only after thousands of them.
     warmup: { type: 'string', default: '30000' },
@@ -53,7 +57,9 @@ const { values: args } = parseArgs({
 });
 const ORGS = 8;
 const C = Number(args.concurrency);
-const load = { concurrency: C, text: textOfSize(args.size!), domains: 1 };
+if (args.body !== 'text' && args.body !== 'html') throw new Error('--body must be text or html');
+const TEXT = textOfSize(args.size!);
+const load = { concurrency: C, domains: 1, ...(args.body === 'html' ? { html: htmlOf(TEXT) } : { text: TEXT }) };
 
 const cleanups: (() => Promise<unknown>)[] = [];
 try {
@@ -73,7 +79,9 @@ try {
   const workers = children.length ? children : [ctl.pid];
   const pgCpuSince = () =>
     cpuSecondsSince((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `));
-  console.log(`sendEmail alone, ${args.size}, ${C} clients, ${workers.length} worker(s), ${os.cpus().length} cores`);
+  const cores = os.cpus().length;
+  const shape = `${args.size} (${args.body}), ${C} clients, ${workers.length} worker(s), ${cores} cores`;
+  console.log(`sendEmail alone, ${shape}`);
   for (let r = 0, next = 2e7; r < Number(args.runs); r++, next += 1e6) {
     if (r > 0) await sleep(Number(args.idle) * 1000);
     await freshSends(db.url);
