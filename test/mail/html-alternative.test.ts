@@ -64,7 +64,8 @@ t.test('what no reader sees is left out: the head, scripts, styles, images and h
     '<html><head><title>T</title><style>p { color: red }</style></head><body>' +
     '<div style="display:none;max-height:0">preheader&zwnj;&nbsp;&zwnj;</div><span hidden>gone</span>' +
     '<script>alert(1)</script><img src="x.png" alt="pic"><svg><text>vector</text></svg>' +
-    '<p style="color: red; display: block">shown</p><div style="DISPLAY : NONE !important">also gone</div></body></html>';
+    '<p style="color: red; display: block">shown</p><div style="DISPLAY : NONE !important">also gone</div>' +
+    '</body></html>';
   t.equal(textAlternative(html), 'shown');
 });
 
