@@ -25,6 +25,7 @@ import { Buffer } from 'node:buffer';
 import type { Database } from 'lmdb';
 import { normalizeDomain } from '../../mail/domain-names.js';
 import type { LmdbEnv } from './env.js';
+import { wakeSignal, type WakeSignal } from '../wake-signal.js';
 import {
   currentOwner,
   ownerTag,
@@ -148,9 +149,9 @@ export interface Spool {
    * spool now rather than at its next poll (docs/decisions.md #86). Nothing leaves the process: a worker elsewhere
    * finds them by its poll.
    */
-  wake(): void;
+  wake: WakeSignal['wake'];
   /** Calls `listener` at each wake(); the function returned stops that. */
-  onWake(listener: () => void): () => void;
+  onWake: WakeSignal['onWake'];
   get(id: string): SpoolEntry | undefined;
   body(id: string): Buffer | undefined;
   /**
@@ -325,7 +326,7 @@ export function openSpool(env: LmdbEnv, opts: SpoolOptions = {}): Spool {
   const bodies: Database<Buffer, string> = root.openDB<Buffer, string>({ name: 'bodies', encoding: 'binary' });
   const leases: Database<LeaseValue, string> = root.openDB<LeaseValue, string>({ name: 'leases' });
   const held: Database<number, string> = root.openDB<number, string>({ name: 'held' });
-  const wakeListeners = new Set<() => void>();
+  const woken = wakeSignal();
 
   // getBinaryFast lends the stored bytes in lmdb-js's read buffer, which the next read reuses (or as a view of the
   // map); getBinary copies them again, into a new zero-filled buffer. A 100 kB message read that way for its
@@ -461,16 +462,8 @@ export function openSpool(env: LmdbEnv, opts: SpoolOptions = {}): Spool {
       });
     },
 
-    wake() {
-      for (const listener of wakeListeners) listener();
-    },
-
-    onWake(listener) {
-      // A registration of its own per call: stopping one leaves another of the same listener in place.
-      const own = () => listener();
-      wakeListeners.add(own);
-      return () => void wakeListeners.delete(own);
-    },
+    wake: woken.wake,
+    onWake: woken.onWake,
 
     due(nowMs, limit) {
       const out: SpoolEntry[] = [];
