@@ -9,6 +9,7 @@ import { createSealer, loadMasterKey, type Sealer } from './secrets.js';
 import { openSpool, type Spool } from './lmdb/spool.js';
 import { openMailParts, type MailParts } from './mail.js';
 import { createCaches, type Caches } from './caches.js';
+import { wakeSignal, type WakeSignal } from './wake-signal.js';
 
 export interface Storage {
   db: Db;
@@ -20,6 +21,11 @@ export interface Storage {
   mail: MailParts;
   /** In-process caches and statement batchers of this handle (storage/caches.ts). */
   caches: Caches;
+  /**
+   * Webhook attempts were written, due now: the MTA's writers of events say so after their commit, and the webhook
+   * dispatcher of this process looks at once instead of at its next poll (docs/decisions.md #88).
+   */
+  webhooksDue: WakeSignal;
   close(): Promise<void>;
 }
 
@@ -48,6 +54,7 @@ export async function openStorage(config: Readonly<Config>, log: Logger): Promis
       spool: openSpool(lmdb),
       mail,
       caches: createCaches(db),
+      webhooksDue: wakeSignal(),
       async close() {
         await mail.close();
         await lmdb.close();

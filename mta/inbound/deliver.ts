@@ -353,7 +353,10 @@ async function recordReports(raw: Buffer, reports: readonly ReportRecipient[], {
             }
           : undefined,
     });
-    if (recorded) log.info({ messageId: m.id, type: outcome.kind }, 'asynchronous report recorded');
-    else log.info({ messageId: m.id, type: outcome.kind }, 'a second final report of the message, ignored');
+    if (recorded) {
+      log.info({ messageId: m.id, type: outcome.kind }, 'asynchronous report recorded');
+      // Its event's webhook attempts, if any endpoint takes it: the dispatcher of this process looks now (#88).
+      storage.webhooksDue.wake();
+    } else log.info({ messageId: m.id, type: outcome.kind }, 'a second final report of the message, ignored');
   }
 }

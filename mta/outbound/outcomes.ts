@@ -114,6 +114,8 @@ export interface OutcomeWriterOptions {
   retryDelayMs?: { first: number; max: number };
   /** How long a batch of fewer than FULL_BATCH outcomes waits for more before it is written (default LINGER_MS). */
   lingerMs?: number;
+  /** Called once a batch that wrote webhook attempts has committed (Storage.webhooksDue's wake). */
+  onWebhooksDue?: () => void;
 }
 
 /**
@@ -141,7 +143,7 @@ export function createOutcomeWriter(db: Db, log: Logger, opts: OutcomeWriterOpti
   // - one whose connection was lost (a Postgres restart, a failover) is written again on a new connection until
   //   retryForMs has passed. It may have committed before the loss; its event ids are the same each time, and
   //   the statement applies an outcome whose event is already recorded no second time (docs/decisions.md #64).
-  async function recordWithRetries(outcomes: Outcome[]): Promise<void> {
+  async function recordWithRetries(outcomes: Outcome[]): Promise<number> {
     let conflicts = 0;
     let lostSince: number | null = null;
     let delay = delays.first;
@@ -189,8 +191,9 @@ export function createOutcomeWriter(db: Db, log: Logger, opts: OutcomeWriterOpti
       const batch = pending.slice(0, maxBatch);
       pending = pending.slice(batch.length);
       try {
-        await recordWithRetries(batch.map((b) => b.outcome));
+        const hooks = await recordWithRetries(batch.map((b) => b.outcome));
         for (const b of batch) b.done();
+        if (hooks > 0) opts.onWebhooksDue?.();
       } catch (err) {
         log.error({ err, count: batch.length }, 'recording delivery outcomes failed');
         for (const b of batch) b.done(err as Error);

@@ -120,7 +120,12 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
   const keys = createKeyCache(db, storage.sealer, () => clock.now());
   // A lost connection to Postgres is waited out for at most half the lease: after it, the messages would be sent
   // again anyway.
-  const writer = createOutcomeWriter(db, log, { retryForMs: Math.min(5 * 60_000, leaseMs / 2) });
+  // A batch that wrote webhook attempts wakes the dispatcher of this process (docs/decisions.md #88).
+  const webhooksDue = storage.webhooksDue.wake;
+  const writer = createOutcomeWriter(db, log, {
+    retryForMs: Math.min(5 * 60_000, leaseMs / 2),
+    onWebhooksDue: webhooksDue,
+  });
   const simulator = simulatorDomain(config.hostname);
   const inFlight = new Map<string, InFlight>();
   const stage = (id: string, what: string) => {
@@ -280,7 +285,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
 
   /** The simulator's complained@: delivered, then a complaint as a feedback loop would send it. */
   async function complain(e: SpoolEntry, rcpt: string, multi: boolean) {
-    await recordReport(db, {
+    const recorded = await recordReport(db, {
       messageId: e.id,
       ...(multi ? { recipient: rcpt } : {}),
       projectId: e.projectId,
@@ -288,6 +293,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
       detail: { recipient: rcpt, source: 'simulator', feedbackType: 'abuse' },
       at: new Date(clock.now()),
     });
+    if (recorded) webhooksDue();
   }
 
   /**
@@ -439,6 +445,7 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
           'lost message ended failed',
         );
       total += lost.length;
+      if (lost.length) webhooksDue();
       if (lost.length < 500) return total;
     }
   }

@@ -108,6 +108,9 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
     clock,
   );
 
+  // The MTA's writers of events in this process say when they wrote attempts (docs/decisions.md #88).
+  const stopWaking = storage.webhooksDue.onWake(loop.wake);
+
   function start(d: ClaimedDelivery) {
     inFlight.set(d.id, d.endpointId);
     busy.set(d.endpointId, (busy.get(d.endpointId) ?? 0) + 1);
@@ -185,6 +188,7 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
     polledAt: loop.polledAt,
     /** SIGTERM: take no more work; requests in progress get drainMs, then are aborted and given back. */
     async stop(): Promise<void> {
+      stopWaking();
       loop.stop();
       const deadline = Date.now() + drainMs;
       while ((inFlight.size || loop.polling()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));

@@ -162,6 +162,7 @@ WITH u AS (
   WHERE m.id = x.id
 ), hooks AS (
   ${fanOutSql(`(SELECT * FROM ev WHERE type IN (${WEBHOOK_EVENT_TYPES.map((t) => `'${t}'`).join(', ')})) AS e`)}
+  RETURNING 1
 ), sup AS (
   INSERT INTO suppressions (project_id, address, reason, detail, created_at)
   SELECT project_id, sup_address, sup_reason, sup_detail, at FROM applied WHERE sup_address IS NOT NULL
@@ -178,16 +179,16 @@ WITH u AS (
   JOIN senders ON senders.id = s.id
   WHERE c.id = s.id
 )
-SELECT 1`;
+SELECT (SELECT count(*) FROM hooks)::int AS hooks`;
 
 /**
  * Writes a batch of outcomes in one statement. A message appears at most once per batch, or once per
  * recipient for a message to several (the worker holds one attempt per message at a time). A batch with
  * recipients of messages to several is a transaction that first locks those messages (lockMessages); the
- * common batch is the one statement alone.
+ * common batch is the one statement alone. Resolves, once committed, with the number of webhook attempts it wrote.
  */
-export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Promise<void> {
-  if (outcomes.length === 0) return;
+export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Promise<number> {
+  if (outcomes.length === 0) return 0;
   const col = <T>(f: (o: Outcome) => T) => outcomes.map(f);
   const multi = outcomes.filter((o) => o.recipient !== undefined).map((o) => o.messageId);
   const params = [
@@ -204,13 +205,11 @@ export async function recordOutcomes(db: Db, outcomes: readonly Outcome[]): Prom
     col((o) => (o.status === 'delivered' && o.outboundId ? o.outboundId : null)),
     col((o) => o.recipient ?? null),
   ];
-  if (multi.length === 0) {
-    await db.query(OUTCOMES_SQL, params);
-    return;
-  }
-  await db.tx(async (q) => {
+  const hooksOf = (rows: { hooks: number }[]) => rows[0]!.hooks;
+  if (multi.length === 0) return hooksOf(await db.query<{ hooks: number }>(OUTCOMES_SQL, params));
+  return db.tx(async (q) => {
     await lockMessages(q, multi);
-    await q.query(OUTCOMES_SQL, params);
+    return hooksOf(await q.query<{ hooks: number }>(OUTCOMES_SQL, params));
   });
 }
 

@@ -1,0 +1,106 @@
+// docs/decisions.md #88: the MTA's writers of events wake the webhook dispatcher of their process once they have
+// committed webhook attempts. The dispatcher's poll here waits ten minutes, so a webhook that arrives within the
+// wait's 10 s was sent because a writer woke it: a delivery's outcome, the simulator's complaint and a DSN to the MX
+// listener (reports); an outcome that no endpoint takes wakes nobody.
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import { startTestService } from '../helpers/service.js';
+import { startDnsZone } from '../helpers/dns-zone.js';
+import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
+import { sender } from '../helpers/sender.js';
+import { waitFor } from '../helpers/wait-for.js';
+
+t.test('delivery outcomes and reports wake the webhook dispatcher of their process', async (t) => {
+  const zone = await startDnsZone(t);
+  const sink = await startSmtpSink(t);
+  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
+  const svc = await startTestService(t, {
+    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_ALLOW_PRIVATE_WEBHOOKS: '1' },
+    mta: { pollMs: 20 },
+    webhooks: { pollMs: 10 * 60_000 },
+  });
+  const s = await sender(svc);
+  const hook = await startWebhookReceiver(t);
+  const endpoint = await s.owner.client.console.projects.webhooks.create({ id: s.projectId, url: hook.url('/') });
+  hook.secret = endpoint.secret;
+  const dispatcher = svc.running.mta!.webhooks;
+  // The start's poll is done: from here on only a wake looks for attempts within ten minutes.
+  await waitFor(() => dispatcher.polledAt() !== null, { what: 'the first poll' });
+  let woken = 0;
+  const stopCounting = svc.running.storage.webhooksDue.onWake(() => woken++);
+  t.teardown(stopCounting);
+
+  const send = async (to: string) =>
+    (await s.key.v1.services.sendEmail({ from: `ada@${s.domain}`, to, subject: `to ${to}`, text: 'x' }))
+      .providerMessageId;
+  const hooksOf = (id: string, type: string) =>
+    hook.hooks.filter((h) => h.json.data.messageId === id && h.json.type === type && h.signatureValid);
+
+  const delivered = await send('bob@dest.test');
+  t.ok(
+    await waitFor(() => hooksOf(delivered, 'delivered').length === 1, { what: 'the delivered webhook' }),
+    'the delivered event reached the endpoint without waiting for the poll',
+  );
+
+  // From here the endpoint takes complaints and bounces alone: a delivery's outcome writes no attempt and wakes nobody.
+  await s.owner.client.console.projects.webhooks.delete({ id: s.projectId, webhookId: endpoint.id });
+  const complaints = await s.owner.client.console.projects.webhooks.create({
+    id: s.projectId,
+    url: hook.url('/'),
+    events: ['complained', 'bounced'],
+  });
+  hook.secret = complaints.secret;
+
+  // SVC_HOSTNAME is mta.test in the test service: the simulator's complained@ is delivered, then complained about.
+  const complained = await send('complained@simulator.mta.test');
+  t.ok(
+    await waitFor(() => hooksOf(complained, 'complained').length === 1, { what: 'the complained webhook' }),
+    'the complaint (a report) reached the endpoint without waiting for the poll',
+  );
+
+  // A DSN to the VERP return path of a delivered message, through the MX listener (swaks, a real SMTP client).
+  const gone = await send('gone@dest.test');
+  const verp = (await waitFor(() => sink.messages.find((m) => m.mailFrom.includes(gone.replace(/-/g, '')))))!.mailFrom;
+  const dsn = [
+    'From: MAILER-DAEMON@mx.dest.test',
+    `To: ${verp}`,
+    'Subject: Undelivered Mail Returned to Sender',
+    'MIME-Version: 1.0',
+    'Content-Type: multipart/report; report-type=delivery-status; boundary="B1"',
+    '',
+    '--B1',
+    'Content-Type: message/delivery-status',
+    '',
+    'Reporting-MTA: dns; mx.dest.test',
+    '',
+    'Final-Recipient: rfc822; gone@dest.test',
+    'Action: failed',
+    'Status: 5.1.1',
+    '',
+    '--B1--',
+    '',
+  ].join('\r\n');
+  await new Promise<void>((resolve, reject) => {
+    const smtp = `127.0.0.1:${svc.running.ports.smtp}`;
+    const child = execFile('swaks', ['--server', smtp, '--from', '<>', '--to', verp, '--data', '-'], (err) =>
+      err ? reject(err) : resolve(),
+    );
+    child.stdin!.end(dsn);
+  });
+  t.ok(
+    await waitFor(() => hooksOf(gone, 'bounced').length === 1, { what: 'the bounced webhook' }),
+    'the bounce report reached the endpoint without waiting for the poll',
+  );
+
+  // An outcome whose event no endpoint takes wrote no attempt, and wakes nobody.
+  const before = woken;
+  const quiet = await send('carol@dest.test');
+  await waitFor(
+    async () =>
+      (await svc.running.storage.db.query(`SELECT 1 FROM messages WHERE id = $1 AND status = 'delivered'`, [quiet]))
+        .length === 1,
+    { what: 'the unsubscribed delivery' },
+  );
+  t.equal(woken, before, 'no wake for a batch that wrote no attempt');
+});
