@@ -243,7 +243,7 @@ export function textAlternative(html: string): string {
         break;
       case 'list':
         o.list = {
-          next: name === 'ol' ? Number.parseInt(attribs.start ?? '1', 10) || 1 : null,
+          next: name === 'ol' ? listStart(attribs.start) : null,
           type: attribs.type ?? '1',
           nested: innermost('item') !== undefined,
         };
@@ -342,6 +342,12 @@ class TooLong extends Error {}
  */
 const DRAWN_MARGINS = 8;
 const LINE_END = /\r\n|\r|\n/;
+
+/** An ordered list's first number: its `start` (HTML §4.4.5: a valid integer, zero and below included), else 1. */
+function listStart(start: string | undefined): number {
+  const n = Number.parseInt(start ?? '', 10);
+  return Number.isSafeInteger(n) ? n : 1;
+}
 
 /** An ordered list's mark for item `n` by its `type` (HTML §4.4.5): 1, a, A, i or I. */
 function listMark(n: number, type: string): string {

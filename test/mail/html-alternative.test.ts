@@ -36,6 +36,7 @@ t.test('lists: marks, numbers from `start` in the `type` asked, nested items und
   t.equal(textAlternative('<p>x</p><ul><li>one</li><li>two</li></ul><p>y</p>'), 'x\n\n * one\n * two\n\ny');
   t.equal(textAlternative('<ol start="9"><li>nine</li><li>ten</li></ol>'), ' 9. nine\n 10. ten');
   t.equal(textAlternative('<ol type="a"><li>a</li><li>b</li></ol>'), ' a. a\n b. b');
+  t.equal(textAlternative('<ol start="0"><li>z</li></ol><ol start="x"><li>o</li></ol>'), ' 0. z\n\n 1. o');
   t.equal(textAlternative('<ol type="I" start="4"><li>x</li><li>y</li></ol>'), ' IV. x\n V. y');
   t.equal(
     textAlternative('<ul><li>one<ul><li>sub a</li><li>sub b</li></ul></li><li>two</li></ul>'),
