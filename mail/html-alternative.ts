@@ -6,7 +6,8 @@
 // matching, linear in the input. The rules follow html-to-text's defaults (it made this text until #87, at two to five
 // times the cost), but for these: table rows are lines and their cells stand apart (html-to-text ran the cells of a
 // layout table together), hidden elements (`display: none`, `hidden`: a template's preheader and its filler of
-// `&zwnj;&nbsp;`) are left out, a link whose text is its address is written once, and a no-break space is a space.
+// `&zwnj;&nbsp;`) are left out, a link whose text is its address is written once, an image link is named by its
+// image's alt text, and a no-break space is a space.
 //
 // The parser reports every element it opens and every one it closes, implied and void ones included, in stack
 // order (mail/html-nesting.ts): what an element changed is kept on a stack and undone at its close. Past
@@ -224,6 +225,10 @@ export function textAlternative(html: string): string {
     const o = open[open.length - 1]!;
     const rule = o.rule;
     if (dropped > 0 || rule?.kind === 'drop' || Object.hasOwn(attribs, 'hidden') || HIDDEN.test(attribs.style ?? '')) {
+      // An image is no reading, but in a link with no words yet its alt text is the link's name (as a screen reader
+      // names it): "Shop [url]" rather than a bare address for a logo or a button drawn as a picture.
+      const alt = name === 'img' && dropped === 0 && linkText === '' ? (attribs.alt ?? '').trim() : '';
+      if (alt !== '') addText(alt);
       o.dropped = true;
       dropped++;
       return;

@@ -22,15 +22,25 @@ t.test('headings in capitals with their space, links not', async (t) => {
   t.equal(textAlternative('<h2>Order <a href="https://s.test/o?a=B">#1</a></h2>'), 'ORDER #1 [https://s.test/o?a=B]');
 });
 
-t.test('links: text [address], the address alone without text, once when they are the same', async (t) => {
-  t.equal(textAlternative('<a href="https://x.test/a">docs</a>.'), 'docs [https://x.test/a].');
-  t.equal(textAlternative('<a href="https://x.test/logo"><img src="logo.png"></a>'), 'https://x.test/logo');
-  t.equal(textAlternative('<a href="https://x.test/">https://x.test/</a>'), 'https://x.test/');
-  t.equal(textAlternative('<a href="mailto:help@x.test">help@x.test</a>'), 'help@x.test', 'mailto: dropped');
-  t.equal(textAlternative('<a href="mailto:help@x.test">Write</a>'), 'Write [help@x.test]');
-  t.equal(textAlternative('<a href="#top">Top</a> <a>plain</a> <a href=" ">blank</a>'), 'Top plain blank');
-  t.equal(textAlternative('<a href="https://x.test/?a=1&amp;b=2">q</a>'), 'q [https://x.test/?a=1&b=2]');
-});
+t.test(
+  'links: text [address], an image link by its alt, the address alone without either, once when the same',
+  async (t) => {
+    t.equal(textAlternative('<a href="https://x.test/a">docs</a>.'), 'docs [https://x.test/a].');
+    t.equal(textAlternative('<a href="https://x.test/logo"><img src="logo.png"></a>'), 'https://x.test/logo');
+    t.equal(textAlternative('<a href="https://x.test/shop"><img alt=" Shop "></a>'), 'Shop [https://x.test/shop]');
+    t.equal(
+      textAlternative('<a href="https://x.test/">Go <img alt="arrow"></a>'),
+      'Go [https://x.test/]',
+      'words first',
+    );
+    t.equal(textAlternative('<p><img alt="decoration">text</p>'), 'text', 'an image outside a link: no reading');
+    t.equal(textAlternative('<a href="https://x.test/">https://x.test/</a>'), 'https://x.test/');
+    t.equal(textAlternative('<a href="mailto:help@x.test">help@x.test</a>'), 'help@x.test', 'mailto: dropped');
+    t.equal(textAlternative('<a href="mailto:help@x.test">Write</a>'), 'Write [help@x.test]');
+    t.equal(textAlternative('<a href="#top">Top</a> <a>plain</a> <a href=" ">blank</a>'), 'Top plain blank');
+    t.equal(textAlternative('<a href="https://x.test/?a=1&amp;b=2">q</a>'), 'q [https://x.test/?a=1&b=2]');
+  },
+);
 
 t.test('lists: marks, numbers from `start` in the `type` asked, nested items under their mark', async (t) => {
   t.equal(textAlternative('<p>x</p><ul><li>one</li><li>two</li></ul><p>y</p>'), 'x\n\n * one\n * two\n\ny');
