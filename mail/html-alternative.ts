@@ -17,7 +17,7 @@ import { Parser } from 'htmlparser2';
 import { depthGuard, HtmlTooDeep } from './html-nesting.js';
 import { htmlText } from './html-text.js';
 
-/** The widest line of words (RFC 3676 §4.2's advice for text a person reads). */
+/** The widest line of words: within the 78 characters RFC 5322 §2.1.1 asks lines to keep to (as before #87). */
 export const TEXT_WIDTH = 76;
 /** Lines are never narrower than this, however deep the quotes and lists: their marks go past TEXT_WIDTH instead. */
 const MIN_WIDTH = 20;
