@@ -213,7 +213,8 @@ export function startDeliveryWorker(ctx: Context, storage: Storage, opts: Worker
         // an `if` here that second lease would be left to run out (10 minutes) with no one working on it.
         while (relapsed.delete(e.id)) await spool.reschedule(e.id, clock.now()).catch(() => {});
         inFlight.delete(e.id);
-        if (inFlight.size === maxInFlight - 1) loop.schedule(0);
+        // A slot is free again: poll now, or right after a poll running now that found none free.
+        if (inFlight.size === maxInFlight - 1) loop.wake();
       });
   }
 

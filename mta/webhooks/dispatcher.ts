@@ -123,8 +123,8 @@ export function startWebhookDispatcher(ctx: Context, storage: Storage, opts: Web
         const n = (busy.get(d.endpointId) ?? 1) - 1;
         if (n > 0) busy.set(d.endpointId, n);
         else busy.delete(d.endpointId);
-        // A slot is free: the endpoint (or another) may have work waiting.
-        loop.schedule(0);
+        // A slot is free: the endpoint (or another) may have work waiting, which a poll running now may have skipped.
+        loop.wake();
       });
   }
 
