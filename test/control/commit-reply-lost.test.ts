@@ -5,10 +5,8 @@
 // cuts the connection instead of forwarding the answer. Postgres only (PGlite has no socket to cut).
 import t from 'tap';
 import { SvcError } from '@svc-mail/sdk';
-import { startTestService } from '../helpers/service.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { createTestDatabase } from '../helpers/database.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { cuttingProxy } from '../helpers/cutting-proxy.js';
@@ -26,17 +24,7 @@ async function main(serverUrl: string) {
   proxied.hostname = '127.0.0.1';
   proxied.port = String(proxy.port);
 
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: {
-      SVC_DATABASE_URL: proxied.toString(),
-      SVC_DNS_SERVERS: zone.hostPort,
-      SVC_OUTBOUND_PORT: String(sink.port),
-    },
-    mta: { pollMs: 20 },
-  });
+  const { sink, svc } = await deliveryWorld(t, { env: { SVC_DATABASE_URL: proxied.toString() } });
   const s = await sender(svc);
   const countRows = async (subject: string) =>
     (

@@ -2,11 +2,9 @@
 // zone and an SMTP sink. Mail is signed by the old selector until verify finds the new record, then by the
 // new one; python3-dkim (python3-nacl for Ed25519) verifies both against what the zone publishes. The old
 // selector is listed as retired for a week of the service's clock.
-import t, { type Test } from 'tap';
+import t from 'tap';
 import type { Client } from '@svc-mail/sdk';
-import { startTestService, type TestService } from '../helpers/service.js';
-import { startDnsZone, type DnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld, type DeliveryWorld } from '../helpers/delivery-world.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { verifyDkim, type DkimSignatureResult } from '../helpers/dkim-verify.js';
 import { errorOf } from '../helpers/errors.js';
@@ -14,26 +12,9 @@ import { KEY_CHECK_MS } from '../../mta/outbound/signing-keys.js';
 
 const DAY = 24 * 60 * 60_000;
 
-interface Env {
-  svc: TestService;
-  zone: DnsZone;
-  sink: SmtpSink;
-}
-
-async function setup(t: Test): Promise<Env> {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port) },
-    mta: { pollMs: 20 },
-  });
-  return { svc, zone, sink };
-}
-
 /** Sends one message and returns its DKIM signatures as python3-dkim finds them against `txt`. */
 async function sendAndVerify(
-  { sink }: Env,
+  { sink }: DeliveryWorld,
   s: Sender,
   subject: string,
   txt: Record<string, string>,
@@ -56,7 +37,7 @@ const capOf = async (s: Sender) => {
 
 for (const algorithm of ['rsa-sha256', 'ed25519-sha256'] as const) {
   t.test(`rotating the ${algorithm} key: old signs until verify, then the new; the old listed a week`, async (t) => {
-    const env = await setup(t);
+    const env = await deliveryWorld(t);
     const { svc, zone } = env;
     const ed = algorithm === 'ed25519-sha256';
     const s = await sender(svc, { ed25519: ed });
@@ -145,7 +126,7 @@ for (const algorithm of ['rsa-sha256', 'ed25519-sha256'] as const) {
 }
 
 t.test('an Ed25519 rotation adds the second signature to an RSA-only capability', async (t) => {
-  const env = await setup(t);
+  const env = await deliveryWorld(t);
   const s = await sender(env.svc);
   for (const [host, value] of Object.entries(s.dkimTxt)) env.zone.txt(host, value);
   const p = s.owner.client.console.projects;
@@ -168,7 +149,7 @@ t.test('an Ed25519 rotation adds the second signature to an RSA-only capability'
 });
 
 t.test('rotate: non-members 404, read-only members and keys without project:admin 403, bad bodies 400', async (t) => {
-  const { svc } = await setup(t);
+  const { svc } = await deliveryWorld(t);
   const s = await sender(svc);
   const rotate = (cl: Client, body: Record<string, unknown> = {}) =>
     cl.console.projects.outbound.dkim.rotate({ id: s.projectId, capId: s.outboundId, ...body });

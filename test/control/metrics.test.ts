@@ -3,9 +3,8 @@
 // access log line per request (docs/operations.md, "Metrics" and "Logs and health").
 import t from 'tap';
 import http from 'node:http';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { startTestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { logLines } from '../helpers/log-lines.js';
@@ -63,20 +62,11 @@ function get(port: number, path: string, from = '127.0.0.1', headers: Record<str
 
 const { log, lines } = logLines();
 
-const zone = await startDnsZone(t);
-const sink = await startSmtpSink(t);
-zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
 // The scraper's network is 127.0.0.2 only: the test reaches the service from 127.0.0.2 to scrape and from
 // 127.0.0.1 to be refused.
 const SCRAPER = '127.0.0.2';
-const svc = await startTestService(t, {
-  env: {
-    SVC_DNS_SERVERS: zone.hostPort,
-    SVC_OUTBOUND_PORT: String(sink.port),
-    SVC_METRICS_PORT: '0',
-    SVC_METRICS_CIDRS: `${SCRAPER}/32`,
-  },
-  mta: { pollMs: 20 },
+const { sink, svc } = await deliveryWorld(t, {
+  env: { SVC_METRICS_PORT: '0', SVC_METRICS_CIDRS: `${SCRAPER}/32` },
   webhooks: { pollMs: 20 },
   log,
 });

@@ -6,10 +6,9 @@
 // before a kill and whose client never heard back. Postgres only (the Postgres pass of .ci/run).
 import t from 'tap';
 import { randomInt } from 'node:crypto';
+import { startDestination } from '../helpers/delivery-world.js';
 import { clientsFor } from '../helpers/service.js';
 import { exitWithin, listening, serviceEnv, svc, tempDir, SERVER_URL, type Svc } from '../helpers/child.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { openPostgres } from '../../storage/pg/client.js';
@@ -20,9 +19,7 @@ const CONCURRENCY = 8;
 if (!SERVER_URL) t.plan(0, 'skip: needs a real Postgres (SVC_DATABASE_URL); runs in the Postgres pass of .ci/run');
 else
   t.test(`kill -9 at random moments, ${CYCLES} times: nothing acknowledged lost, every row final`, async (t) => {
-    const zone = await startDnsZone(t);
-    zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-    const sink = await startSmtpSink(t);
+    const { zone, sink } = await startDestination(t);
     const dataDir = await tempDir(t);
     const env: Record<string, string> = {
       ...(await serviceEnv(t, { dataDir, dns: zone.hostPort, outboundPort: sink.port })),

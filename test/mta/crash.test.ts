@@ -2,10 +2,9 @@
 // sends while it is delivering; after a restart on the same data, every message that was answered 200
 // reaches the sink (at least once: a duplicate after a crash mid-delivery is allowed, a loss is not).
 import t from 'tap';
+import { startDestination } from '../helpers/delivery-world.js';
 import { clientsFor } from '../helpers/service.js';
 import { exitWithin, listening, serviceEnv, svc, tempDir, type Svc } from '../helpers/child.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { verifyDkimAll } from '../helpers/dkim-verify.js';
@@ -14,10 +13,8 @@ const BURST = 400;
 const CONCURRENCY = 24;
 
 t.test('kill -9 during a burst loses no acknowledged message', async (t) => {
-  const zone = await startDnsZone(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
   // Slow enough that deliveries are in progress when the kill lands.
-  const sink = await startSmtpSink(t);
+  const { zone, sink } = await startDestination(t);
   const dataDir = await tempDir(t);
   const env = await serviceEnv(t, { dataDir, dns: zone.hostPort, outboundPort: sink.port });
   const boot = async (): Promise<{ child: Svc; url: string }> => {

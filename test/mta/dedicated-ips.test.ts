@@ -3,25 +3,14 @@
 // service to a loopback sink that records the client's address and EHLO name. 127.0.0.2 is on lo on Linux.
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
-import { startTestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 t.test('each source address greets with its own EHLO name; the default one too', async (t) => {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
   const dedicated = `ded-${randomUUID().slice(0, 8)}.test`;
-  const svc = await startTestService(t, {
-    env: {
-      SVC_DNS_SERVERS: zone.hostPort,
-      SVC_OUTBOUND_PORT: String(sink.port),
-      SVC_HOSTNAME: 'mta.test',
-      SVC_SOURCE_ADDRESSES: `127.0.0.1@mta-a.test,${dedicated}=127.0.0.2@mta-b.test`,
-    },
-    mta: { pollMs: 20 },
+  const { sink, svc } = await deliveryWorld(t, {
+    env: { SVC_HOSTNAME: 'mta.test', SVC_SOURCE_ADDRESSES: `127.0.0.1@mta-a.test,${dedicated}=127.0.0.2@mta-b.test` },
   });
   const shared = await sender(svc);
   const own = await sender(svc, { domain: dedicated });
@@ -58,17 +47,8 @@ t.test('each source address greets with its own EHLO name; the default one too',
 });
 
 t.test('without @name an address greets with SVC_HOSTNAME, as before', async (t) => {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: {
-      SVC_DNS_SERVERS: zone.hostPort,
-      SVC_OUTBOUND_PORT: String(sink.port),
-      SVC_HOSTNAME: 'mta.test',
-      SVC_SOURCE_ADDRESSES: '127.0.0.3',
-    },
-    mta: { pollMs: 20 },
+  const { sink, svc } = await deliveryWorld(t, {
+    env: { SVC_HOSTNAME: 'mta.test', SVC_SOURCE_ADDRESSES: '127.0.0.3' },
   });
   const s = await sender(svc);
   await s.key.v1.services.sendEmail({ from: `ada@${s.domain}`, to: 'a@dest.test', subject: 'x', text: 'x' });

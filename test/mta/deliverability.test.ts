@@ -4,21 +4,13 @@
 // a copy with one more Subject, Reply-To or Feedback-ID prepended (what a reader's client would show instead of
 // ours) fails it.
 import t from 'tap';
-import { startTestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { sender } from '../helpers/sender.js';
 import { verifyDkimAll } from '../helpers/dkim-verify.js';
 import { parseWithPython } from '../helpers/python-email.js';
 
 t.test('To: <addr>, a text part for html-only, Feedback-ID, a prepended field breaks DKIM', async (t) => {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port) },
-    mta: { pollMs: 20 },
-  });
+  const { zone, sink, svc } = await deliveryWorld(t);
   const s = await sender(svc, { ed25519: true });
   for (const [host, value] of Object.entries(s.dkimTxt)) zone.txt(host, value);
 

@@ -2,19 +2,16 @@
 // loopback DNS zone → a pooled SMTP connection with STARTTLS → an smtp-server sink answering 250, 4xx
 // or 5xx per recipient; outcomes read back over the API.
 import t, { type Test } from 'tap';
-import { startTestService, type TestService } from '../helpers/service.js';
-import { startDnsZone, type DnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink, type SmtpSink, type Received, type SinkOptions } from '../helpers/smtp-sink.js';
+import { deliveryWorld, type DeliveryWorld } from '../helpers/delivery-world.js';
+import { startTestService } from '../helpers/service.js';
+import type { SinkOptions } from '../helpers/smtp-sink.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { verifyDkimAll } from '../helpers/dkim-verify.js';
 import { UUID_V7 } from '../helpers/uuid-v7.js';
 import { platformKeys } from '../../storage/platform-dkim.js';
 
-interface World {
-  svc: TestService;
-  zone: DnsZone;
-  sink: SmtpSink;
+interface World extends DeliveryWorld {
   s: Sender;
 }
 
@@ -25,12 +22,9 @@ async function world(
   sinkOpts: SinkOptions = {},
   senderDomain?: string,
 ): Promise<World> {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t, { answer: sinkAnswer, ...sinkOpts });
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_RETRY_DELAYS: '1m,5m', ...env },
-    mta: { pollMs: 20 },
+  const { svc, zone, sink } = await deliveryWorld(t, {
+    env: { SVC_RETRY_DELAYS: '1m,5m', ...env },
+    sink: { answer: sinkAnswer, ...sinkOpts },
   });
   const s = await sender(svc, { ed25519: true, domain: senderDomain });
   for (const [host, value] of Object.entries(s.dkimTxt)) zone.txt(host, value);

@@ -2,23 +2,15 @@
 // inbox recipient: a DSN sent both to the return path of a message we sent and to an inbox bounces the
 // message and lands in the inbox, before the one 250.
 import t from 'tap';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { sentAs } from '../helpers/sender.js';
-import { startTestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { addInbox, inboundDomain, readMailbox } from '../helpers/inbox.js';
 import { swaks } from '../helpers/smtp-client.js';
 
 t.test('one DSN to a VERP return path and an inbox: the bounce recorded and the message stored', async (t) => {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port) },
-    mta: { pollMs: 20 },
-  });
+  const { sink, svc } = await deliveryWorld(t);
   const { storage } = svc.running;
   const s = await sender(svc);
   const { providerMessageId: id } = await s.key.v1.services.sendEmail({

@@ -6,16 +6,13 @@ import { createResolver } from '../../mail/dns.js';
 import { systemClock } from '../../mail/clock.js';
 import { parseHostPort, type HostPort } from '../../config/schema.js';
 import { createPools } from '../../mta/outbound/pool.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { startDestination } from '../helpers/delivery-world.js';
 
 const message = (subject: string) =>
   Buffer.from(`From: a@sender.test\r\nTo: b@dest.test\r\nSubject: ${subject}\r\n\r\nhello\r\n`);
 
 t.test('made once, when its session is ready; a message gone or unreadable fails its attempt alone', async (t) => {
-  const zone = await startDnsZone(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const sink = await startSmtpSink(t, { tls: false });
+  const { zone, sink } = await startDestination(t, { tls: false });
   const pools = createPools({
     resolver: createResolver({ servers: [parseHostPort(zone.hostPort, 53) as HostPort], clock: systemClock }),
     log: pino({ level: 'silent' }),

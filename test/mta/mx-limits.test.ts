@@ -9,9 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { startTestService, type TestService, type TestServiceOptions } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
+import type { TestService } from '../helpers/service.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { connect, delayedDsn, selfSigned, verpAddress, type Wire } from './mx-limits-wire.js';
@@ -24,10 +23,7 @@ interface World {
   logs: Record<string, unknown>[];
 }
 
-async function world(t: Test, env: Record<string, string> = {}, opts: TestServiceOptions = {}): Promise<World> {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
+async function world(t: Test, env: Record<string, string> = {}): Promise<World> {
   const logs: Record<string, unknown>[] = [];
   const log = pino(
     { level: 'debug' },
@@ -38,12 +34,7 @@ async function world(t: Test, env: Record<string, string> = {}, opts: TestServic
       },
     }),
   );
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), ...env },
-    mta: { pollMs: 20 },
-    log,
-    ...opts,
-  });
+  const { svc } = await deliveryWorld(t, { env, log });
   return { svc, s: await sender(svc), logs };
 }
 

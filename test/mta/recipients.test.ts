@@ -4,9 +4,9 @@
 // recipient; a recipient refused, deferred, or bounced by a later DSN changes only its own status.
 import t, { type Test } from 'tap';
 import { execFile } from 'node:child_process';
-import { startTestService, type TestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink, type SinkOptions, type SmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
+import type { TestService } from '../helpers/service.js';
+import type { SinkOptions, SmtpSink } from '../helpers/smtp-sink.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { verifyDkimAll } from '../helpers/dkim-verify.js';
 import { parseWithPython } from '../helpers/python-email.js';
@@ -19,13 +19,8 @@ interface World {
 }
 
 async function world(t: Test, answer?: SinkOptions['answer']): Promise<World> {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t, { answer });
-  for (const d of ['dest.test', 'other.test']) zone.mx(d, 10, `mx.${d}`).a(`mx.${d}`, '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_RETRY_DELAYS: '1m,5m' },
-    mta: { pollMs: 20 },
-  });
+  const { zone, sink, svc } = await deliveryWorld(t, { env: { SVC_RETRY_DELAYS: '1m,5m' }, sink: { answer } });
+  zone.mx('other.test', 10, 'mx.other.test').a('mx.other.test', '127.0.0.1');
   const s = await sender(svc);
   for (const [host, value] of Object.entries(s.dkimTxt)) zone.txt(host, value);
   return { svc, sink, s };

@@ -6,25 +6,19 @@
 // each commit until a poll has leased the entry again and has that lease in hand, which makes that interleaving
 // certain; the clock is the test's.
 import t from 'tap';
-import { startTestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 const LEASE_MS = 60 * 60_000;
 
 t.test('an entry leased again during its put-back is put back again and delivered', async (t) => {
-  const zone = await startDnsZone(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
   let tries = 0;
-  // The first attempt is deferred; the next one is accepted.
-  const sink = await startSmtpSink(t, {
-    answer: () => (tries++ === 0 ? { code: 451, message: '4.3.0 try again later' } : null),
-  });
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_RETRY_DELAYS: '1m' },
+  const { sink, svc } = await deliveryWorld(t, {
+    env: { SVC_RETRY_DELAYS: '1m' },
     mta: { pollMs: 10, leaseMs: LEASE_MS },
+    // The first attempt is deferred; the next one is accepted.
+    sink: { answer: () => (tries++ === 0 ? { code: 451, message: '4.3.0 try again later' } : null) },
   });
   const { spool } = svc.running.storage;
   // Leases of each id as the poll gets them back. A lease is in the spool once it commits, but the poll learns of

@@ -3,9 +3,9 @@
 // (RFC 3464 Appendix, RFC 5965 §B.1) and common MTA formats (Postfix, Exim, qmail).
 import t, { type Test } from 'tap';
 import { execFile } from 'node:child_process';
-import { startTestService, type TestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
+import type { TestService } from '../helpers/service.js';
+import type { SmtpSink } from '../helpers/smtp-sink.js';
 import { sender, sentAs, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 
@@ -16,13 +16,7 @@ interface World {
 }
 
 async function world(t: Test): Promise<World> {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_ALLOW_PRIVATE_WEBHOOKS: '1' },
-    mta: { pollMs: 20 },
-  });
+  const { sink, svc } = await deliveryWorld(t, { env: { SVC_ALLOW_PRIVATE_WEBHOOKS: '1' } });
   return { svc, sink, s: await sender(svc) };
 }
 

@@ -3,9 +3,9 @@
 // has not started sending `failed` with { reason: "cancelled" }; /v1/messages/reschedule moves it; both are 409
 // once it has started or is done.
 import t, { type Test } from 'tap';
-import { startTestService, type TestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
+import type { TestService } from '../helpers/service.js';
+import type { SmtpSink } from '../helpers/smtp-sink.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { errorOf } from '../helpers/errors.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -19,13 +19,7 @@ interface World {
 const MIN = 60_000;
 
 async function world(t: Test): Promise<World> {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port) },
-    mta: { pollMs: 20 },
-  });
+  const { sink, svc } = await deliveryWorld(t);
   return { svc, sink, s: await sender(svc) };
 }
 

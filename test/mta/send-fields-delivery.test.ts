@@ -4,21 +4,15 @@
 // event's webhook carries the tags and metadata.
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { startTestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
 import { sender } from '../helpers/sender.js';
 import { verifyDkimAll } from '../helpers/dkim-verify.js';
 import { parseWithPython } from '../helpers/python-email.js';
 
 t.test('attachments, inline image, extra headers: delivered intact, DKIM valid, tags in the webhook', async (t) => {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_ALLOW_PRIVATE_WEBHOOKS: '1' },
-    mta: { pollMs: 20 },
+  const { zone, sink, svc } = await deliveryWorld(t, {
+    env: { SVC_ALLOW_PRIVATE_WEBHOOKS: '1' },
     webhooks: { pollMs: 20 },
   });
   const s = await sender(svc, { ed25519: true });

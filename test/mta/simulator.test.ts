@@ -3,22 +3,13 @@
 // with its events and webhooks; none counts against the daily allowance; and the simulator's bounces and
 // complaints suppress no one, so the same addresses work again in the next run.
 import t from 'tap';
-import { startTestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 t.test('each simulator address: its outcome, events and webhooks; nothing sent, nothing counted', async (t) => {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_ALLOW_PRIVATE_WEBHOOKS: '1' },
-    mta: { pollMs: 20 },
-    webhooks: { pollMs: 20 },
-  });
+  const { sink, svc } = await deliveryWorld(t, { env: { SVC_ALLOW_PRIVATE_WEBHOOKS: '1' }, webhooks: { pollMs: 20 } });
   const s = await sender(svc);
   const hook = await startWebhookReceiver(t);
   hook.secret = (await s.owner.client.console.projects.webhooks.create({ id: s.projectId, url: hook.url() })).secret;

@@ -5,9 +5,8 @@
 // the listener must answer it as one message (one 250, no replies to the smuggled commands) and
 // record one report, not two.
 import t, { type Test } from 'tap';
-import { startTestService, type TestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
+import type { TestService } from '../helpers/service.js';
 import { sender } from '../helpers/sender.js';
 import { connect, delayedDsn, verpAddress } from './mx-limits-wire.js';
 
@@ -18,13 +17,7 @@ interface World {
 }
 
 async function world(t: Test): Promise<World> {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port) },
-    mta: { pollMs: 20 },
-  });
+  const { svc } = await deliveryWorld(t);
   const verp = await verpAddress(svc, await sender(svc));
   const rows = await svc.running.storage.db.query<{ id: string }>('SELECT id FROM messages WHERE return_path = $1', [
     verp,

@@ -5,9 +5,7 @@
 // decides when the row lands.
 import t from 'tap';
 import { randomUUID } from 'node:crypto';
-import { startTestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { composeMessage } from '../../mail/compose.js';
@@ -15,11 +13,7 @@ import { composeMessage } from '../../mail/compose.js';
 const LEASE_MS = 10 * 60_000;
 
 t.test('a leased message whose row commits meanwhile is delivered without going back to the spool', async (t) => {
-  const zone = await startDnsZone(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const sink = await startSmtpSink(t);
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port) },
+  const { sink, svc } = await deliveryWorld(t, {
     mta: { pollMs: 10, leaseMs: LEASE_MS, uncommittedWaitsMs: [400, 800, 800] },
   });
   const s = await sender(svc);

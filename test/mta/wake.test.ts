@@ -2,20 +2,12 @@
 // at the worker's next poll. The poll here waits ten minutes, so a message that arrives within the wait's 10 s was
 // taken because the control woke the worker.
 import t from 'tap';
-import { startTestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 t.test('sendEmail and sendBatch wake the delivery worker of their process', async (t) => {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port) },
-    mta: { pollMs: 10 * 60_000 },
-  });
+  const { sink, svc } = await deliveryWorld(t, { mta: { pollMs: 10 * 60_000 } });
   const s = await sender(svc);
   const worker = svc.running.mta!.worker;
   // The start's poll (after the lease recovery) is done: from here on only a wake polls within ten minutes.

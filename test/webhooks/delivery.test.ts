@@ -2,9 +2,8 @@
 // or 550 per recipient) → message events → one webhook delivery per subscribed endpoint → a real
 // HTTP receiver that checks every signature with its own Standard Webhooks implementation.
 import t, { type Test } from 'tap';
-import { startTestService, type TestService } from '../helpers/service.js';
-import { startDnsZone, type DnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
+import type { TestService } from '../helpers/service.js';
 import { startWebhookReceiver, type ReceivedHook } from '../helpers/webhook-receiver.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -22,29 +21,19 @@ interface Attempt {
 }
 
 async function world(t: Test, env: Record<string, string> = {}) {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t, {
-    answer: (rcpt) =>
-      rcpt.startsWith('gone@')
-        ? { code: 550, message: '5.1.1 <gone@dest.test>: Recipient address rejected: User unknown' }
-        : rcpt.startsWith('later@')
-          ? { code: 451, message: '4.3.0 Try again later' }
-          : null,
-  });
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: {
-      SVC_DNS_SERVERS: zone.hostPort,
-      SVC_OUTBOUND_PORT: String(sink.port),
-      SVC_RETRY_DELAYS: '1h',
-      SVC_ALLOW_PRIVATE_WEBHOOKS: '1',
-      ...env,
-    },
-    mta: { pollMs: 20 },
+  const w = await deliveryWorld(t, {
+    env: { SVC_RETRY_DELAYS: '1h', SVC_ALLOW_PRIVATE_WEBHOOKS: '1', ...env },
     webhooks: { pollMs: 20 },
+    sink: {
+      answer: (rcpt) =>
+        rcpt.startsWith('gone@')
+          ? { code: 550, message: '5.1.1 <gone@dest.test>: Recipient address rejected: User unknown' }
+          : rcpt.startsWith('later@')
+            ? { code: 451, message: '4.3.0 Try again later' }
+            : null,
+    },
   });
-  const s = await sender(svc);
-  return { svc, zone, sink, s };
+  return { ...w, s: await sender(w.svc) };
 }
 
 const attemptsOf = (svc: TestService, projectId: string) =>

@@ -4,20 +4,14 @@
 // listener (reports); an outcome that no endpoint takes wakes nobody.
 import t from 'tap';
 import { execFile } from 'node:child_process';
-import { startTestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 
 t.test('delivery outcomes and reports wake the webhook dispatcher of their process', async (t) => {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('dest.test', 10, 'mx.dest.test').a('mx.dest.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_ALLOW_PRIVATE_WEBHOOKS: '1' },
-    mta: { pollMs: 20 },
+  const { sink, svc } = await deliveryWorld(t, {
+    env: { SVC_ALLOW_PRIVATE_WEBHOOKS: '1' },
     webhooks: { pollMs: 10 * 60_000 },
   });
   const s = await sender(svc);
