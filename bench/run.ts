@@ -73,7 +73,6 @@ import {
   htmlOf,
   recipientDomain,
   type LoadResult,
-  type Tenant,
 } from './service.js';
 import {
   analyzeSends,

@@ -10,7 +10,6 @@ import {
   composeMessage,
   hasLoneSurrogate,
   MAX_LINE_LENGTH,
-  normalizeMailbox,
   parseFrom,
   type ComposeInput,
   type Mailbox,

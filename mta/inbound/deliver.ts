@@ -22,7 +22,7 @@
 // a crash never duplicates the message in some inboxes. An unexpected failure anywhere answers 451 4.3.0
 // (mail/smtp-reply.ts).
 import { once } from 'node:events';
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough } from 'node:stream';
 import type { SMTPServerDataStream, SMTPServerSession } from 'smtp-server';
 import type { Context } from '../../config/context.js';
 import type { Storage } from '../../storage/index.js';

@@ -1,7 +1,7 @@
 // docs/api.md §4.14 admin routes (users, their projects and account tokens), docs/decisions.md #6 and #8, and the
 // audit-log reads of §4.14 and §4.10.
 import t from 'tap';
-import { createClient, SvcError, type Client } from '@svc-mail/sdk';
+import { createClient, type Client } from '@svc-mail/sdk';
 import { startTestService, uniqueEmail, type TestService } from '../helpers/service.js';
 import { errorOf } from '../helpers/errors.js';
 

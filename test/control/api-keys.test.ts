@@ -3,7 +3,7 @@
 // §3 and §8 (rotation grace); docs/decisions.md #1.
 import t from 'tap';
 import net from 'node:net';
-import { SvcError, createClient, type Client, type Scope } from '@svc-mail/sdk';
+import { createClient, type Client, type Scope } from '@svc-mail/sdk';
 import { DEFAULT_SCOPES, ROTATION_GRACE_MS, mintProjectKey } from '../../core/projects.js';
 import { startTestService, uniqueEmail } from '../helpers/service.js';
 import { errorOf } from '../helpers/errors.js';

@@ -1,6 +1,6 @@
 // docs/api.md §4.10 account-token routes (/console/v1/account-tokens) and §5.3 (secret shown once).
 import t from 'tap';
-import { SvcError, type Client } from '@svc-mail/sdk';
+import type { Client } from '@svc-mail/sdk';
 import { startTestService } from '../helpers/service.js';
 import { errorOf } from '../helpers/errors.js';
 

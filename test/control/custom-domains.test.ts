@@ -9,7 +9,6 @@ import { errorOf } from '../helpers/errors.js';
 
 const WEBMAIL = 'webmail.svc.test';
 const ADDRESSES = ['192.0.2.10', '192.0.2.11', '2001:db8::10'];
-const ISO_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const zone = await startDnsZone(t);

@@ -1,7 +1,7 @@
 // docs/api.md §4.6 projects, §4.12 whoami of a project key, §5.3 (project:admin scope), §5.4 (access by
 // membership: non-members 404, roles 403), §3 (soft delete) and docs/decisions.md #1.
 import t from 'tap';
-import { SvcError, type Client } from '@svc-mail/sdk';
+import type { Client } from '@svc-mail/sdk';
 import { startTestService, uniqueEmail, type SignedUp } from '../helpers/service.js';
 import { errorOf } from '../helpers/errors.js';
 

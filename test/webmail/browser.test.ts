@@ -13,7 +13,6 @@ import http from 'node:http';
 import { chromium, type Page } from 'playwright-core';
 import { swaks } from '../helpers/smtp-client.js';
 import { startSmtpSink } from '../helpers/smtp-sink.js';
-import { waitFor } from '../helpers/wait-for.js';
 import { PASSWORD, putMessage, webmailEnv, webmailInbox } from '../helpers/webmail.js';
 
 const CHROMIUM = process.env.SVC_CHROMIUM ?? '/usr/bin/chromium';
