@@ -43,8 +43,10 @@ export async function cancelUnsent(deps: CoreDeps, m: { id: string; status: stri
   const { spool, db } = deps.storage;
   if (m.status !== 'queued') throw started();
   if ((await spool.holdUnsent(m.id, { cancelAtMs: now.getTime() })) !== 'held') throw started();
-  await cancelMessage(db, m.id, now);
+  const { webhooksDue } = await cancelMessage(db, m.id, now);
   await spool.remove(m.id);
+  // Its `failed` event's webhooks go now from a dispatcher in this process, not at its next poll (#88).
+  if (webhooksDue) deps.storage.webhooksDue.wake();
 }
 
 /** Moves a message that has not started sending to `at` (already checked by parseScheduledAt). */

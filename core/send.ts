@@ -373,6 +373,8 @@ async function composeAndAccept(
   if (outcome.kind !== 'accepted' || outcome.status !== 'queued') await spool.remove(id);
   // Committed: a delivery worker in this process takes it now, not at its next poll (docs/decisions.md #86).
   else spool.wake();
+  // And a suppressed recipient's webhooks go now from a dispatcher in this process (#88).
+  if (outcome.kind === 'accepted' && outcome.webhooksDue) deps.storage.webhooksDue.wake();
   return outcome;
 }
 
@@ -544,6 +546,7 @@ export async function sendBatch(
       const suppressed = ids.filter((_, i) => outcome.statuses[i] !== 'queued');
       if (suppressed.length) await spool.removeMany(suppressed);
       if (suppressed.length < ids.length) spool.wake();
+      if (outcome.webhooksDue) deps.storage.webhooksDue.wake();
       return {
         projectId: project,
         results: ids.map((id, i) => ({ messageId: id, status: outcome.statuses[i]! })),

@@ -8,7 +8,11 @@ import { ALONE, batched } from './batch.js';
 export type AcceptStatus = 'queued' | 'suppressed';
 
 export type AcceptOutcome =
-  | { kind: 'accepted'; messageId: string; status: AcceptStatus }
+  /**
+   * webhooksDue: a recipient of this message was suppressed and the statement that accepted it wrote webhook attempts
+   * (docs/decisions.md #88): a dispatcher in this process may be woken once it has committed.
+   */
+  | { kind: 'accepted'; messageId: string; status: AcceptStatus; webhooksDue: boolean }
   /** docs/decisions.md #3: the same key and body within 24 h: the original answer, nothing queued. */
   | { kind: 'replayed'; messageId: string; status: AcceptStatus }
   | { kind: 'key_reused' }
@@ -177,9 +181,12 @@ WITH req AS (
   RETURNING id, project_id, type, created_at AS at
 ), hooks AS (
   ${fanOutSql(`(SELECT * FROM ev WHERE type = 'suppressed') AS e`)}
+  RETURNING 1
 )
-SELECT msg.status, cap.i IS NOT NULL AS "senderStands"
-FROM req LEFT JOIN cap ON cap.i = req.i LEFT JOIN msg ON msg.id = req.id ORDER BY req.i`;
+SELECT msg.status, cap.i IS NOT NULL AS "senderStands",
+  msg.id IS NOT NULL AND supn.i IS NOT NULL AND EXISTS (SELECT 1 FROM hooks) AS "webhooksDue"
+FROM req LEFT JOIN cap ON cap.i = req.i LEFT JOIN msg ON msg.id = req.id LEFT JOIN supn ON supn.i = req.i
+ORDER BY req.i`;
 
 /** $24–$27 of ACCEPT_SQL: the recipients of the messages to several, flattened. */
 function recipientColumns(ms: readonly NewMessage[]): [number[], string[], string[], number[]] {
@@ -202,7 +209,7 @@ async function acceptRows(
   idempotencyKey: string | null,
 ): Promise<AcceptOutcome[]> {
   const col = <T>(f: (m: NewMessage) => T) => ms.map(f);
-  const rows = await q.query<{ status: AcceptStatus | null; senderStands: boolean }>(ACCEPT_SQL, [
+  const rows = await q.query<{ status: AcceptStatus | null; senderStands: boolean; webhooksDue: boolean }>(ACCEPT_SQL, [
     col((m) => m.id),
     col((m) => m.sender.projectId),
     col((m) => m.sender.organizationId),
@@ -235,7 +242,7 @@ async function acceptRows(
   return rows.map((r, i): AcceptOutcome => {
     if (!r.senderStands) return { kind: 'sender_changed' };
     if (r.status === null) return { kind: 'quota_exceeded' };
-    return { kind: 'accepted', messageId: ms[i]!.id, status: r.status };
+    return { kind: 'accepted', messageId: ms[i]!.id, status: r.status, webhooksDue: r.webhooksDue };
   });
 }
 
@@ -321,7 +328,8 @@ export async function acceptedToday(q: Queryable, organizationId: string, now: D
 
 /** What accepting a batch (acceptMessages) came to: all of its messages, or none. */
 export type BatchOutcome =
-  | { kind: 'accepted'; statuses: AcceptStatus[] }
+  /** webhooksDue: as for one message (AcceptOutcome), for any of them. */
+  | { kind: 'accepted'; statuses: AcceptStatus[]; webhooksDue: boolean }
   /** docs/decisions.md #3, for the whole batch: the same key and body within 24 h, the original messages. */
   | { kind: 'replayed'; results: { messageId: string; status: AcceptStatus }[] }
   | { kind: 'key_reused' }
@@ -387,6 +395,7 @@ export async function acceptMessages(
       return {
         kind: 'accepted',
         statuses: outcomes.map((o) => (o.kind === 'accepted' ? o.status : 'queued')),
+        webhooksDue: outcomes.some((o) => o.kind === 'accepted' && o.webhooksDue),
       };
     });
   } catch (err) {

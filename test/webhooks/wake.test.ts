@@ -1,7 +1,8 @@
-// docs/decisions.md #88: the MTA's writers of events wake the webhook dispatcher of their process once they have
-// committed webhook attempts. The dispatcher's poll here waits ten minutes, so a webhook that arrives within the
-// wait's 10 s was sent because a writer woke it: a delivery's outcome, the simulator's complaint and a DSN to the MX
-// listener (reports); an outcome that no endpoint takes wakes nobody.
+// docs/decisions.md #88: the writers of events wake the webhook dispatcher of their process once they have committed
+// webhook attempts. The dispatcher's poll here waits ten minutes, so a webhook that arrives within the wait's 10 s was
+// sent because a writer woke it: the MTA's (a delivery's outcome, the simulator's complaint and a DSN to the MX
+// listener) and the control's (a suppressed recipient of sendEmail and sendBatch, a cancelled scheduled message); an
+// event that no endpoint takes wakes nobody.
 import t from 'tap';
 import { execFile } from 'node:child_process';
 import { deliveryWorld } from '../helpers/delivery-world.js';
@@ -97,4 +98,65 @@ t.test('delivery outcomes and reports wake the webhook dispatcher of their proce
     { what: 'the unsubscribed delivery' },
   );
   t.equal(woken, before, 'no wake for a batch that wrote no attempt');
+});
+
+t.test("the control's suppressed recipients and cancellations wake its process's dispatcher", async (t) => {
+  const { svc } = await deliveryWorld(t, {
+    env: { SVC_ALLOW_PRIVATE_WEBHOOKS: '1' },
+    webhooks: { pollMs: 10 * 60_000 },
+  });
+  const s = await sender(svc);
+  const hook = await startWebhookReceiver(t);
+  const dispatcher = svc.running.mta!.webhooks;
+  await waitFor(() => dispatcher.polledAt() !== null, { what: 'the first poll' });
+  let woken = 0;
+  const stopCounting = svc.running.storage.webhooksDue.onWake(() => woken++);
+  t.teardown(stopCounting);
+  // SVC_HOSTNAME is mta.test in the test service: the simulator's suppressed@ is on every suppression list.
+  const suppressedTo = 'suppressed@simulator.mta.test';
+  const message = (to: string) => ({ from: `ada@${s.domain}`, to, subject: `to ${to}`, text: 'x' });
+  const hooksOf = (id: string, type: string) =>
+    hook.hooks.filter((h) => h.json.data.messageId === id && h.json.type === type && h.signatureValid);
+
+  // An endpoint that takes bounces alone: a suppressed recipient writes no attempt, and wakes nobody (the wake comes
+  // before the answer, so it would have been counted by now).
+  const bounces = await s.owner.client.console.projects.webhooks.create({
+    id: s.projectId,
+    url: hook.url('/'),
+    events: ['bounced'],
+  });
+  const unheard = await s.key.v1.services.sendEmail(message(suppressedTo));
+  t.equal(unheard.status, 'suppressed');
+  t.equal(woken, 0, 'no wake for a suppression that wrote no attempt');
+  await s.owner.client.console.projects.webhooks.delete({ id: s.projectId, webhookId: bounces.id });
+  hook.secret = (await s.owner.client.console.projects.webhooks.create({ id: s.projectId, url: hook.url('/') })).secret;
+
+  const one = await s.key.v1.services.sendEmail(message(suppressedTo));
+  t.ok(
+    await waitFor(() => hooksOf(one.providerMessageId, 'suppressed').length === 1, {
+      what: 'the suppressed webhook',
+    }),
+    "sendEmail's suppressed recipient reached the endpoint without waiting for the poll",
+  );
+
+  // Nothing in this test is delivered, so no outcome of the MTA's wakes the dispatcher in its stead.
+  const batch = await s.key.v1.services.sendBatch({ messages: [message(suppressedTo), message(suppressedTo)] });
+  const inBatch = batch.data[1]!.providerMessageId;
+  t.ok(
+    await waitFor(() => hooksOf(inBatch, 'suppressed').length === 1, { what: "the batch's suppressed webhook" }),
+    "sendBatch's suppressed recipient reached the endpoint without waiting for the poll",
+  );
+
+  const scheduled = await s.key.v1.services.sendEmail({
+    ...message('carol@dest.test'),
+    scheduledAt: new Date(svc.clock.now() + 60 * 60_000).toISOString(),
+  });
+  await s.key.v1.messages.cancel({ id: scheduled.providerMessageId });
+  t.ok(
+    await waitFor(() => hooksOf(scheduled.providerMessageId, 'failed').length === 1, {
+      what: 'the cancelled webhook',
+    }),
+    "a cancelled message's failed event reached the endpoint without waiting for the poll",
+  );
+  t.equal(hooksOf(unheard.providerMessageId, 'suppressed').length, 0, 'none for the suppression no endpoint took');
 });
