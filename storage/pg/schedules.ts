@@ -21,19 +21,15 @@ WITH m AS (
   ${fanOutSql('ev AS e')}
   RETURNING 1
 )
-SELECT count(*)::int AS n, EXISTS (SELECT 1 FROM hooks) AS "webhooksDue" FROM m`;
+SELECT EXISTS (SELECT 1 FROM hooks) AS "webhooksDue"`;
 
 /**
- * Whether the row was still queued and is now cancelled, and whether that wrote webhook attempts (a dispatcher in this
- * process may then be woken, docs/decisions.md #88).
+ * webhooksDue: the cancellation wrote webhook attempts (a dispatcher in this process may be woken, docs/decisions.md
+ * #88).
  */
-export async function cancelMessage(
-  db: Db,
-  id: string,
-  at: Date,
-): Promise<{ cancelled: boolean; webhooksDue: boolean }> {
-  const rows = await db.query<{ n: number; webhooksDue: boolean }>(CANCEL_SQL, [id, at, randomUUID()]);
-  return { cancelled: rows[0]!.n > 0, webhooksDue: rows[0]!.webhooksDue };
+export async function cancelMessage(db: Db, id: string, at: Date): Promise<{ webhooksDue: boolean }> {
+  const rows = await db.query<{ webhooksDue: boolean }>(CANCEL_SQL, [id, at, randomUUID()]);
+  return rows[0]!;
 }
 
 export async function rescheduleMessage(db: Db, id: string, scheduledAt: Date, at: Date): Promise<void> {

@@ -25,12 +25,6 @@ export async function startDestination(t: Teardown, sink: SinkOptions = {}): Pro
   return { zone, sink: await startSmtpSink(t, sink) };
 }
 
-/** The settings that point a service's MTA at a destination: its resolver and the port its MX listens on. */
-export const deliveringTo = (d: Destination): Record<string, string> => ({
-  SVC_DNS_SERVERS: d.zone.hostPort,
-  SVC_OUTBOUND_PORT: String(d.sink.port),
-});
-
 export interface DeliveryWorld extends Destination {
   svc: TestService;
 }
@@ -45,6 +39,8 @@ export async function deliveryWorld(
 ): Promise<DeliveryWorld> {
   const { sink: sinkOptions, env, mta, ...rest } = opts;
   const d = await startDestination(t, sinkOptions);
-  const svc = await startTestService(t, { ...rest, mta: mta ?? { pollMs: 20 }, env: { ...deliveringTo(d), ...env } });
+  // The MTA resolves through the zone and connects to the sink's port.
+  const delivering = { SVC_DNS_SERVERS: d.zone.hostPort, SVC_OUTBOUND_PORT: String(d.sink.port) };
+  const svc = await startTestService(t, { ...rest, mta: mta ?? { pollMs: 20 }, env: { ...delivering, ...env } });
   return { ...d, svc };
 }

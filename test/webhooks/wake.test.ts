@@ -3,34 +3,40 @@
 // sent because a writer woke it: the MTA's (a delivery's outcome, the simulator's complaint and a DSN to the MX
 // listener) and the control's (a suppressed recipient of sendEmail and sendBatch, a cancelled scheduled message); an
 // event that no endpoint takes wakes nobody.
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { execFile } from 'node:child_process';
 import { deliveryWorld } from '../helpers/delivery-world.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 
-t.test('delivery outcomes and reports wake the webhook dispatcher of their process', async (t) => {
+/**
+ * A service whose dispatcher polls every ten minutes, its start's poll done (from then on only a wake looks for
+ * attempts within the wait), a sender, a webhook receiver with no endpoint yet, and the wakes counted.
+ */
+async function world(t: Test) {
   const { sink, svc } = await deliveryWorld(t, {
     env: { SVC_ALLOW_PRIVATE_WEBHOOKS: '1' },
     webhooks: { pollMs: 10 * 60_000 },
   });
   const s = await sender(svc);
   const hook = await startWebhookReceiver(t);
+  await waitFor(() => svc.running.mta!.webhooks.polledAt() !== null, { what: 'the first poll' });
+  let woken = 0;
+  t.teardown(svc.running.storage.webhooksDue.onWake(() => woken++));
+  const hooksOf = (id: string, type: string) =>
+    hook.hooks.filter((h) => h.json.data.messageId === id && h.json.type === type && h.signatureValid);
+  return { sink, svc, s, hook, hooksOf, woken: () => woken };
+}
+
+t.test('delivery outcomes and reports wake the webhook dispatcher of their process', async (t) => {
+  const { sink, svc, s, hook, hooksOf, woken } = await world(t);
   const endpoint = await s.owner.client.console.projects.webhooks.create({ id: s.projectId, url: hook.url('/') });
   hook.secret = endpoint.secret;
-  const dispatcher = svc.running.mta!.webhooks;
-  // The start's poll is done: from here on only a wake looks for attempts within ten minutes.
-  await waitFor(() => dispatcher.polledAt() !== null, { what: 'the first poll' });
-  let woken = 0;
-  const stopCounting = svc.running.storage.webhooksDue.onWake(() => woken++);
-  t.teardown(stopCounting);
 
   const send = async (to: string) =>
     (await s.key.v1.services.sendEmail({ from: `ada@${s.domain}`, to, subject: `to ${to}`, text: 'x' }))
       .providerMessageId;
-  const hooksOf = (id: string, type: string) =>
-    hook.hooks.filter((h) => h.json.data.messageId === id && h.json.type === type && h.signatureValid);
 
   const delivered = await send('bob@dest.test');
   t.ok(
@@ -89,7 +95,7 @@ t.test('delivery outcomes and reports wake the webhook dispatcher of their proce
   );
 
   // An outcome whose event no endpoint takes wrote no attempt, and wakes nobody.
-  const before = woken;
+  const before = woken();
   const quiet = await send('carol@dest.test');
   await waitFor(
     async () =>
@@ -97,26 +103,14 @@ t.test('delivery outcomes and reports wake the webhook dispatcher of their proce
         .length === 1,
     { what: 'the unsubscribed delivery' },
   );
-  t.equal(woken, before, 'no wake for a batch that wrote no attempt');
+  t.equal(woken(), before, 'no wake for a batch that wrote no attempt');
 });
 
 t.test("the control's suppressed recipients and cancellations wake its process's dispatcher", async (t) => {
-  const { svc } = await deliveryWorld(t, {
-    env: { SVC_ALLOW_PRIVATE_WEBHOOKS: '1' },
-    webhooks: { pollMs: 10 * 60_000 },
-  });
-  const s = await sender(svc);
-  const hook = await startWebhookReceiver(t);
-  const dispatcher = svc.running.mta!.webhooks;
-  await waitFor(() => dispatcher.polledAt() !== null, { what: 'the first poll' });
-  let woken = 0;
-  const stopCounting = svc.running.storage.webhooksDue.onWake(() => woken++);
-  t.teardown(stopCounting);
+  const { svc, s, hook, hooksOf, woken } = await world(t);
   // SVC_HOSTNAME is mta.test in the test service: the simulator's suppressed@ is on every suppression list.
   const suppressedTo = 'suppressed@simulator.mta.test';
   const message = (to: string) => ({ from: `ada@${s.domain}`, to, subject: `to ${to}`, text: 'x' });
-  const hooksOf = (id: string, type: string) =>
-    hook.hooks.filter((h) => h.json.data.messageId === id && h.json.type === type && h.signatureValid);
 
   // An endpoint that takes bounces alone: a suppressed recipient writes no attempt, and wakes nobody (the wake comes
   // before the answer, so it would have been counted by now).
@@ -127,7 +121,7 @@ t.test("the control's suppressed recipients and cancellations wake its process's
   });
   const unheard = await s.key.v1.services.sendEmail(message(suppressedTo));
   t.equal(unheard.status, 'suppressed');
-  t.equal(woken, 0, 'no wake for a suppression that wrote no attempt');
+  t.equal(woken(), 0, 'no wake for a suppression that wrote no attempt');
   await s.owner.client.console.projects.webhooks.delete({ id: s.projectId, webhookId: bounces.id });
   hook.secret = (await s.owner.client.console.projects.webhooks.create({ id: s.projectId, url: hook.url('/') })).secret;
 
