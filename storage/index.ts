@@ -22,12 +22,16 @@ export interface Storage {
   /** In-process caches and statement batchers of this handle (storage/caches.ts). */
   caches: Caches;
   /**
-   * Webhook attempts were written, due now: the MTA's writers of events say so after their commit, and the webhook
-   * dispatcher of this process looks at once instead of at its next poll (docs/decisions.md #88).
+   * Webhook attempts were written, due now: the writers of events say so after their commit, and the webhook
+   * dispatcher of this process, or where it has none those of the other processes on this data directory, looks at
+   * once instead of at its next poll (docs/decisions.md #88).
    */
   webhooksDue: WakeSignal;
   close(): Promise<void>;
 }
+
+/** Under SVC_DATA_DIR: the files through which one process's wakes reach the others on the host (wake-signal.ts). */
+const WAKE_DIR = 'wake';
 
 export async function openDb(config: Readonly<Config>, log: Logger): Promise<Db> {
   if (config.databaseUrl) return openPostgres(config.databaseUrl);
@@ -51,10 +55,10 @@ export async function openStorage(config: Readonly<Config>, log: Logger): Promis
       db,
       lmdb,
       sealer,
-      spool: openSpool(lmdb),
+      spool: openSpool(lmdb, { wakeFile: path.join(config.dataDir, WAKE_DIR, 'spool') }),
       mail,
       caches: createCaches(db),
-      webhooksDue: wakeSignal(),
+      webhooksDue: wakeSignal(path.join(config.dataDir, WAKE_DIR, 'webhooks')),
       async close() {
         await mail.close();
         await lmdb.close();

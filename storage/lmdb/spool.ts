@@ -145,9 +145,9 @@ export interface Spool {
   /** Entries due at nowMs, oldest first, at most `limit`. */
   due(nowMs: number, limit: number): SpoolEntry[];
   /**
-   * Says that messages were spooled and their rows committed, so that a delivery worker in this process looks at the
-   * spool now rather than at its next poll (docs/decisions.md #86). Nothing leaves the process: a worker elsewhere
-   * finds them by its poll.
+   * Says that messages were spooled and their rows committed, so that a delivery worker looks at the spool now rather
+   * than at its next poll (docs/decisions.md #86): this process's, or where it has none those of the other processes
+   * on the spool's wake file (SpoolOptions.wakeFile).
    */
   wake: WakeSignal['wake'];
   /** Calls `listener` at each wake(); the function returned stops that. */
@@ -311,6 +311,8 @@ function copyEnvelope(v: SpoolEnvelope): SpoolEnvelope {
 export interface SpoolOptions {
   /** Whom this spool's leases name: this process unless a test says otherwise (lease-owner.ts). */
   owner?: LeaseOwner;
+  /** The file through which wake() reaches the delivery workers of other processes (wake-signal.ts); none: this one. */
+  wakeFile?: string;
 }
 
 /** A lease: its end, and the owner's tag (lease-owner.ts); a plain number from an earlier version. */
@@ -326,7 +328,7 @@ export function openSpool(env: LmdbEnv, opts: SpoolOptions = {}): Spool {
   const bodies: Database<Buffer, string> = root.openDB<Buffer, string>({ name: 'bodies', encoding: 'binary' });
   const leases: Database<LeaseValue, string> = root.openDB<LeaseValue, string>({ name: 'leases' });
   const held: Database<number, string> = root.openDB<number, string>({ name: 'held' });
-  const woken = wakeSignal();
+  const woken = wakeSignal(opts.wakeFile);
 
   // getBinaryFast lends the stored bytes in lmdb-js's read buffer, which the next read reuses (or as a view of the
   // map); getBinary copies them again, into a new zero-filled buffer. A 100 kB message read that way for its
