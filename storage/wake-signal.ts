@@ -45,7 +45,8 @@ export function wakeSignal(wakeFile: string | null = null): WakeSignal {
           touch(file);
         };
         const wait = touchedAt + TOUCH_GAP_MS - performance.now();
-        if (wait > 0) setTimeout(touchNow, wait);
+        // Unreferenced: a touch still due does not hold a process that is ending (#80); its wake is a hint.
+        if (wait > 0) setTimeout(touchNow, wait).unref();
         else setImmediate(touchNow);
       }
     },
