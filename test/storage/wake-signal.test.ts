@@ -3,18 +3,13 @@
 // Two signals on one file here stand for two processes on one data directory (test/mta/wake-across-processes.test.ts
 // has the processes).
 import t, { type Test } from 'tap';
-import { mkdtemp, stat, utimes, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { stat, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { wakeSignal } from '../../storage/wake-signal.js';
-import { removeTree } from '../helpers/tree.js';
+import { tempDir } from '../helpers/child.js';
 import { waitFor } from '../helpers/wait-for.js';
 
-async function wakeFile(t: Test): Promise<string> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-wake-'));
-  t.teardown(() => removeTree(dir));
-  return path.join(dir, 'wake', 'spool');
-}
+const wakeFile = async (t: Test) => path.join(await tempDir(t), 'wake', 'spool');
 
 /** The file's times set to 2001: a touch (which sets them to now) shows in its mtime. */
 const OLD = new Date('2001-01-01T00:00:00Z');
