@@ -68,6 +68,17 @@ export interface TestServiceOptions {
   imap?: StartOptions['imap'];
 }
 
+/**
+ * What another process of a test service shares with it, as the systemd units of one deployment share their env file:
+ * its Postgres database and its master key (which it wrote under its data directory). A real Postgres only: the
+ * embedded database lives inside one process.
+ */
+export async function sharedWith(s: TestService): Promise<{ SVC_DATABASE_URL: string; SVC_MASTER_KEY: string }> {
+  if (!s.databaseUrl) throw new Error('another process of a service needs a real Postgres (SVC_DATABASE_URL)');
+  const masterKey = (await readFile(path.join(s.dataDir, 'master.key'), 'utf8')).trim();
+  return { SVC_DATABASE_URL: s.databaseUrl, SVC_MASTER_KEY: masterKey };
+}
+
 export async function startTestService(t: Teardown, opts: TestServiceOptions = {}): Promise<TestService> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'svc-test-'));
   const clock = opts.clock ?? testClock();
@@ -75,9 +86,7 @@ export async function startTestService(t: Teardown, opts: TestServiceOptions = {
   let database: TestDatabase | null = null;
   let shared: Record<string, string> = {};
   if (opts.nodeOf) {
-    if (!opts.nodeOf.databaseUrl) throw new Error('a second node needs a real Postgres (SVC_DATABASE_URL)');
-    const masterKey = (await readFile(path.join(opts.nodeOf.dataDir, 'master.key'), 'utf8')).trim();
-    shared = { SVC_DATABASE_URL: opts.nodeOf.databaseUrl, SVC_MASTER_KEY: masterKey };
+    shared = await sharedWith(opts.nodeOf);
   } else if (serverUrl) database = await createTestDatabase(serverUrl, { migrated: true });
   else await prepareEmbedded(dataDir);
 

@@ -3,9 +3,7 @@
 // the idling session through the change feed's LISTEN/NOTIFY (storage/pg/change-feed.ts). Postgres CI pass
 // only: the embedded database lives inside one process.
 import t from 'tap';
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
-import { startTestService } from '../helpers/service.js';
+import { sharedWith, startTestService } from '../helpers/service.js';
 import { makeInbox, rawSession } from '../helpers/imap-inbox.js';
 import { listenEnv, svc as svcChild } from '../helpers/child.js';
 import { startDnsZone } from '../helpers/dns-zone.js';
@@ -20,13 +18,11 @@ t.test(
     const a = await makeInbox(imap.running.storage);
     // The child authenticates what it receives (SPF, DKIM, DMARC): a zone that answers at once, empty.
     const zone = await startDnsZone(t);
-    const masterKey = (await readFile(path.join(imap.dataDir, 'master.key'), 'utf8')).trim();
     const mx = svcChild(t, ['start', '--role', 'mta'], {
       // One host, one SVC_DATA_DIR (as the systemd units share their env file): the local blob store is
       // LMDB, which both processes open; across hosts SVC_BLOB_STORE=postgres does the same.
       ...listenEnv(imap.dataDir),
-      SVC_DATABASE_URL: imap.databaseUrl!,
-      SVC_MASTER_KEY: masterKey,
+      ...(await sharedWith(imap)),
       SVC_DNS_SERVERS: zone.hostPort,
     });
     const line = await waitFor(

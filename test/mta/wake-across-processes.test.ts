@@ -5,11 +5,9 @@
 //
 // Postgres only (the PostgreSQL pass of .ci/run): the embedded database lives inside one process.
 import t from 'tap';
-import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import { deliveryWorld } from '../helpers/delivery-world.js';
 import { ADMIN_KEY, listenEnv, listening, svc as svcChild } from '../helpers/child.js';
-import { clientsFor } from '../helpers/service.js';
+import { clientsFor, sharedWith } from '../helpers/service.js';
 import { sender } from '../helpers/sender.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -38,8 +36,7 @@ t.test(
     // The control alone, on this process's data directory and database (as the systemd units share their env file).
     const control = svcChild(t, ['start', '--role', 'control'], {
       ...listenEnv(svc.dataDir),
-      SVC_DATABASE_URL: svc.databaseUrl!,
-      SVC_MASTER_KEY: (await readFile(path.join(svc.dataDir, 'master.key'), 'utf8')).trim(),
+      ...(await sharedWith(svc)),
       SVC_PLATFORM_ADMIN_KEY: ADMIN_KEY,
       SVC_DNS_SERVERS: zone.hostPort,
     });
