@@ -3,9 +3,9 @@
 // running service whose MTA delivers through a loopback DNS zone to an SMTP sink that answers 451 for slow.test and for
 // later@ (deferred), 250 otherwise; a webhook receiver records the `failed` notifications.
 import t, { type Test } from 'tap';
-import { startTestService, type TestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
+import type { TestService } from '../helpers/service.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
+import type { SmtpSink } from '../helpers/smtp-sink.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -28,22 +28,17 @@ interface World {
 }
 
 async function world(t: Test): Promise<World> {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t, {
-    answer: (rcpt) =>
-      rcpt.endsWith('@slow.test') || rcpt.startsWith('later@') ? { code: 451, message: '4.3.0 Try again later' } : null,
-  });
-  for (const d of ['ok.test', 'slow.test', 'other.test']) zone.mx(d, 10, `mx.${d}`).a(`mx.${d}`, '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: {
-      SVC_DNS_SERVERS: zone.hostPort,
-      SVC_OUTBOUND_PORT: String(sink.port),
-      SVC_RETRY_DELAYS: '1h',
-      SVC_ALLOW_PRIVATE_WEBHOOKS: '1',
+  const { zone, sink, svc } = await deliveryWorld(t, {
+    sink: {
+      answer: (rcpt) =>
+        rcpt.endsWith('@slow.test') || rcpt.startsWith('later@')
+          ? { code: 451, message: '4.3.0 Try again later' }
+          : null,
     },
-    mta: { pollMs: 20 },
+    env: { SVC_RETRY_DELAYS: '1h', SVC_ALLOW_PRIVATE_WEBHOOKS: '1' },
     webhooks: { pollMs: 20 },
   });
+  for (const d of ['ok.test', 'slow.test', 'other.test']) zone.mx(d, 10, `mx.${d}`).a(`mx.${d}`, '127.0.0.1');
   const s = await sender(svc);
   const hook = await startWebhookReceiver(t);
   const ep = await s.owner.client.console.projects.webhooks.create({

@@ -5,6 +5,9 @@
 //   const { zone, sink, svc } = await deliveryWorld(t, { env: { SVC_RETRY_DELAYS: '1h' } });
 //   const s = await sender(svc);
 //   ... send to bob@dest.test, then read sink.messages
+//
+// A test whose recipients are on domains of its own adds their records to `zone` (the MTA looks them up when it
+// delivers, so after the start is soon enough), the sink answering for every MX on 127.0.0.1.
 import { startDnsZone, type DnsZone } from './dns-zone.js';
 import { startTestService, type TestService, type TestServiceOptions } from './service.js';
 import { startSmtpSink, type SinkOptions, type SmtpSink } from './smtp-sink.js';

@@ -3,9 +3,10 @@
 // address that does not answer is remembered for SVC_MX_FAILURE_TTL, so a dead host costs one timeout,
 // not one per message. 127.0.0.2 and up are on lo on Linux.
 import t, { type Test } from 'tap';
-import { startTestService, type TestService } from '../helpers/service.js';
-import { startDnsZone, type DnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
+import type { TestService } from '../helpers/service.js';
+import type { DnsZone } from '../helpers/dns-zone.js';
+import type { SmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { startTarpit } from '../helpers/tarpit.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -26,10 +27,9 @@ async function world(
   idleMs = 10_000,
   tls?: { cert: Buffer; key: Buffer },
 ): Promise<World> {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t, tls ?? {});
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_RETRY_DELAYS: '1m,5m', ...env },
+  const { zone, sink, svc } = await deliveryWorld(t, {
+    sink: tls,
+    env: { SVC_RETRY_DELAYS: '1m,5m', ...env },
     mta: { pollMs: 20, pool: { connectTimeoutMs: CONNECT_TIMEOUT_MS, idleMs } },
   });
   const s = await sender(svc);

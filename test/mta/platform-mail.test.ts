@@ -10,9 +10,9 @@ import { spawn } from 'node:child_process';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
-import { startTestService, type TestService } from '../helpers/service.js';
-import { startDnsZone, type DnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import type { TestService } from '../helpers/service.js';
+import type { DnsZone } from '../helpers/dns-zone.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { verifyDkim } from '../helpers/dkim-verify.js';
 import { platformKeys, type PlatformKey } from '../../storage/platform-dkim.js';
@@ -58,9 +58,6 @@ function doctorPlatform(
 }
 
 t.test('platform mail: signed by the notify domain, Auto-Submitted, display name, return path; doctor', async (t) => {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  zone.mx('people.test', 10, 'mx.people.test').a('mx.people.test', '127.0.0.1');
   const logs: { level: number; msg: string }[] = [];
   const log = pino(
     { level: 'warn' },
@@ -71,11 +68,8 @@ t.test('platform mail: signed by the notify domain, Auto-Submitted, display name
       },
     }),
   );
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port) },
-    mta: { pollMs: 20 },
-    log,
-  });
+  const { zone, sink, svc } = await deliveryWorld(t, { log });
+  zone.mx('people.test', 10, 'mx.people.test').a('mx.people.test', '127.0.0.1');
   const db = svc.running.storage.db;
 
   // The MTA makes the keys at its first start; the zone had none of them then.

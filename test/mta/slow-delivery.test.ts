@@ -1,9 +1,7 @@
 // A delivery in progress longer than the worker's slowMs is logged once at warn with what it is waiting for
 // (mta/outbound/worker.ts), so that a stuck delivery can be told from a slow receiver and placed.
 import t from 'tap';
-import { startTestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { startTarpit } from '../helpers/tarpit.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
@@ -11,16 +9,14 @@ import { logLines } from '../helpers/log-lines.js';
 
 t.test('a delivery waiting on a silent MX is reported once, naming the address it is connecting to', async (t) => {
   const { log, lines } = logLines();
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
-  // Up at the TCP level, silent above it: the attempt waits for a greeting until its connect timeout.
-  const pit = await startTarpit(t, '127.0.0.6', sink.port);
-  zone.mx('silent.test', 10, 'mx.silent.test').a('mx.silent.test', '127.0.0.6');
-  const svc = await startTestService(t, {
-    env: { SVC_DNS_SERVERS: zone.hostPort, SVC_OUTBOUND_PORT: String(sink.port), SVC_RETRY_DELAYS: '1m' },
+  const { zone, sink, svc } = await deliveryWorld(t, {
+    env: { SVC_RETRY_DELAYS: '1m' },
     mta: { pollMs: 20, slowMs: 300, pool: { connectTimeoutMs: 2_000 } },
     log,
   });
+  // Up at the TCP level, silent above it: the attempt waits for a greeting until its connect timeout.
+  const pit = await startTarpit(t, '127.0.0.6', sink.port);
+  zone.mx('silent.test', 10, 'mx.silent.test').a('mx.silent.test', '127.0.0.6');
   const s = await sender(svc);
   const { providerMessageId: id } = await s.key.v1.services.sendEmail({
     from: `ada@${s.domain}`,

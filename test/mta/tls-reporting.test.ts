@@ -11,9 +11,7 @@ import { gunzipSync } from 'node:zlib';
 import type { AddressInfo } from 'node:net';
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
-import { startTestService } from '../helpers/service.js';
-import { startDnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { makeCa, policyText, startPolicyServer } from './tls-fixtures.js';
@@ -135,9 +133,15 @@ t.test('daily reports to mailto: and https: rua, once', async (t) => {
     'mta-sts.enforce.test',
     'collector.test',
   ]);
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t, { cert: leaf.cert, key: leaf.key });
   const policies = await startPolicyServer(t, leaf);
+  const { zone, sink, svc } = await deliveryWorld(t, {
+    sink: { cert: leaf.cert, key: leaf.key },
+    env: {
+      SVC_EXTRA_CA_CERTS: ca.caPath,
+      SVC_MTA_STS_PORT: String(policies.port),
+      SVC_TLS_REPORT_ORG: 'Example Sender Ltd',
+    },
+  });
 
   // The https rua collector.
   const posts: { type: string | undefined; url: string | undefined; body: Buffer }[] = [];
@@ -167,16 +171,6 @@ t.test('daily reports to mailto: and https: rua, once', async (t) => {
   zone.a('collector.test', '127.0.0.1');
   zone.txt('_smtp._tls.plain.test', `v=TLSRPTv1; rua=https://collector.test:${collectorPort}/v1/tlsrpt`);
 
-  const svc = await startTestService(t, {
-    env: {
-      SVC_DNS_SERVERS: zone.hostPort,
-      SVC_OUTBOUND_PORT: String(sink.port),
-      SVC_EXTRA_CA_CERTS: ca.caPath,
-      SVC_MTA_STS_PORT: String(policies.port),
-      SVC_TLS_REPORT_ORG: 'Example Sender Ltd',
-    },
-    mta: { pollMs: 20 },
-  });
   const s = await sender(svc);
   for (const [host, value] of Object.entries(s.dkimTxt)) zone.txt(host, value);
   const send = (to: string) =>

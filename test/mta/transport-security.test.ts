@@ -6,9 +6,10 @@
 import t, { type Test } from 'tap';
 import { createHash, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { startTestService, type TestService } from '../helpers/service.js';
+import type { TestService } from '../helpers/service.js';
 import { startDnsZone, type DnsZone } from '../helpers/dns-zone.js';
-import { startSmtpSink, type SmtpSink } from '../helpers/smtp-sink.js';
+import type { SmtpSink } from '../helpers/smtp-sink.js';
+import { deliveryWorld } from '../helpers/delivery-world.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { waitFor } from '../helpers/wait-for.js';
 import { testClock } from '../helpers/clock.js';
@@ -34,12 +35,20 @@ async function world(t: Test, env: Record<string, string> = {}): Promise<World> 
   const ca = await makeCa(t);
   const leaf = await ca.leaf([...MX_NAMES_IN_CERT, ...STS_HOSTS]);
   const caPem = await readFile(ca.caPath);
-  const zone = await startDnsZone(t);
+  const policies = await startPolicyServer(t, leaf);
+  const { zone, sink, svc } = await deliveryWorld(t, {
+    // The chain includes the CA, as a DANE-TA server's must (RFC 7672 §3.1.2).
+    sink: { cert: Buffer.concat([leaf.cert, caPem]), key: leaf.key },
+    env: {
+      SVC_RETRY_DELAYS: '1m,5m',
+      SVC_EXTRA_CA_CERTS: ca.caPath,
+      SVC_MTA_STS_PORT: String(policies.port),
+      SVC_ALLOW_PRIVATE_WEBHOOKS: '1',
+      ...env,
+    },
+  });
   // A validating resolver's answers: DANE applies wherever TLSA records are published (RFC 7672 §2.2).
   zone.dnssec = true;
-  // The chain includes the CA, as a DANE-TA server's must (RFC 7672 §3.1.2).
-  const sink = await startSmtpSink(t, { cert: Buffer.concat([leaf.cert, caPem]), key: leaf.key });
-  const policies = await startPolicyServer(t, leaf);
   for (const d of ['enforce', 'badmx', 'badcert', 'testing', 'plain', 'dane-ee', 'dane-ta', 'dane-bad'])
     zone.mx(`${d}.test`, 10, `mx.${d}.test`).a(`mx.${d}.test`, '127.0.0.1');
   for (const h of STS_HOSTS) zone.a(h, '127.0.0.1');
@@ -61,18 +70,6 @@ async function world(t: Test, env: Record<string, string> = {}): Promise<World> 
   zone.tlsa('_25._tcp.mx.dane-ta.test', 2, 0, 1, createHash('sha256').update(new X509Certificate(caPem).raw).digest());
   // A record that matches nothing.
   zone.tlsa('_25._tcp.mx.dane-bad.test', 3, 1, 1, Buffer.alloc(32, 7));
-  const svc = await startTestService(t, {
-    env: {
-      SVC_DNS_SERVERS: zone.hostPort,
-      SVC_OUTBOUND_PORT: String(sink.port),
-      SVC_RETRY_DELAYS: '1m,5m',
-      SVC_EXTRA_CA_CERTS: ca.caPath,
-      SVC_MTA_STS_PORT: String(policies.port),
-      SVC_ALLOW_PRIVATE_WEBHOOKS: '1',
-      ...env,
-    },
-    mta: { pollMs: 20 },
-  });
   const s = await sender(svc, { ed25519: true });
   for (const [host, value] of Object.entries(s.dkimTxt)) zone.txt(host, value);
   return { svc, zone, sink, s, policies };
@@ -261,20 +258,10 @@ t.test('DANE needs an authenticated MX RRset and authenticated TLSA records', as
 });
 
 t.test('MX hosts on private addresses are refused without SVC_ALLOW_PRIVATE_MX', async (t) => {
-  const zone = await startDnsZone(t);
-  const sink = await startSmtpSink(t);
+  const { zone, sink, svc } = await deliveryWorld(t, { env: { SVC_RETRY_DELAYS: '1m', SVC_ALLOW_PRIVATE_MX: '0' } });
   zone.mx('private.test', 10, 'mx1.private.test').a('mx1.private.test', '127.0.0.1');
   zone.mx('private.test', 20, 'mx2.private.test').a('mx2.private.test', '10.1.2.3');
   zone.a('private.test', '127.0.0.1');
-  const svc = await startTestService(t, {
-    env: {
-      SVC_DNS_SERVERS: zone.hostPort,
-      SVC_OUTBOUND_PORT: String(sink.port),
-      SVC_RETRY_DELAYS: '1m',
-      SVC_ALLOW_PRIVATE_MX: '0',
-    },
-    mta: { pollMs: 20 },
-  });
   const s = await sender(svc);
   const w = { svc, s };
   const id = await send(w, 'x@private.test');
