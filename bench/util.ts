@@ -216,31 +216,36 @@ export function diskStalls(): {
 const WAL_SEGMENT = /^(?:[0-9A-F]{24}|xlogtemp\.\d+)$/;
 
 /**
- * How many WAL segments Postgres created in `walDir` (its pg_wal) while watched, until the returned function is
- * called. Postgres takes the next segment from those its checkpoints recycled (an old one renamed), as many as it
- * expects to need; past them it creates one: 16 MB of zeros written and synced as `xlogtemp.<pid>`, then renamed,
- * with its WAL write lock held, so that every commit in flight waits for it (docs/decisions.md #83). A created
- * segment is told from a recycled one by its inode, which pg_wal did not hold at the sample before (a rename keeps
- * the inode). The directory is read every 10 ms, and a new name stat'ed: inotify would wake the bench for each of
- * Postgres's WAL writes. Null where pg_wal cannot be read (a server on another machine, another user's files).
+ * How many WAL segments Postgres created in `walDir` (its pg_wal) while watched, until the returned function is called.
+ * Postgres takes the next segment from those its checkpoints recycled (an old one renamed), as many as it expects to
+ * need; past them it creates one: 16 MB of zeros written and synced as `xlogtemp.<pid>`, then renamed, with its WAL
+ * write lock held, so that every commit in flight waits for it (docs/decisions.md #83). A created segment is told from
+ * a recycled one by its inode and birth time, which no file of pg_wal had before (a rename keeps both; a file made on
+ * an inode freed by a removed segment has a new birth time). Every file once seen is kept, not only the sample
+ * before's: a file one listing missed is not counted again when the next one has it. The directory is read every 10 ms,
+ * and a new name stat'ed: inotify would wake the bench for each of Postgres's WAL writes. Null where pg_wal cannot be
+ * read (a server on another machine, another user's files).
  */
 export function watchWal(walDir: string | null): (() => number) | null {
   if (!walDir) return null;
-  let names = new Map<string, number>();
+  // Each file's identity (inode and birth time) by its name at the last sample, and every identity ever seen.
+  let names = new Map<string, string>();
+  const seen = new Set<string>();
   const read = () => {
-    const next = new Map<string, number>();
+    const next = new Map<string, string>();
     for (const name of readdirSync(walDir)) {
       if (!WAL_SEGMENT.test(name)) continue;
       // A segment keeps its name; an xlogtemp name comes back for each segment its backend makes, so it is stat'ed.
-      let ino = name.startsWith('xlogtemp.') ? undefined : names.get(name);
-      if (ino === undefined) {
+      let id = name.startsWith('xlogtemp.') ? undefined : names.get(name);
+      if (id === undefined) {
         try {
-          ino = statSync(path.join(walDir, name)).ino;
+          const st = statSync(path.join(walDir, name));
+          id = `${st.ino}:${st.birthtimeMs}`;
         } catch {
           continue; // renamed or removed since the listing: the next sample sees it where it went
         }
       }
-      next.set(name, ino);
+      next.set(name, id);
     }
     return next;
   };
@@ -249,17 +254,19 @@ export function watchWal(walDir: string | null): (() => number) | null {
   } catch {
     return null;
   }
+  for (const id of names.values()) seen.add(id);
   let created = 0;
   const sample = () => {
-    let next: Map<string, number>;
     try {
-      next = read();
+      names = read();
     } catch {
       return;
     }
-    const before = new Set(names.values());
-    for (const ino of new Set(next.values())) if (!before.has(ino)) created++;
-    names = next;
+    for (const id of names.values())
+      if (!seen.has(id)) {
+        seen.add(id);
+        created++;
+      }
   };
   const timer = setInterval(sample, 10);
   return () => {

@@ -1,6 +1,6 @@
 // bench/util.ts's watchWal and walDirectory, behind the bench's "N WAL segments created": a segment Postgres creates
-// is counted once, whether seen as xlogtemp.<pid> or only under its name; one its checkpoint recycles (a rename) and
-// the other files of pg_wal are not counted.
+// is counted once, whether seen as xlogtemp.<pid> or only under its name; one its checkpoint recycles (a rename), one
+// a sample's listing missed, and the other files of pg_wal are not counted.
 import { mkdir, mkdtemp, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import { readdirSync } from 'node:fs';
 import os from 'node:os';
@@ -44,6 +44,12 @@ t.test('watchWal counts the segments created, not those recycled, removed or not
   await writeFile(path.join(dir, seg(6)), 'zeros');
   await writeFile(path.join(dir, `${seg(3)}.00000028.backup`), '');
   await writeFile(path.join(dir, 'archive_status', `${seg(3)}.ready`), '');
+  await sleep(30);
+  // Missing from a sample's listing (here under a name that is not a segment's), then back under a segment's: it was
+  // seen before, so nothing.
+  await rename(path.join(dir, seg(9)), path.join(dir, 'away'));
+  await sleep(30);
+  await rename(path.join(dir, 'away'), path.join(dir, seg(11)));
   await sleep(30);
   // Removed by a checkpoint: nothing.
   await unlink(path.join(dir, seg(3)));
