@@ -39,17 +39,19 @@ export interface GuardInput {
 }
 
 // The bucket refills at its per-second rate up to its burst (the organization's own, else $4 and $5: the lim
-// CTE) from its last update to the request's instant (the proposed row's updated_at); a request takes one token
-// if at least one is there. A rejected request takes nothing, so a client that backs off per Retry-After gets
+// CTE) from its last update to the latest instant of its requests in the statement (the proposed row's updated_at);
+// of its n requests there (`requested`), the first ones in order take a token each while a whole one is there
+// (`granted`, at most n). A rejected request takes nothing, so a client that backs off per Retry-After gets
 // through. In DO UPDATE SET every right-hand side reads the old row, so REFILL means the same in each line. The
-// proposed row carries the limits (migration 0022): a subquery of lim in each expression instead was a scan of
-// the whole batch per expression and row, ~12% of the statement's time (docs/decisions.md #74).
+// proposed row carries the limits (migration 0022) and the count (0023): a subquery of lim in each expression
+// instead was a scan of the whole batch per expression and row, ~12% of the statement's time (docs/decisions.md #74).
 const REFILL = `least(excluded.burst,
   r.tokens + greatest(0, extract(epoch FROM (excluded.updated_at - r.updated_at))::float8) * excluded.per_second)`;
 
-// The bucket's INSERT takes its rows from the nonce CTE: a replayed nonce inserts nothing there, so a
-// replay (refused with 401) costs the credential's owner no token; nor does a request signed with a
-// credential that was revoked (or whose secret changed) since it was cached.
+// The bucket's INSERT takes its rows from the nonces the statement took: a replayed nonce inserts nothing there, so
+// a replay (refused with 401) costs the credential's owner no token; nor does a request signed with a credential
+// that was revoked (or whose secret changed) since it was cached. Two requests of one statement with the same key
+// and nonce are one request and its replay, in their order.
 //
 // The statement's transaction commits without waiting for its WAL to reach the disk (synchronous_commit off,
 // local to this transaction, set as its first rows are read): whatever a request then commits, it commits after,
@@ -64,8 +66,9 @@ const REFILL = `least(excluded.burst,
 //
 // Parameters: arrays $1 key ids, $2 instants, $3 nonces, $6 nonce expiries, $7 organization ids, $8 sealed
 // secrets (with a lookup); scalars $4 burst, $5 refill per second (the defaults). One row per request, in
-// order. A key id appears at most once per statement (an upsert may not touch the bucket's row twice). Rows
-// are written in key order, so concurrent statements take their row locks in one order and never deadlock.
+// order. A key's requests share its bucket's row, written once (an upsert may not touch a row twice), so one
+// sender's concurrent requests share statements as many senders' do (docs/decisions.md #90). Rows are written in
+// key order, so concurrent statements take their row locks in one order and never deadlock.
 const guardSql = (lookup: CredentialLookup | null) => `
 WITH req AS (
   SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $6::timestamptz[], $7::uuid[]${
@@ -74,38 +77,55 @@ WITH req AS (
     WITH ORDINALITY AS q(key_id, at, nonce, expires_at, org_id${lookup ? ', sealed' : ''}, i)
   WHERE set_config('synchronous_commit', 'off', true) IS NOT NULL
 ), lim AS (
-  SELECT req.key_id, coalesce(o.rate_limit_burst, $4::float8)::float8 AS burst,
+  -- One row a key: its requests name one credential, so one organization.
+  SELECT DISTINCT ON (req.key_id) req.key_id, coalesce(o.rate_limit_burst, $4::float8)::float8 AS burst,
     coalesce(o.rate_limit_per_second, $5::float8) AS per_second
   FROM req LEFT JOIN organizations o ON o.id = req.org_id
+  ORDER BY req.key_id, req.i
 ), ${
   lookup
     ? `cred AS (
   SELECT req.i, c.* FROM req CROSS JOIN LATERAL (${lookup.sql('req.key_id', 'req.at')} LIMIT 1) c
 ), `
     : ''
-}nonce AS (
+}signed AS (
+  SELECT req.* FROM req${lookup ? ' JOIN cred ON cred.i = req.i AND cred.secret_sealed = req.sealed' : ''}
+), nonce AS (
   INSERT INTO request_nonces (key_id, nonce, expires_at)
-  SELECT req.key_id, req.nonce, req.expires_at FROM req
-  ${lookup ? 'JOIN cred ON cred.i = req.i AND cred.secret_sealed = req.sealed' : ''}
-  ORDER BY req.key_id, req.nonce
-  ON CONFLICT DO NOTHING RETURNING key_id
+  SELECT DISTINCT ON (key_id, nonce) key_id, nonce, expires_at FROM signed
+  ORDER BY key_id, nonce, i
+  ON CONFLICT DO NOTHING RETURNING key_id, nonce
+), fresh AS (
+  -- The requests whose nonce the statement took, each ranked among its key's in request order.
+  SELECT i, key_id, at, row_number() OVER (PARTITION BY key_id ORDER BY i) AS k FROM (
+    SELECT DISTINCT ON (signed.key_id, signed.nonce) signed.i, signed.key_id, signed.at
+    FROM signed JOIN nonce ON nonce.key_id = signed.key_id AND nonce.nonce = signed.nonce
+    ORDER BY signed.key_id, signed.nonce, signed.i
+  ) first
+), wanted AS (
+  SELECT key_id, count(*)::int AS n, max(at) AS at FROM fresh GROUP BY key_id
 ), bucket AS (
-  INSERT INTO rate_limits AS r (key, tokens, allowed, updated_at, burst, per_second)
-  SELECT nonce.key_id, lim.burst - 1, true, req.at, lim.burst, lim.per_second
-  FROM nonce JOIN req ON req.key_id = nonce.key_id JOIN lim ON lim.key_id = nonce.key_id
-  ORDER BY nonce.key_id
+  INSERT INTO rate_limits AS r (key, tokens, allowed, updated_at, burst, per_second, requested, granted)
+  SELECT w.key_id, lim.burst - least(w.n, floor(lim.burst)), w.n <= floor(lim.burst), w.at, lim.burst,
+    lim.per_second, w.n, least(w.n, floor(lim.burst))::int
+  FROM wanted w JOIN lim ON lim.key_id = w.key_id
+  ORDER BY w.key_id
   ON CONFLICT (key) DO UPDATE SET
-    tokens = CASE WHEN ${REFILL} >= 1 THEN ${REFILL} - 1 ELSE ${REFILL} END,
-    allowed = ${REFILL} >= 1,
+    tokens = ${REFILL} - least(excluded.requested, floor(${REFILL})),
+    allowed = excluded.requested <= floor(${REFILL}),
+    granted = least(excluded.requested, floor(${REFILL}))::int,
+    requested = excluded.requested,
     updated_at = greatest(excluded.updated_at, r.updated_at),
     burst = excluded.burst,
     per_second = excluded.per_second
-  RETURNING r.key, r.tokens, r.allowed
+  RETURNING r.key, r.tokens, r.granted
 )
-SELECT (nonce.key_id IS NOT NULL) AS fresh, bucket.tokens, bucket.allowed, lim.per_second
-  ${lookup ? ', (SELECT row_to_json(cred) FROM cred WHERE cred.i = req.i) AS cred' : ''}
-FROM req JOIN lim ON lim.key_id = req.key_id LEFT JOIN nonce ON nonce.key_id = req.key_id
-  LEFT JOIN bucket ON bucket.key = req.key_id
+SELECT (f.i IS NOT NULL) AS fresh, f.k <= b.granted AS allowed,
+  -- Left after the request when it took a token (the k-th of the key's took the k-th), else there now.
+  CASE WHEN f.k <= b.granted THEN b.tokens + b.granted - f.k ELSE b.tokens END AS tokens, lim.per_second
+  ${lookup ? ', row_to_json(cred) AS cred' : ''}
+FROM req JOIN lim ON lim.key_id = req.key_id LEFT JOIN fresh f ON f.i = req.i
+  LEFT JOIN bucket b ON b.key = req.key_id${lookup ? ' LEFT JOIN cred ON cred.i = req.i' : ''}
 ORDER BY req.i`;
 
 type Row = {
@@ -170,7 +190,7 @@ export async function guardRequest(
       async (xs) =>
         xs.every((x) => sameBucket(x.bucket, xs[0]!.bucket)) ? guardMany(db, lookup, xs) : xs.map(() => ALONE),
       one,
-      { max: 128, inFlight: 1, keyOf: (x) => x.keyId },
+      { max: 128, inFlight: 1 },
     );
     caches.guard.set(lookup, guard);
   }

@@ -43,3 +43,67 @@ t.test('the guard consumes a nonce once, and its asynchronous commit stays in it
   t.notOk(third.allowed, 'and refuses a third in the same instant');
   t.equal(await setting(), 'on', 'still synchronous after a refusal');
 });
+
+t.test(
+  "one credential's concurrent requests share a statement, and its bucket hands out tokens in order",
+  async (t) => {
+    const db = await oneConnection(t);
+    const storage = { db, caches: { guard: new Map() as GuardBatches } };
+    const now = new Date();
+    const burst3 = (keyId: string, nonce: string, at = now): GuardInput => ({
+      ...input(nonce, at),
+      keyId,
+      bucket: { burst: 3, perSecond: 1 },
+    });
+    // Made in one turn of the event loop, the calls go as one statement (storage/pg/batch.ts).
+    const results = await Promise.all([
+      guardRequest(storage, burst3('key-a', 'n-1')),
+      guardRequest(storage, burst3('key-a', 'n-2')),
+      guardRequest(storage, burst3('key-b', 'n-1')),
+      guardRequest(storage, burst3('key-a', 'n-2')),
+      guardRequest(storage, burst3('key-a', 'n-3')),
+      guardRequest(storage, burst3('key-a', 'n-4')),
+      guardRequest(storage, burst3('key-a', 'n-5')),
+    ]);
+    t.same(
+      results.map((r) => [r.freshNonce, r.allowed, r.tokens]),
+      [
+        [true, true, 2],
+        [true, true, 1],
+        [true, true, 2],
+        [false, false, 0],
+        [true, true, 0],
+        [true, false, 0],
+        [true, false, 0],
+      ],
+      "key-a's three tokens go to its first three fresh requests in order; its repeated nonce is a replay; key-b's own",
+    );
+    const rows = await db.query<{ key: string; tokens: number; requested: number; granted: number }>(
+      'SELECT key, tokens, requested, granted FROM rate_limits ORDER BY key',
+    );
+    t.same(
+      rows,
+      [
+        { key: 'key-a', tokens: 0, requested: 5, granted: 3 },
+        { key: 'key-b', tokens: 2, requested: 1, granted: 1 },
+      ],
+      "one upsert a key: key-a's five fresh requests were one statement's",
+    );
+
+    // Two seconds later two tokens have come back: of three requests, two pass.
+    const later = new Date(now.getTime() + 2_000);
+    const refilled = await Promise.all(
+      ['n-6', 'n-7', 'n-8'].map((n) => guardRequest(storage, burst3('key-a', n, later))),
+    );
+    t.same(
+      refilled.map((r) => [r.allowed, r.tokens]),
+      [
+        [true, 1],
+        [true, 0],
+        [false, 0],
+      ],
+      'the refill is shared out in order too',
+    );
+    t.equal(refilled[2]!.perSecond, 1, "a refused request learns the bucket's rate, for Retry-After");
+  },
+);
