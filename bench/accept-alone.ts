@@ -9,8 +9,11 @@
 // several times each: one machine's speed moved by a fifth from one hour to the next here.
 //
 //   node --import ./bin/resolve-sources.ts bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64]
-//        [--size 1k|10k|100k|1m] [--body text|html] [--idle 0] [--warmup 30000] [--pg URL]
+//        [--size 1k|10k|100k|1m] [--body text|html] [--keys N] [--idle 0] [--warmup 30000] [--pg URL]
 //        [--node-flags=--trace-gc,...]
+//
+// --keys N: the clients share N keys (client c sends with key c mod N); `--keys 1` is one sender calling with one key
+// from every connection, as a bulk sender does (docs/decisions.md #90). Unset: a key of its own each.
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { WAIT_STEPS, type WaitStep } from '../core/deps.js';
@@ -47,6 +50,7 @@ const { values: args } = parseArgs({
     size: { type: 'string', default: '1k' },
     // As npm run bench's: html posts the same words as html alone, and the control makes the text alternative.
     body: { type: 'string', default: 'text' },
+    keys: { type: 'string' },
     idle: { type: 'string', default: '0' },
     // As npm run bench's: V8 compiles a request's path with its optimizing compiler only after thousands of them.
     warmup: { type: 'string', default: '30000' },
@@ -59,7 +63,15 @@ const ORGS = 8;
 const C = Number(args.concurrency);
 if (args.body !== 'text' && args.body !== 'html') throw new Error('--body must be text or html');
 const TEXT = textOfSize(args.size!);
-const load = { concurrency: C, domains: 1, ...(args.body === 'html' ? { html: htmlOf(TEXT) } : { text: TEXT }) };
+const KEYS = args.keys === undefined ? undefined : Number(args.keys);
+if (KEYS !== undefined && !(Number.isInteger(KEYS) && KEYS >= 1 && KEYS <= C))
+  throw new Error(`--keys must be a whole number from 1 to the concurrency (${C})`);
+const load = {
+  concurrency: C,
+  domains: 1,
+  keys: KEYS,
+  ...(args.body === 'html' ? { html: htmlOf(TEXT) } : { text: TEXT }),
+};
 
 const cleanups: (() => Promise<unknown>)[] = [];
 try {
@@ -80,7 +92,8 @@ try {
   const pgCpuSince = () =>
     cpuSecondsSince((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `));
   const cores = os.cpus().length;
-  const shape = `${args.size} (${args.body}), ${C} clients, ${workers.length} worker(s), ${cores} cores`;
+  const keys = KEYS === undefined ? '' : `, ${KEYS} key(s)`;
+  const shape = `${args.size} (${args.body}), ${C} clients${keys}, ${workers.length} worker(s), ${cores} cores`;
   console.log(`sendEmail alone, ${shape}`);
   for (let r = 0, next = 2e7; r < Number(args.runs); r++, next += 1e6) {
     if (r > 0) await sleep(Number(args.idle) * 1000);

@@ -335,6 +335,11 @@ export async function sendLoad(
     html?: string;
     /** Recipient domains: message i goes to d<i mod domains>.dest.test (1: dest.test alone). */
     domains?: number;
+    /**
+     * How many keys the clients share, fewer than `concurrency`: client c uses key c mod `keys` alone (1: one sender
+     * with one key, as a bulk sender calls). Unset: a key of its own each, taking turns over several.
+     */
+    keys?: number;
   },
 ): Promise<LoadResult> {
   const batch = o.batch ?? 1;
@@ -369,7 +374,7 @@ export async function sendLoad(
   await Promise.all(
     Array.from({ length: o.concurrency }, async (_, c) => {
       // Client c uses keys c, c + concurrency, …, in turn.
-      const mine = order.filter((_, k) => k % o.concurrency === c);
+      const mine = o.keys ? [order[c % o.keys]!] : order.filter((_, k) => k % o.concurrency === c);
       for (let n = 0; next < last && (o.untilMs === undefined || performance.now() < o.untilMs); n++) {
         const { key, domain } = mine[n % mine.length]!;
         const i = next;
