@@ -5,7 +5,7 @@ import type { Networks } from '../mail/client-address.js';
 import { boundedCache, type BoundedCache } from './bounded-cache.js';
 import type { Db } from './pg/client.js';
 import type { StoredCredential } from './pg/credentials.js';
-import { acceptBatch, type AcceptBatch, type SendingCapability } from './pg/messages.js';
+import { acceptBatch, idempotentBatch, type AcceptBatch, type SendingCapability } from './pg/messages.js';
 import type { GuardBatches } from './pg/request-guard.js';
 
 export interface Caches {
@@ -21,6 +21,8 @@ export interface Caches {
   senders: BoundedCache<SendingCapability>;
   /** Concurrent sends without an idempotency key share a statement (storage/pg/messages.ts). */
   accept: AcceptBatch;
+  /** Concurrent sends with an idempotency key share a transaction (storage/pg/messages.ts). */
+  acceptKeyed: AcceptBatch;
   /** Concurrent signed requests share the nonce and rate-limit statement (storage/pg/request-guard.ts). */
   guard: GuardBatches;
 }
@@ -33,6 +35,7 @@ export function createCaches(db: Db): Caches {
     cidrLists: boundedCache(),
     senders: boundedCache(),
     accept: acceptBatch(db),
+    acceptKeyed: idempotentBatch(db),
     guard: new Map(),
   };
 }

@@ -75,14 +75,6 @@ export interface NewMessage {
   simulatorDomain?: string | null;
 }
 
-class Refused extends Error {
-  readonly outcome: AcceptOutcome;
-  constructor(outcome: AcceptOutcome) {
-    super(outcome.kind);
-    this.outcome = outcome;
-  }
-}
-
 /** The UTC calendar day (docs/decisions.md #11) of an instant, as a date literal. */
 export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 
@@ -101,17 +93,18 @@ export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 // and a row each; it is `suppressed` only when every one of them is, and each suppressed recipient has an
 // event of its own.
 //
-// Parameters: per message arrays $1–$19, $22, $23, $28 (the number of recipients), $29 (scheduledAt) and $30
-// (the simulator's domain; see acceptRows), $20 the daily limit of the free plan, $21 the idempotency key, per
-// recipient arrays $24–$27.
+// Parameters: per message arrays $1–$19, $21 (the idempotency key), $22, $23, $28 (the number of recipients), $29
+// (scheduledAt) and $30 (the simulator's domain; see acceptRows), $20 the daily limit of the free plan, per recipient
+// arrays $24–$27.
 const ACCEPT_SQL = `
 WITH req AS (
   SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[],
     $9::text[], $10::text[], $11::int[], $12::timestamptz[], $13::uuid[], $14::int[], $15::date[], $16::uuid[],
-    $17::text[], $18::text[], $19::text[], $22::text[], $23::text[], $28::int[], $29::timestamptz[], $30::text[])
+    $17::text[], $18::text[], $19::text[], $22::text[], $23::text[], $28::int[], $29::timestamptz[], $30::text[],
+    $21::text[])
     WITH ORDINALITY AS q(id, project_id, organization_id, outbound_id, from_header, from_address, to_address, subject,
       message_id_header, return_path, size_bytes, at, template_id, template_version, day, event_id, domain,
-      return_path_subdomain, display_name, tags, metadata, n, scheduled_at, simulator, i)
+      return_path_subdomain, display_name, tags, metadata, n, scheduled_at, simulator, idempotency_key, i)
 ), rcpt AS (
   SELECT * FROM unnest($24::int[], $25::text[], $26::text[], $27::int[]) AS r(i, address, kind, position)
 ), every AS (
@@ -157,7 +150,8 @@ WITH req AS (
     template_version, tags, metadata, scheduled_at)
   SELECT req.id, req.project_id, req.organization_id, req.outbound_id,
     CASE WHEN coalesce(supn.n, 0) < req.n THEN 'queued' ELSE 'suppressed' END,
-    req.from_header, req.from_address, req.to_address, req.subject, req.message_id_header, req.return_path, $21::text,
+    req.from_header, req.from_address, req.to_address, req.subject, req.message_id_header, req.return_path,
+    req.idempotency_key,
     req.size_bytes, req.at, req.at, req.template_id, req.template_version, req.tags::jsonb, req.metadata::jsonb,
     req.scheduled_at
   FROM req JOIN cap ON cap.i = req.i
@@ -202,11 +196,11 @@ function recipientColumns(ms: readonly NewMessage[]): [number[], string[], strin
   return cols;
 }
 
-/** Accepts `ms` in one statement; an outcome per message, in order. `idempotencyKey` is stored on every row. */
+/** Accepts `ms` in one statement; an outcome per message, in order. `keyOf` gives the idempotency key of each row. */
 async function acceptRows(
   q: Queryable,
   ms: readonly NewMessage[],
-  idempotencyKey: string | null,
+  keyOf: (m: NewMessage) => string | null = () => null,
 ): Promise<AcceptOutcome[]> {
   const col = <T>(f: (m: NewMessage) => T) => ms.map(f);
   const rows = await q.query<{ status: AcceptStatus | null; senderStands: boolean; webhooksDue: boolean }>(ACCEPT_SQL, [
@@ -230,7 +224,7 @@ async function acceptRows(
     col((m) => m.sender.returnPathSubdomain),
     col((m) => m.sender.defaultDisplayName),
     ms[0]!.dailyLimit,
-    idempotencyKey,
+    col(keyOf),
     col((m) => m.tags ?? null),
     col((m) => m.metadata ?? null),
     ...recipientColumns(ms),
@@ -257,64 +251,117 @@ export function acceptBatch(db: Db): AcceptBatch {
   return batched<NewMessage, AcceptOutcome>(
     async (ms) => {
       if (ms.some((m) => m.dailyLimit !== ms[0]!.dailyLimit)) return ms.map(() => ALONE);
-      const out = await acceptRows(db, ms, null);
+      const out = await acceptRows(db, ms);
       return ms.length === 1 ? out : out.map((o) => (o.kind === 'quota_exceeded' ? ALONE : o));
     },
-    async (m) => (await acceptRows(db, [m], null))[0]!,
+    async (m) => (await acceptRows(db, [m]))[0]!,
     { max: 256, inFlight: 1 },
   );
 }
 
 /**
- * Accepts a message: one statement (one round trip, shared with concurrent sends), or with an
- * idempotency key a transaction that takes the key first. The caller spools the body durably before
- * (docs/decisions.md #15: the commit, and so the 200, come after it) and removes it again unless the
- * outcome is `accepted` + `queued`. A crash in between leaves a spooled body without a row, which the
- * MTA drops; never a row without its body. Spooling first also keeps the LMDB sync out of the time
- * the quota row is locked.
+ * Accepts messages that carry idempotency keys (docs/decisions.md #3), in one transaction: takes each key that is new
+ * or expired, answers a key held by an earlier send with that send's message (the same body) or `key_reused`, accepts
+ * the rest in one ACCEPT_SQL statement, and gives back the key of each message that statement refused, as a
+ * transaction of its own rolled back would. A concurrent holder of a key blocks its insert until it commits (then this
+ * sees its row) or rolls back (then this takes the key); keys are taken in one order, so concurrent batches never
+ * deadlock. An outcome per message, in order; the caller never gives one key twice (idempotentBatch's keyOf).
+ */
+async function acceptKeyed(q: Queryable, ms: readonly NewMessage[]): Promise<AcceptOutcome[]> {
+  const key = (m: NewMessage) => m.idempotency!.key;
+  const project = (m: NewMessage) => m.sender.projectId;
+  const took = await q.query<{ message_id: string }>(
+    `INSERT INTO idempotency_keys AS k (project_id, key, body_hash, message_id, created_at, expires_at)
+     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::timestamptz[], $6::timestamptz[])
+       AS u(project_id, key, body_hash, message_id, created_at, expires_at)
+     ORDER BY project_id, key
+     ON CONFLICT (project_id, key) DO UPDATE SET body_hash = excluded.body_hash, message_id = excluded.message_id,
+       created_at = excluded.created_at, expires_at = excluded.expires_at
+     WHERE k.expires_at <= excluded.created_at
+     RETURNING message_id`,
+    [
+      ms.map(project),
+      ms.map(key),
+      ms.map((m) => m.idempotency!.bodyHash),
+      ms.map((m) => m.id),
+      ms.map((m) => m.now),
+      ms.map((m) => new Date(m.now.getTime() + m.idempotency!.ttlMs)),
+    ],
+  );
+  const taken = new Set(took.map((r) => r.message_id));
+  const outcomes = new Map<NewMessage, AcceptOutcome>();
+  const held = ms.filter((m) => !taken.has(m.id));
+  if (held.length) {
+    const rows = await q.query<{ i: number; body_hash: string; message_id: string; status: string }>(
+      `SELECT u.i::int, k.body_hash, k.message_id, coalesce(msg.status, 'queued') AS status
+       FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS u(project_id, key, i)
+       JOIN idempotency_keys k ON k.project_id = u.project_id AND k.key = u.key
+       LEFT JOIN messages msg ON msg.id = k.message_id`,
+      [held.map(project), held.map(key)],
+    );
+    const byIndex = new Map(rows.map((r) => [r.i - 1, r]));
+    held.forEach((m, i) => {
+      const h = byIndex.get(i);
+      const status = h?.status === 'suppressed' ? 'suppressed' : 'queued';
+      outcomes.set(
+        m,
+        !h || h.body_hash !== m.idempotency!.bodyHash
+          ? { kind: 'key_reused' }
+          : // This very message: an earlier try of this send committed and its answer was lost (a batch whose
+            // transaction fails is tried again a send at a time, storage/pg/batch.ts). It stands accepted, and its
+            // spooled body must stay (docs/decisions.md #91).
+            h.message_id === m.id
+            ? { kind: 'accepted', messageId: m.id, status, webhooksDue: false }
+            : { kind: 'replayed', messageId: h.message_id, status },
+      );
+    });
+  }
+  const fresh = ms.filter((m) => taken.has(m.id));
+  if (fresh.length) {
+    const accepted = await acceptRows(q, fresh, key);
+    const refused = fresh.filter((_, i) => accepted[i]!.kind !== 'accepted');
+    if (refused.length)
+      await q.query(
+        'DELETE FROM idempotency_keys WHERE (project_id, key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))',
+        [refused.map(project), refused.map(key)],
+      );
+    fresh.forEach((m, i) => outcomes.set(m, accepted[i]!));
+  }
+  return ms.map((m) => outcomes.get(m)!);
+}
+
+/**
+ * Concurrent sends with an idempotency key share a transaction (acceptKeyed), per database, as those without share a
+ * statement (acceptBatch): before, each was a transaction of its own, four round trips and a commit, and a sender that
+ * gave every send a key (as a retrying client should) went at a quarter of the rate (docs/decisions.md #91). Two sends
+ * with the same key never share one (an upsert may not touch a row twice): the second sees the first's row. In a batch,
+ * a refused quota may be a batch too large for what is left today: those messages go alone.
+ */
+export function idempotentBatch(db: Db): AcceptBatch {
+  const alone = async (m: NewMessage) => (await db.tx((q) => acceptKeyed(q, [m])))[0]!;
+  return batched<NewMessage, AcceptOutcome>(
+    async (ms) => {
+      if (ms.some((m) => m.dailyLimit !== ms[0]!.dailyLimit)) return ms.map(() => ALONE);
+      const out = await db.tx((q) => acceptKeyed(q, ms));
+      return ms.length === 1 ? out : out.map((o) => (o.kind === 'quota_exceeded' ? ALONE : o));
+    },
+    alone,
+    { max: 256, inFlight: 1, keyOf: (m) => `${m.sender.projectId} ${m.idempotency!.key}` },
+  );
+}
+
+/**
+ * Accepts a message: one statement shared with concurrent sends (acceptBatch), or with an idempotency key a
+ * transaction shared with concurrent sends that have one (idempotentBatch). The caller spools the body durably before
+ * (docs/decisions.md #15: the commit, and so the 200, come after it) and removes it again unless the outcome is
+ * `accepted` + `queued`. A crash in between leaves a spooled body without a row, which the MTA drops; never a row
+ * without its body. Spooling first also keeps the LMDB sync out of the time the quota row is locked.
  */
 export async function acceptMessage(
-  { db, caches }: { db: Db; caches: { accept: AcceptBatch } },
+  { caches }: { caches: { accept: AcceptBatch; acceptKeyed: AcceptBatch } },
   m: NewMessage,
 ): Promise<AcceptOutcome> {
-  if (!m.idempotency) return caches.accept(m);
-  const { key, bodyHash, ttlMs } = m.idempotency;
-  try {
-    return await db.tx(async (q) => {
-      // Takes the key when it is new or expired. A concurrent holder blocks this insert until it
-      // commits (then this sees its row) or rolls back (then this takes the key).
-      const took = await q.query(
-        `INSERT INTO idempotency_keys AS k (project_id, key, body_hash, message_id, created_at, expires_at)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (project_id, key) DO UPDATE SET body_hash = excluded.body_hash, message_id = excluded.message_id,
-           created_at = excluded.created_at, expires_at = excluded.expires_at
-         WHERE k.expires_at <= $5
-         RETURNING 1`,
-        [m.sender.projectId, key, bodyHash, m.id, m.now, new Date(m.now.getTime() + ttlMs)],
-      );
-      if (took.length === 0) {
-        const held = await q.query<{ body_hash: string; message_id: string; status: string }>(
-          `SELECT k.body_hash, k.message_id, coalesce(msg.status, 'queued') AS status FROM idempotency_keys k
-           LEFT JOIN messages msg ON msg.id = k.message_id WHERE k.project_id = $1 AND k.key = $2`,
-          [m.sender.projectId, key],
-        );
-        const h = held[0];
-        if (!h || h.body_hash !== bodyHash) throw new Refused({ kind: 'key_reused' });
-        throw new Refused({
-          kind: 'replayed',
-          messageId: h.message_id,
-          status: h.status === 'suppressed' ? 'suppressed' : 'queued',
-        });
-      }
-      const [outcome] = await acceptRows(q, [m], key);
-      // The key was taken in this transaction: a refusal must give it back.
-      if (outcome!.kind !== 'accepted') throw new Refused(outcome!);
-      return outcome!;
-    });
-  } catch (err) {
-    if (err instanceof Refused) return err.outcome;
-    throw err;
-  }
+  return m.idempotency ? caches.acceptKeyed(m) : caches.accept(m);
 }
 
 /** Messages accepted today (UTC) by the organization: the quota row. */
@@ -389,7 +436,7 @@ export async function acceptMessages(
           });
         }
       }
-      const outcomes = await acceptRows(q, ms, idempotency?.key ?? null);
+      const outcomes = await acceptRows(q, ms, () => idempotency?.key ?? null);
       const refused = outcomes.find((o) => o.kind !== 'accepted');
       if (refused) throw new BatchRefused(refused.kind === 'sender_changed' ? refused : { kind: 'quota_exceeded' });
       return {

@@ -349,6 +349,64 @@ t.test('idempotency (docs/decisions.md #3)', async (t) => {
   t.equal(rows[0]!.n, 1, 'exactly one queued');
 });
 
+t.test('concurrent sends with idempotency keys share a transaction, each answered as alone', async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  const deps = { ctx: svc.running.ctx, storage: svc.running.storage };
+  const { db } = svc.running.storage;
+  const send = (key: string, subject = 'once') =>
+    sendMessage(
+      deps,
+      { from: `a@${s.domain}`, to: 'r@example.com', subject, text: 'x', idempotencyKey: `key-${key}` },
+      s.projectId,
+      new Date(svc.clock.now()),
+    );
+  const keys = ['a1', 'a2', 'a3', 'a4', 'a5', 'a6', 'a7', 'a8'];
+  // Made together, the sends reach the accepting step together (from one flush of the spool) and share it.
+  const first = await Promise.all(keys.map((k) => send(k)));
+  t.equal(new Set(first.map((r) => r.messageId)).size, 8, 'eight messages');
+  t.ok(
+    first.every((r) => r.status === 'queued' && !r.replayed),
+    'each queued, none a replay',
+  );
+  const [{ n } = { n: -1 }] = await db.query<{ n: number }>(
+    "SELECT count(DISTINCT xmin::text)::int AS n FROM messages WHERE idempotency_key LIKE 'key-a%'",
+  );
+  t.ok(n < 8, `their rows were written by fewer transactions than sends (${n})`);
+
+  // Two messages left today; a replay, a key reused with another body and four new keys, together.
+  const today = new Date(svc.clock.now()).toISOString().slice(0, 10);
+  await db.query('UPDATE quota_days SET accepted = 498 WHERE organization_id = $1 AND day = $2', [s.orgId, today]);
+  const burst = await Promise.allSettled([
+    send('a1'),
+    send('a2', 'another subject'),
+    ...['b1', 'b2', 'b3', 'b4'].map((k) => send(k)),
+  ]);
+  const replay = burst[0]!;
+  t.ok(replay.status === 'fulfilled' && replay.value.replayed, 'the same key and body: a replay');
+  t.equal(replay.status === 'fulfilled' && replay.value.messageId, first[0]!.messageId, "of the first send's message");
+  t.match(burst[1], { status: 'rejected', reason: { code: 'idempotency_key_reused' } }, 'another body: reused');
+  const fresh = burst.slice(2);
+  const passed = fresh.filter((r) => r.status === 'fulfilled');
+  t.equal(passed.length, 2, "two of the new keys fit today's quota");
+  t.ok(
+    fresh.every((r) => r.status === 'fulfilled' || (r.reason as { code?: string }).code === 'quota_exceeded'),
+    'the others are refused for the quota',
+  );
+  // A refused send took no key: the next day the same key and body send a new message, not a replay.
+  svc.clock.advance(24 * 3_600_000);
+  const refusedKeys = ['b1', 'b2', 'b3', 'b4'].filter((_, i) => fresh[i]!.status === 'rejected');
+  const retried = await Promise.all(refusedKeys.map((k) => send(k)));
+  t.ok(
+    retried.every((r) => r.status === 'queued' && !r.replayed),
+    'their keys were given back',
+  );
+  const rows = await db.query<{ n: number }>(
+    "SELECT count(*)::int AS n FROM messages WHERE idempotency_key LIKE 'key-b%'",
+  );
+  t.equal(rows[0]!.n, 4, 'one message a new key');
+});
+
 /** sendEmail over raw fetch (signed with the SDK's signer), to read the Idempotent-Replayed header. */
 async function fetchSend(svc: TestService, s: Sender, body: unknown) {
   const raw = JSON.stringify(body);
