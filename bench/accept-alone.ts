@@ -9,11 +9,12 @@
 // several times each: one machine's speed moved by a fifth from one hour to the next here.
 //
 //   node --import ./bin/resolve-sources.ts bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64]
-//        [--size 1k|10k|100k|1m] [--body text|html] [--keys N] [--idle 0] [--warmup 30000] [--pg URL]
-//        [--node-flags=--trace-gc,...]
+//        [--size 1k|10k|100k|1m] [--body text|html] [--keys N] [--idempotency] [--idle 0] [--warmup 30000]
+//        [--pg URL] [--node-flags=--trace-gc,...]
 //
 // --keys N: the clients share N keys (client c sends with key c mod N); `--keys 1` is one sender calling with one key
 // from every connection, as a bulk sender does (docs/decisions.md #90). Unset: a key of its own each.
+// --idempotency: every message has an idempotency key of its own, as a client that retries safely sends (#91).
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { WAIT_STEPS, type WaitStep } from '../core/deps.js';
@@ -51,6 +52,7 @@ const { values: args } = parseArgs({
     // As npm run bench's: html posts the same words as html alone, and the control makes the text alternative.
     body: { type: 'string', default: 'text' },
     keys: { type: 'string' },
+    idempotency: { type: 'boolean', default: false },
     idle: { type: 'string', default: '0' },
     // As npm run bench's: V8 compiles a request's path with its optimizing compiler only after thousands of them.
     warmup: { type: 'string', default: '30000' },
@@ -70,6 +72,7 @@ const load = {
   concurrency: C,
   domains: 1,
   keys: KEYS,
+  idempotencyKeys: args.idempotency,
   ...(args.body === 'html' ? { html: htmlOf(TEXT) } : { text: TEXT }),
 };
 
@@ -92,7 +95,7 @@ try {
   const pgCpuSince = () =>
     cpuSecondsSince((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `));
   const cores = os.cpus().length;
-  const keys = KEYS === undefined ? '' : `, ${KEYS} key(s)`;
+  const keys = (KEYS === undefined ? '' : `, ${KEYS} key(s)`) + (args.idempotency ? ', idempotency keys' : '');
   const shape = `${args.size} (${args.body}), ${C} clients${keys}, ${workers.length} worker(s), ${cores} cores`;
   console.log(`sendEmail alone, ${shape}`);
   for (let r = 0, next = 2e7; r < Number(args.runs); r++, next += 1e6) {

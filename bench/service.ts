@@ -340,6 +340,8 @@ export async function sendLoad(
      * with one key, as a bulk sender calls). Unset: a key of its own each, taking turns over several.
      */
     keys?: number;
+    /** Each message with an idempotency key of its own, as a client that retries safely sends them. */
+    idempotencyKeys?: boolean;
   },
 ): Promise<LoadResult> {
   const batch = o.batch ?? 1;
@@ -384,6 +386,7 @@ export async function sendLoad(
           from: `Bench <no-reply@${domain}>`,
           to: `rcpt-${j}@${recipientDomain(j, o.domains ?? 1)}`,
           subject: `${SUBJECT} ${j}`,
+          ...(o.idempotencyKeys ? { idempotencyKey: `bench-${j}` } : {}),
         });
         const t0 = performance.now();
         try {
