@@ -5,7 +5,7 @@ import { ApiError, fail } from './errors.js';
 import { timedWait, type CoreDeps } from './deps.js';
 import { FREE_DAILY_LIMIT } from './usage.js';
 import { renderTemplate } from './template-render.js';
-import { renderedOrFail, usableTemplate } from './templates.js';
+import { renderedOrFail, usable } from './templates.js';
 import {
   composeMessage,
   hasLoneSurrogate,
@@ -135,7 +135,7 @@ async function renderContent(deps: CoreDeps, body: Body, organizationId: string)
   };
   if (body.templateId === undefined && body.variables === undefined) return own;
   const t =
-    body.templateId === undefined ? null : await usableTemplate(deps.storage.db, body.templateId, organizationId);
+    body.templateId === undefined ? null : usable(await deps.storage.caches.templates(body.templateId), organizationId);
   const parts = renderedOrFail(
     renderTemplate(
       { subject: body.subject, html: t ? t.html : (body.html ?? null), text: t ? t.text : (body.text ?? null) },

@@ -24,7 +24,11 @@ const noSuchTemplate = () => fail('not_found', 'No such template.');
  * any organization. Another organization's private template is the same 404 as an unknown id.
  */
 export async function usableTemplate(q: Queryable, id: string, organizationId: string): Promise<TemplateRecord> {
-  const t = await getTemplate(q, id);
+  return usable(await getTemplate(q, id), organizationId);
+}
+
+/** usableTemplate's rule over a template already read (null: none by that id). */
+export function usable(t: TemplateRecord | null, organizationId: string): TemplateRecord {
   if (!t || (t.organizationId !== organizationId && !t.isPublic)) throw noSuchTemplate();
   return t;
 }

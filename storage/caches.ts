@@ -7,6 +7,7 @@ import type { Db } from './pg/client.js';
 import type { StoredCredential } from './pg/credentials.js';
 import { acceptBatch, idempotentBatch, type AcceptBatch, type SendingCapability } from './pg/messages.js';
 import type { GuardBatches } from './pg/request-guard.js';
+import { templateReads, type TemplateReads } from './pg/templates.js';
 
 export interface Caches {
   /** Credentials by key id: the request guard's statement reads each again (control/middleware/authenticate.ts). */
@@ -23,6 +24,8 @@ export interface Caches {
   accept: AcceptBatch;
   /** Concurrent sends with an idempotency key share a transaction (storage/pg/messages.ts). */
   acceptKeyed: AcceptBatch;
+  /** Concurrent sends' reads of the templates they name share a statement (storage/pg/templates.ts). */
+  templates: TemplateReads;
   /** Concurrent signed requests share the nonce and rate-limit statement (storage/pg/request-guard.ts). */
   guard: GuardBatches;
 }
@@ -36,6 +39,7 @@ export function createCaches(db: Db): Caches {
     senders: boundedCache(),
     accept: acceptBatch(db),
     acceptKeyed: idempotentBatch(db),
+    templates: templateReads(db),
     guard: new Map(),
   };
 }

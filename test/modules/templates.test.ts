@@ -6,6 +6,9 @@ import { renderTemplate, escapeHtml, MAX_RENDERED_BYTES } from '../../core/templ
 import { startTestService, type SignedUp, type TestService } from '../helpers/service.js';
 import { sender } from '../helpers/sender.js';
 import { errorOf } from '../helpers/errors.js';
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../../storage/pg/client.js';
+import { templateReads } from '../../storage/pg/templates.js';
 
 const SCRIPT = `<script>alert("x")</script> & 'y'`;
 const SCRIPT_ESCAPED = '&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;';
@@ -687,3 +690,25 @@ t.test(
     });
   },
 );
+
+t.test("concurrent sends' template reads share a statement, and are never cached", async (t) => {
+  const svc = await startTestService(t);
+  const s = await sender(svc);
+  const T = s.owner.client.modules.templates.templates;
+  const made = (name: string) => T.create({ organizationId: s.orgId, name, subject: 's', text: `text of ${name}` });
+  const [{ template: a }, { template: b }] = await Promise.all([made('a'), made('b')]);
+  // The service's own Db, every statement counted on its way.
+  const { db } = svc.running.storage;
+  let statements = 0;
+  const counted: Db = { ...db, query: (sql, params) => (statements++, db.query(sql, params)) };
+  const read = templateReads(counted);
+  const got = await Promise.all([a.id, b.id, a.id, 'not-a-uuid', randomUUID()].map(read));
+  t.same(
+    got.map((x) => x?.text ?? null),
+    ['text of a', 'text of b', 'text of a', null, null],
+    'each read answers its own id; an unknown id and one that is no UUID, none',
+  );
+  t.equal(statements, 1, 'the four reads of UUIDs, made together, were one statement');
+  await T.update({ organizationId: s.orgId, id: a.id, text: 'changed' });
+  t.equal((await read(a.id))?.text, 'changed', 'an update shows in the next read');
+});
