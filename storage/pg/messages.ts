@@ -246,18 +246,27 @@ async function acceptRows(
 // is left today: those messages go alone.
 export type AcceptBatch = (m: NewMessage) => Promise<AcceptOutcome>;
 
-/** The batcher of a database; storage/caches.ts keeps one per storage handle. */
-export function acceptBatch(db: Db): AcceptBatch {
+/**
+ * A batcher over `accept` (messages in, an outcome each out): messages of one daily limit go together; a refused quota
+ * in a batch of several goes again alone, as does every message of a batch that failed (storage/pg/batch.ts).
+ */
+function acceptBatcher(
+  accept: (ms: readonly NewMessage[]) => Promise<AcceptOutcome[]>,
+  keyOf?: (m: NewMessage) => string,
+): AcceptBatch {
   return batched<NewMessage, AcceptOutcome>(
     async (ms) => {
       if (ms.some((m) => m.dailyLimit !== ms[0]!.dailyLimit)) return ms.map(() => ALONE);
-      const out = await acceptRows(db, ms);
+      const out = await accept(ms);
       return ms.length === 1 ? out : out.map((o) => (o.kind === 'quota_exceeded' ? ALONE : o));
     },
-    async (m) => (await acceptRows(db, [m]))[0]!,
-    { max: 256, inFlight: 1 },
+    async (m) => (await accept([m]))[0]!,
+    { max: 256, inFlight: 1, ...(keyOf ? { keyOf } : {}) },
   );
 }
+
+/** The batcher of a database; storage/caches.ts keeps one per storage handle. */
+export const acceptBatch = (db: Db): AcceptBatch => acceptBatcher((ms) => acceptRows(db, ms));
 
 /**
  * Accepts messages that carry idempotency keys (docs/decisions.md #3), in one transaction: takes each key that is new
@@ -334,21 +343,13 @@ async function acceptKeyed(q: Queryable, ms: readonly NewMessage[]): Promise<Acc
  * Concurrent sends with an idempotency key share a transaction (acceptKeyed), per database, as those without share a
  * statement (acceptBatch): before, each was a transaction of its own, four round trips and a commit, and a sender that
  * gave every send a key (as a retrying client should) went at a quarter of the rate (docs/decisions.md #91). Two sends
- * with the same key never share one (an upsert may not touch a row twice): the second sees the first's row. In a batch,
- * a refused quota may be a batch too large for what is left today: those messages go alone.
+ * with the same key never share one (an upsert may not touch a row twice): the second sees the first's row.
  */
-export function idempotentBatch(db: Db): AcceptBatch {
-  const alone = async (m: NewMessage) => (await db.tx((q) => acceptKeyed(q, [m])))[0]!;
-  return batched<NewMessage, AcceptOutcome>(
-    async (ms) => {
-      if (ms.some((m) => m.dailyLimit !== ms[0]!.dailyLimit)) return ms.map(() => ALONE);
-      const out = await db.tx((q) => acceptKeyed(q, ms));
-      return ms.length === 1 ? out : out.map((o) => (o.kind === 'quota_exceeded' ? ALONE : o));
-    },
-    alone,
-    { max: 256, inFlight: 1, keyOf: (m) => `${m.sender.projectId} ${m.idempotency!.key}` },
+export const idempotentBatch = (db: Db): AcceptBatch =>
+  acceptBatcher(
+    (ms) => db.tx((q) => acceptKeyed(q, ms)),
+    (m) => `${m.sender.projectId} ${m.idempotency!.key}`,
   );
-}
 
 /**
  * Accepts a message: one statement shared with concurrent sends (acceptBatch), or with an idempotency key a
