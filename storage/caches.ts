@@ -22,7 +22,7 @@ export interface Caches {
   senders: BoundedCache<SendingCapability>;
   /** Concurrent sends without an idempotency key share a statement (storage/pg/messages.ts). */
   accept: AcceptBatch;
-  /** Concurrent sends with an idempotency key share a transaction (storage/pg/messages.ts). */
+  /** Concurrent sends with an idempotency key share a statement (storage/pg/messages.ts). */
   acceptKeyed: AcceptBatch;
   /** Concurrent sends' reads of the templates they name share a statement (storage/pg/templates.ts). */
   templates: TemplateReads;

@@ -94,18 +94,38 @@ export const utcDay = (d: Date) => d.toISOString().slice(0, 10);
 // event of its own.
 //
 // Parameters: per message arrays $1–$19, $21 (the idempotency key), $22, $23, $28 (the number of recipients), $29
-// (scheduledAt) and $30 (the simulator's domain; see acceptRows), $20 the daily limit of the free plan, per recipient
-// arrays $24–$27.
-const ACCEPT_SQL = `
-WITH req AS (
+// (scheduledAt) and $30 (the simulator's domain; see acceptParams), $20 the daily limit of the free plan, per recipient
+// arrays $24–$27; `keyed`, per message arrays $31 (the body's hash) and $32 (when the key expires).
+//
+// Keyed (sends with an idempotency key, docs/decisions.md #93), the statement also takes their keys, in the same
+// round trip: a key held (unexpired) as the statement starts answers its send from the holder (`held`: the same
+// body a replay, another body key_reused) and the send writes nothing; the rest go on as unkeyed sends, and the key
+// of each message written is taken with it (`keys`), so that a send refused (the quota, its sender changed) takes
+// none. A key that a concurrent transaction took after the statement began, which `held` could not see, fails the
+// statement when `keys` meets it (see there), and the batcher tries each send again alone, where `held` sees it.
+const acceptSql = (keyed: boolean) => `
+WITH ${keyed ? 'given' : 'req'} AS (
   SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[],
     $9::text[], $10::text[], $11::int[], $12::timestamptz[], $13::uuid[], $14::int[], $15::date[], $16::uuid[],
     $17::text[], $18::text[], $19::text[], $22::text[], $23::text[], $28::int[], $29::timestamptz[], $30::text[],
-    $21::text[])
+    $21::text[]${keyed ? ', $31::text[], $32::timestamptz[]' : ''})
     WITH ORDINALITY AS q(id, project_id, organization_id, outbound_id, from_header, from_address, to_address, subject,
       message_id_header, return_path, size_bytes, at, template_id, template_version, day, event_id, domain,
-      return_path_subdomain, display_name, tags, metadata, n, scheduled_at, simulator, idempotency_key, i)
-), rcpt AS (
+      return_path_subdomain, display_name, tags, metadata, n, scheduled_at, simulator, idempotency_key,${
+        keyed ? ' body_hash, key_expires_at,' : ''
+      } i)
+), ${
+  keyed
+    ? `held AS (
+  SELECT given.i, k.body_hash, k.message_id, coalesce(m.status, 'queued') AS status FROM given
+  JOIN idempotency_keys k ON k.project_id = given.project_id AND k.key = given.idempotency_key
+    AND k.expires_at > given.at
+  LEFT JOIN messages m ON m.id = k.message_id
+), req AS (
+  SELECT * FROM given WHERE NOT EXISTS (SELECT 1 FROM held WHERE held.i = given.i)
+), `
+    : ''
+}rcpt AS (
   SELECT * FROM unnest($24::int[], $25::text[], $26::text[], $27::int[]) AS r(i, address, kind, position)
 ), every AS (
   -- Each recipient of each message: the one of a message to one, or its rcpt rows.
@@ -158,7 +178,21 @@ WITH req AS (
   JOIN counted ON counted.organization_id = req.organization_id AND counted.day = req.day
   LEFT JOIN supn ON supn.i = req.i
   RETURNING id, status
-), mr AS (
+), ${
+  keyed
+    ? `keys AS (
+  -- A key held when the upsert meets it can only be one taken since the statement began (held saw none): its
+  -- expires_at set to NULL breaks the column's NOT NULL, which fails the whole statement, this send's message with it.
+  INSERT INTO idempotency_keys AS k (project_id, key, body_hash, message_id, created_at, expires_at)
+  SELECT req.project_id, req.idempotency_key, req.body_hash, req.id, req.at, req.key_expires_at
+  FROM msg JOIN req ON req.id = msg.id
+  ORDER BY req.project_id, req.idempotency_key -- one lock order for every statement
+  ON CONFLICT (project_id, key) DO UPDATE SET body_hash = excluded.body_hash, message_id = excluded.message_id,
+    message_ids = NULL, created_at = excluded.created_at,
+    expires_at = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.expires_at END
+), `
+    : ''
+}mr AS (
   INSERT INTO message_recipients (message_id, address, kind, position, status, updated_at)
   SELECT req.id, rcpt.address, rcpt.kind, rcpt.position, CASE WHEN sup.i IS NULL THEN 'queued' ELSE 'suppressed' END,
     req.at
@@ -178,9 +212,14 @@ WITH req AS (
   RETURNING 1
 )
 SELECT msg.status, cap.i IS NOT NULL AS "senderStands",
-  msg.id IS NOT NULL AND supn.i IS NOT NULL AND EXISTS (SELECT 1 FROM hooks) AS "webhooksDue"
-FROM req LEFT JOIN cap ON cap.i = req.i LEFT JOIN msg ON msg.id = req.id LEFT JOIN supn ON supn.i = req.i
-ORDER BY req.i`;
+  msg.id IS NOT NULL AND supn.i IS NOT NULL AND EXISTS (SELECT 1 FROM hooks) AS "webhooksDue"${
+    keyed ? ', held.body_hash AS "heldHash", held.message_id AS "heldId", held.status AS "heldStatus"' : ''
+  }
+FROM ${keyed ? 'given' : 'req'} AS send LEFT JOIN cap ON cap.i = send.i LEFT JOIN msg ON msg.id = send.id
+  LEFT JOIN supn ON supn.i = send.i${keyed ? ' LEFT JOIN held ON held.i = send.i' : ''}
+ORDER BY send.i`;
+const ACCEPT_SQL = acceptSql(false);
+const ACCEPT_KEYED_SQL = acceptSql(true);
 
 /** $24–$27 of ACCEPT_SQL: the recipients of the messages to several, flattened. */
 function recipientColumns(ms: readonly NewMessage[]): [number[], string[], string[], number[]] {
@@ -196,14 +235,10 @@ function recipientColumns(ms: readonly NewMessage[]): [number[], string[], strin
   return cols;
 }
 
-/** Accepts `ms` in one statement; an outcome per message, in order. `keyOf` gives the idempotency key of each row. */
-async function acceptRows(
-  q: Queryable,
-  ms: readonly NewMessage[],
-  keyOf: (m: NewMessage) => string | null = () => null,
-): Promise<AcceptOutcome[]> {
+/** ACCEPT_SQL's parameters for `ms`; `keyOf` gives the idempotency key of each row. */
+function acceptParams(ms: readonly NewMessage[], keyOf: (m: NewMessage) => string | null): unknown[] {
   const col = <T>(f: (m: NewMessage) => T) => ms.map(f);
-  const rows = await q.query<{ status: AcceptStatus | null; senderStands: boolean; webhooksDue: boolean }>(ACCEPT_SQL, [
+  return [
     col((m) => m.id),
     col((m) => m.sender.projectId),
     col((m) => m.sender.organizationId),
@@ -231,13 +266,26 @@ async function acceptRows(
     col((m) => m.recipients?.length ?? 1),
     col((m) => m.scheduledAt ?? null),
     col((m) => m.simulatorDomain ?? null),
-  ]);
+  ];
+}
+
+type AcceptRow = { status: AcceptStatus | null; senderStands: boolean; webhooksDue: boolean };
+
+function acceptedOutcome(r: AcceptRow, m: NewMessage): AcceptOutcome {
+  if (!r.senderStands) return { kind: 'sender_changed' };
+  if (r.status === null) return { kind: 'quota_exceeded' };
+  return { kind: 'accepted', messageId: m.id, status: r.status, webhooksDue: r.webhooksDue };
+}
+
+/** Accepts `ms` in one statement; an outcome per message, in order. `keyOf` gives the idempotency key of each row. */
+async function acceptRows(
+  q: Queryable,
+  ms: readonly NewMessage[],
+  keyOf: (m: NewMessage) => string | null = () => null,
+): Promise<AcceptOutcome[]> {
+  const rows = await q.query<AcceptRow>(ACCEPT_SQL, acceptParams(ms, keyOf));
   if (rows.length !== ms.length) throw new Error(`accept returned ${rows.length} rows for ${ms.length} messages`);
-  return rows.map((r, i): AcceptOutcome => {
-    if (!r.senderStands) return { kind: 'sender_changed' };
-    if (r.status === null) return { kind: 'quota_exceeded' };
-    return { kind: 'accepted', messageId: ms[i]!.id, status: r.status, webhooksDue: r.webhooksDue };
-  });
+  return rows.map((r, i) => acceptedOutcome(r, ms[i]!));
 }
 
 // Concurrent sends without an idempotency key share statements (batch.ts), per database: one in
@@ -269,91 +317,49 @@ function acceptBatcher(
 export const acceptBatch = (db: Db): AcceptBatch => acceptBatcher((ms) => acceptRows(db, ms));
 
 /**
- * Accepts messages that carry idempotency keys (docs/decisions.md #3), in one transaction: takes each key that is new
- * or expired, answers a key held by an earlier send with that send's message (the same body) or `key_reused`, accepts
- * the rest in one ACCEPT_SQL statement, and gives back the key of each message that statement refused, as a
- * transaction of its own rolled back would. A concurrent holder of a key blocks its insert until it commits (then this
- * sees its row) or rolls back (then this takes the key); keys are taken in one order, so concurrent batches never
- * deadlock. An outcome per message, in order; the caller never gives one key twice (idempotentBatch's keyOf).
+ * Accepts messages that carry idempotency keys (docs/decisions.md #3) in one statement, keys and all (ACCEPT_SQL's
+ * keyed form): a key held by an earlier send answers with that send's message (the same body) or `key_reused`; the
+ * rest are accepted as without keys, each taking its key with its message. An outcome per message, in order; the
+ * caller never gives one key twice (idempotentBatch's keyOf).
  */
 async function acceptKeyed(q: Queryable, ms: readonly NewMessage[]): Promise<AcceptOutcome[]> {
-  const key = (m: NewMessage) => m.idempotency!.key;
-  const project = (m: NewMessage) => m.sender.projectId;
-  const took = await q.query<{ message_id: string }>(
-    `INSERT INTO idempotency_keys AS k (project_id, key, body_hash, message_id, created_at, expires_at)
-     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::timestamptz[], $6::timestamptz[])
-       AS u(project_id, key, body_hash, message_id, created_at, expires_at)
-     ORDER BY project_id, key
-     ON CONFLICT (project_id, key) DO UPDATE SET body_hash = excluded.body_hash, message_id = excluded.message_id,
-       created_at = excluded.created_at, expires_at = excluded.expires_at
-     WHERE k.expires_at <= excluded.created_at
-     RETURNING message_id`,
+  const rows = await q.query<AcceptRow & { heldHash: string | null; heldId: string | null; heldStatus: string }>(
+    ACCEPT_KEYED_SQL,
     [
-      ms.map(project),
-      ms.map(key),
+      ...acceptParams(ms, (m) => m.idempotency!.key),
       ms.map((m) => m.idempotency!.bodyHash),
-      ms.map((m) => m.id),
-      ms.map((m) => m.now),
       ms.map((m) => new Date(m.now.getTime() + m.idempotency!.ttlMs)),
     ],
   );
-  const taken = new Set(took.map((r) => r.message_id));
-  const outcomes = new Map<NewMessage, AcceptOutcome>();
-  const held = ms.filter((m) => !taken.has(m.id));
-  if (held.length) {
-    const rows = await q.query<{ i: number; body_hash: string; message_id: string; status: string }>(
-      `SELECT u.i::int, k.body_hash, k.message_id, coalesce(msg.status, 'queued') AS status
-       FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS u(project_id, key, i)
-       JOIN idempotency_keys k ON k.project_id = u.project_id AND k.key = u.key
-       LEFT JOIN messages msg ON msg.id = k.message_id`,
-      [held.map(project), held.map(key)],
-    );
-    const byIndex = new Map(rows.map((r) => [r.i - 1, r]));
-    held.forEach((m, i) => {
-      const h = byIndex.get(i);
-      const status = h?.status === 'suppressed' ? 'suppressed' : 'queued';
-      outcomes.set(
-        m,
-        !h || h.body_hash !== m.idempotency!.bodyHash
-          ? { kind: 'key_reused' }
-          : // This very message: an earlier try of this send committed and its answer was lost (a batch whose
-            // transaction fails is tried again a send at a time, storage/pg/batch.ts). It stands accepted, and its
-            // spooled body must stay (docs/decisions.md #91).
-            h.message_id === m.id
-            ? { kind: 'accepted', messageId: m.id, status, webhooksDue: false }
-            : { kind: 'replayed', messageId: h.message_id, status },
-      );
-    });
-  }
-  const fresh = ms.filter((m) => taken.has(m.id));
-  if (fresh.length) {
-    const accepted = await acceptRows(q, fresh, key);
-    const refused = fresh.filter((_, i) => accepted[i]!.kind !== 'accepted');
-    if (refused.length)
-      await q.query(
-        'DELETE FROM idempotency_keys WHERE (project_id, key) IN (SELECT * FROM unnest($1::uuid[], $2::text[]))',
-        [refused.map(project), refused.map(key)],
-      );
-    fresh.forEach((m, i) => outcomes.set(m, accepted[i]!));
-  }
-  return ms.map((m) => outcomes.get(m)!);
+  if (rows.length !== ms.length) throw new Error(`accept returned ${rows.length} rows for ${ms.length} messages`);
+  return rows.map((r, i): AcceptOutcome => {
+    const m = ms[i]!;
+    if (r.heldId === null) return acceptedOutcome(r, m);
+    const status = r.heldStatus === 'suppressed' ? 'suppressed' : 'queued';
+    if (r.heldHash !== m.idempotency!.bodyHash) return { kind: 'key_reused' };
+    // This very message: an earlier try of this send committed and its answer was lost (a batch whose statement
+    // fails is tried again a send at a time, storage/pg/batch.ts). It stands accepted, and its spooled body must
+    // stay (docs/decisions.md #91).
+    if (r.heldId === m.id) return { kind: 'accepted', messageId: m.id, status, webhooksDue: false };
+    return { kind: 'replayed', messageId: r.heldId, status };
+  });
 }
 
 /**
- * Concurrent sends with an idempotency key share a transaction (acceptKeyed), per database, as those without share a
- * statement (acceptBatch): before, each was a transaction of its own, four round trips and a commit, and a sender that
- * gave every send a key (as a retrying client should) went at a quarter of the rate (docs/decisions.md #91). Two sends
- * with the same key never share one (an upsert may not touch a row twice): the second sees the first's row.
+ * Concurrent sends with an idempotency key share a statement (acceptKeyed), per database, as those without do
+ * (acceptBatch): each used to be a transaction of its own, and a sender that gave every send a key (as a retrying
+ * client should) went at a quarter of the rate (docs/decisions.md #91, #93). Two sends with the same key never share
+ * one (an upsert may not touch a row twice): the second sees the first's row.
  */
 export const idempotentBatch = (db: Db): AcceptBatch =>
   acceptBatcher(
-    (ms) => db.tx((q) => acceptKeyed(q, ms)),
+    (ms) => acceptKeyed(db, ms),
     (m) => `${m.sender.projectId} ${m.idempotency!.key}`,
   );
 
 /**
- * Accepts a message: one statement shared with concurrent sends (acceptBatch), or with an idempotency key a
- * transaction shared with concurrent sends that have one (idempotentBatch). The caller spools the body durably before
+ * Accepts a message: one statement shared with concurrent sends (acceptBatch), or with an idempotency key one
+ * shared with concurrent sends that have one (idempotentBatch). The caller spools the body durably before
  * (docs/decisions.md #15: the commit, and so the 200, come after it) and removes it again unless the outcome is
  * `accepted` + `queued`. A crash in between leaves a spooled body without a row, which the MTA drops; never a row
  * without its body. Spooling first also keeps the LMDB sync out of the time the quota row is locked.

@@ -1,9 +1,9 @@
 // Issue 15 item 5 (a): Postgres commits a sendEmail, and the reply is lost on the way back (a connection
-// reset after COMMIT). The service must not take the message back: its body stays in the spool, the row
+// reset after the commit). The service must not take the message back: its body stays in the spool, the row
 // Postgres kept is delivered, once. With an idempotencyKey the service's own try again finds the key taken by this
 // very message and answers it, and a client that sends again gets the same message, not a second one. The fault
-// is real: a TCP proxy between the service and Postgres forwards the COMMIT and cuts the connection instead of
-// forwarding the answer. Postgres only (PGlite has no socket to cut).
+// is real: a TCP proxy between the service and Postgres forwards the accepting statement (which commits by itself)
+// and cuts the connection instead of forwarding the answer. Postgres only (PGlite has no socket to cut).
 import t from 'tap';
 import { SvcError } from '@svc-mail/sdk';
 import { deliveryWorld } from '../helpers/delivery-world.js';
@@ -45,9 +45,9 @@ async function main(serverUrl: string) {
     };
     proxy.state.armed = true;
     // No retries by the SDK: what answers is the service's own try again, a send at a time, of a batch whose
-    // transaction failed (docs/decisions.md #91), which finds the key taken by this very message.
+    // statement failed (docs/decisions.md #91, #93), which finds the key taken by this very message.
     const first = await s.key.v1.services.sendEmail(body, { maxRetries: 0 });
-    t.equal(proxy.state.cuts, 1, 'the answer to COMMIT was cut');
+    t.equal(proxy.state.cuts, 1, 'the answer to the committed statement was cut');
     t.equal(first.status, 'queued', 'the service found its commit and answered it');
     t.equal(await countRows(body.subject), 1, 'Postgres kept the row');
     const again = await s.key.v1.services.sendEmail(body);
