@@ -9,12 +9,15 @@
 // several times each: one machine's speed moved by a fifth from one hour to the next here.
 //
 //   node --import ./bin/resolve-sources.ts bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64]
-//        [--size 1k|10k|100k|1m] [--body text|html] [--keys N] [--idempotency] [--idle 0] [--warmup 30000]
+//        [--size 1k|10k|100k|1m] [--body text|html] [--keys N] [--idempotency] [--template] [--idle 0]
+//        [--warmup 30000]
 //        [--pg URL] [--node-flags=--trace-gc,...]
 //
 // --keys N: the clients share N keys (client c sends with key c mod N); `--keys 1` is one sender calling with one key
 // from every connection, as a bulk sender does (docs/decisions.md #90). Unset: a key of its own each.
-// --idempotency: every message has an idempotency key of its own, as a client that retries safely sends (#91).
+// --idempotency: every message has an idempotency key of its own, as a client that retries safely sends (#91, #93).
+// --template: every message names its organization's template (the text of --size, one variable) and has no body of
+// its own (#92).
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { WAIT_STEPS, type WaitStep } from '../core/deps.js';
@@ -27,6 +30,7 @@ import {
   sendingSetup,
   serviceEnv,
   startChild,
+  templateTextOf,
   textOfSize,
 } from './service.js';
 import {
@@ -53,6 +57,7 @@ const { values: args } = parseArgs({
     body: { type: 'string', default: 'text' },
     keys: { type: 'string' },
     idempotency: { type: 'boolean', default: false },
+    template: { type: 'boolean', default: false },
     idle: { type: 'string', default: '0' },
     // As npm run bench's: V8 compiles a request's path with its optimizing compiler only after thousands of them.
     warmup: { type: 'string', default: '30000' },
@@ -64,6 +69,8 @@ const { values: args } = parseArgs({
 const ORGS = 8;
 const C = Number(args.concurrency);
 if (args.body !== 'text' && args.body !== 'html') throw new Error('--body must be text or html');
+if (args.template && args.body !== 'text')
+  throw new Error("--template sends the template's text: --body html does not apply");
 const TEXT = textOfSize(args.size!);
 const KEYS = args.keys === undefined ? undefined : Number(args.keys);
 if (KEYS !== undefined && !(Number.isInteger(KEYS) && KEYS >= 1 && KEYS <= C))
@@ -73,6 +80,7 @@ const load = {
   domains: 1,
   keys: KEYS,
   idempotencyKeys: args.idempotency,
+  template: args.template,
   ...(args.body === 'html' ? { html: htmlOf(TEXT) } : { text: TEXT }),
 };
 
@@ -83,7 +91,12 @@ try {
   const nodeFlags = args['node-flags']!.split(',').filter(Boolean);
   const ctl = await startChild('control', serviceEnv(db.url, dataDir, zone.hostPort), nodeFlags);
   cleanups.push(() => ctl.stop());
-  const tenants = await createTenants(ctl.url, ORGS, KEYS_PER_CLIENT * Math.ceil(C / ORGS));
+  const tenants = await createTenants(
+    ctl.url,
+    ORGS,
+    KEYS_PER_CLIENT * Math.ceil(C / ORGS),
+    args.template ? templateTextOf(TEXT) : undefined,
+  );
   for (const t of tenants) for (const [host, value] of Object.entries(t.dkimTxt)) zone.txt(host, value);
   // Nothing delivers: the warm-up empties the spool as it goes (sendLoadAlone), and so does each run.
   await sendLoadAlone(ctl.url, tenants, { ...load, count: Number(args.warmup), firstIndex: 1e7 }, dataDir);
@@ -95,7 +108,10 @@ try {
   const pgCpuSince = () =>
     cpuSecondsSince((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `));
   const cores = os.cpus().length;
-  const keys = (KEYS === undefined ? '' : `, ${KEYS} key(s)`) + (args.idempotency ? ', idempotency keys' : '');
+  const keys =
+    (KEYS === undefined ? '' : `, ${KEYS} key(s)`) +
+    (args.idempotency ? ', idempotency keys' : '') +
+    (args.template ? ', a template' : '');
   const shape = `${args.size} (${args.body}), ${C} clients${keys}, ${workers.length} worker(s), ${cores} cores`;
   console.log(`sendEmail alone, ${shape}`);
   for (let r = 0, next = 2e7; r < Number(args.runs); r++, next += 1e6) {

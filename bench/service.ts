@@ -154,18 +154,26 @@ export interface Tenant {
   domain: string;
   dkimTxt: Record<string, string>;
   keys: Credential[];
+  /** The organization's template, when createTenants was given one's text. */
+  templateId?: string;
 }
 
 /**
  * `orgs` payg organizations (a free one stops at 500 a day), each with one project, a verified sending
- * domain bench-<i>.test (pgbench's script finds its tenants by that name) and `keysPerOrg` API keys.
+ * domain bench-<i>.test (pgbench's script finds its tenants by that name), `keysPerOrg` API keys and, given
+ * `templateText`, a template of that text (TEMPLATE_VARIABLE its one variable).
  * Keys are many because each has its own rate limit (100 burst, 20/s): a fleet of senders, not one
  * sender over its limit. Each client takes turns over KEYS_PER_CLIENT keys: at one key per client,
  * 64 clients would be capped near 1,300 requests/s by the buckets alone.
  */
 export const KEYS_PER_CLIENT = 4;
 
-export async function createTenants(url: string, orgs: number, keysPerOrg: number): Promise<Tenant[]> {
+export async function createTenants(
+  url: string,
+  orgs: number,
+  keysPerOrg: number,
+  templateText?: string,
+): Promise<Tenant[]> {
   const admin = createClient({ baseUrl: url, credential: { adminKey: ADMIN_KEY } });
   return Promise.all(
     Array.from({ length: orgs }, async (_, i) => {
@@ -196,7 +204,14 @@ export async function createTenants(url: string, orgs: number, keysPerOrg: numbe
       const dkimTxt: Record<string, string> = {};
       for (const r of [cap.dnsRecords.dkim, cap.dnsRecords.dkimEd25519])
         if (r) dkimTxt[r.host.replace(/\.$/, '')] = r.value;
-      return { domain, dkimTxt, keys };
+      if (templateText === undefined) return { domain, dkimTxt, keys };
+      const { template } = await owner.modules.templates.templates.create({
+        organizationId: organization.id,
+        name: 'bench',
+        subject: SUBJECT,
+        text: templateText,
+      });
+      return { domain, dkimTxt, keys, templateId: template.id };
     }),
   );
 }
@@ -229,6 +244,10 @@ export const TEXT = [
   '',
   'You receive this message because an account uses this address.',
 ].join('\n');
+
+/** The variable of the tenants' templates (createTenants), and a text that names it before `text`. */
+export const TEMPLATE_VARIABLE = 'name';
+export const templateTextOf = (text: string) => `Hello {{${TEMPLATE_VARIABLE}}},\n\n${text}`;
 
 /** The domain of message i's recipient when the load spreads over `domains` domains. */
 export const recipientDomain = (i: number, domains: number) =>
@@ -342,6 +361,8 @@ export async function sendLoad(
     keys?: number;
     /** Each message with an idempotency key of its own, as a client that retries safely sends them. */
     idempotencyKeys?: boolean;
+    /** Each message names its organization's template (createTenants' templateText), not text or html of its own. */
+    template?: boolean;
   },
 ): Promise<LoadResult> {
   const batch = o.batch ?? 1;
@@ -349,12 +370,13 @@ export async function sendLoad(
   // into each request's JSON as it stands (JSON.rawJSON), not escaped again by the SDK's JSON.stringify (~0.14 ms of
   // the load generator's CPU a request at 100 kB, on the cores the service also runs on). The service receives the
   // same octets.
-  const body = o.html === undefined ? { text: rawJson(o.text ?? TEXT) } : { html: rawJson(o.html) };
+  const body = o.template ? {} : o.html === undefined ? { text: rawJson(o.text ?? TEXT) } : { html: rawJson(o.html) };
   // First in each message, so that every sendEmail's JSON starts with the same octets: `{"text":"…",` (leanSign and
-  // leanFetch hash and encode them once, sharedBodyPrefix). A sendBatch's messages sit inside its own JSON: none.
-  sharedBodyPrefix(batch === 1 ? body : null);
+  // leanFetch hash and encode them once, sharedBodyPrefix). A sendBatch's messages sit inside its own JSON, and a
+  // template's messages name their organization's: none.
+  sharedBodyPrefix(batch === 1 && !o.template ? body : null);
   // Interleaved, so that neighbouring clients belong to different organizations.
-  const order: { key: Client; domain: string }[] = [];
+  const order: { key: Client; domain: string; templateId?: string }[] = [];
   for (let k = 0; k < Math.max(...tenants.map((t) => t.keys.length)); k++) {
     for (const t of tenants)
       if (t.keys[k])
@@ -362,8 +384,10 @@ export async function sendLoad(
           // No retries: a refused request is a failure of the run, not something to hide behind a backoff.
           key: createClient({ baseUrl: url, credential: t.keys[k], fetch: leanFetch, sign: leanSign, maxRetries: 0 }),
           domain: t.domain,
+          ...(t.templateId ? { templateId: t.templateId } : {}),
         });
   }
+  if (o.template && !order.every((k) => k.templateId)) throw new Error('a template load needs tenants with templates');
   if (order.length < o.concurrency) throw new Error(`${o.concurrency} clients need as many keys, have ${order.length}`);
 
   // Sockets of its own (see closeIdle), spread over the service's workers as they are opened.
@@ -378,7 +402,7 @@ export async function sendLoad(
       // Client c uses keys c, c + concurrency, …, in turn.
       const mine = o.keys ? [order[c % o.keys]!] : order.filter((_, k) => k % o.concurrency === c);
       for (let n = 0; next < last && (o.untilMs === undefined || performance.now() < o.untilMs); n++) {
-        const { key, domain } = mine[n % mine.length]!;
+        const { key, domain, templateId } = mine[n % mine.length]!;
         const i = next;
         next += batch;
         const message = (j: number) => ({
@@ -386,6 +410,7 @@ export async function sendLoad(
           from: `Bench <no-reply@${domain}>`,
           to: `rcpt-${j}@${recipientDomain(j, o.domains ?? 1)}`,
           subject: `${SUBJECT} ${j}`,
+          ...(o.template ? { templateId, variables: { [TEMPLATE_VARIABLE]: `rcpt ${j}` } } : {}),
           ...(o.idempotencyKeys ? { idempotencyKey: `bench-${j}` } : {}),
         });
         const t0 = performance.now();
