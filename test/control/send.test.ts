@@ -10,7 +10,7 @@ import { msOfUuidV7, UUID_V7 as V7 } from '../helpers/uuid-v7.js';
 import { signHeaders, type Client } from '@svc-mail/sdk';
 import { sendMessage, type OutgoingMessage } from '../../core/send.js';
 import { parseWithPython } from '../helpers/python-email.js';
-import { waitFor } from '../helpers/wait-for.js';
+import { waitForLockWait } from '../helpers/wait-for.js';
 import { openPostgres } from '../../storage/pg/client.js';
 
 const headerBlock = (raw: Buffer) => raw.toString('utf8').split('\r\n\r\n')[0]!;
@@ -443,16 +443,7 @@ t.test(
         [new Date(now), new Date(now + 24 * 3_600_000), s.projectId],
       );
       answer = fetchSend(svc, s, body);
-      await waitFor(
-        async () =>
-          (
-            await db.query<{ n: number }>(
-              `SELECT count(*)::int AS n FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-            )
-          )[0]!.n > 0 || null,
-        { what: "the send's statement waiting for the key's row" },
-      );
+      await waitForLockWait(db, "the send's statement waiting for the key's row");
     });
     const second = await answer!;
     t.equal(second.status, 200);

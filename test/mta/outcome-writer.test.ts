@@ -8,7 +8,7 @@ import pino from 'pino';
 import { startTestService } from '../helpers/service.js';
 import { sender, type Sender } from '../helpers/sender.js';
 import { deliveredOutcome, seedSendingMessages } from '../helpers/sending-messages.js';
-import { waitFor } from '../helpers/wait-for.js';
+import { waitFor, waitForLockWait } from '../helpers/wait-for.js';
 import { createOutcomeWriter } from '../../mta/outbound/outcomes.js';
 import { openPostgres, type Db } from '../../storage/pg/client.js';
 import { cuttingProxy } from '../helpers/cutting-proxy.js';
@@ -45,16 +45,7 @@ t.test('a batch aborted by a deadlock is written again, once', { skip }, async (
     await q.query("SET LOCAL deadlock_timeout = '10s'");
     await q.query('UPDATE outbound_capabilities SET sent_count = sent_count WHERE id = $1', [b.outboundId]);
     written = Promise.all(messages.map((m) => writer.write(deliveredOutcome(m)))).then(() => undefined);
-    await waitFor(
-      async () =>
-        (
-          await db.query<{ n: number }>(
-            `SELECT count(*)::int AS n FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-          )
-        )[0]!.n > 0 || null,
-      { what: 'the batch waiting for the held row' },
-    );
+    await waitForLockWait(db, 'the batch waiting for the held row');
     await q.query('UPDATE outbound_capabilities SET sent_count = sent_count WHERE id = $1', [a.outboundId]);
   });
   await written;
