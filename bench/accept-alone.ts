@@ -4,9 +4,11 @@
 // messages tables and its own sockets as in `npm run bench`'s phase 3. Per run: requests per second, p50 and p99, and
 // the CPU a request of each worker and of Postgres's backends (less than it was when a backend exits during the run,
 // its time going with it), and the longest stall of the disk under the data directory (watchDisk) and the WAL segments
-// Postgres created (watchWal), either of which holds up every durable commit in flight, and the mean time a request
-// waited for each shared write (the service's svc_request_wait_seconds). For an A/B, run it on two checkouts in turn,
-// several times each: one machine's speed moved by a fifth from one hour to the next here.
+// Postgres created (watchWal), either of which holds up every durable commit in flight, the mean time a request waited
+// for each shared write (the service's svc_request_wait_seconds), and the share of the run that each worker's main
+// thread, Postgres's backends (summed) and the load generator's main thread spent runnable and waiting for a core
+// (coreWaitSecondsSince; docs/decisions.md #83). For an A/B, run it on two checkouts in turn, several times each: one
+// machine's speed moved by a fifth from one hour to the next here.
 //
 //   node --import ./bin/resolve-sources.ts bench/accept-alone.ts [--runs 5] [--seconds 10] [--concurrency 64]
 //        [--size 1k|10k|100k|1m] [--body text|html] [--keys N] [--idempotency] [--template] [--idle 0]
@@ -35,6 +37,8 @@ import {
 } from './service.js';
 import {
   benchDatabase,
+  coreWaitSeconds,
+  coreWaitSecondsSince,
   cpuSecondsOf,
   cpuSecondsSince,
   emptySpool,
@@ -105,8 +109,11 @@ try {
   // The cluster's workers; with one (SVC_WORKERS=1, or one core) the service runs in its own process.
   const children = svcChildren(ctl.pid);
   const workers = children.length ? children : [ctl.pid];
-  const pgCpuSince = () =>
-    cpuSecondsSince((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `));
+  const isBackend = (p: { cmdline: string }) =>
+    p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `);
+  const pgCpuSince = () => cpuSecondsSince(isBackend);
+  // Whether this kernel keeps each thread's wait for a core (docs/decisions.md #83); without, nothing is said of it.
+  const schedInfo = coreWaitSeconds(process.pid) !== null;
   const cores = os.cpus().length;
   const keys =
     (KEYS === undefined ? '' : `, ${KEYS} key(s)`) +
@@ -121,6 +128,10 @@ try {
     const waits0 = await waitsOf(ctl.url);
     const cpu0 = workers.map((pid) => cpuSecondsOf((p) => p.pid === pid));
     const pgCpu = pgCpuSince();
+    const workerWait = workers.map((pid) => coreWaitSecondsSince((p) => p.pid === pid));
+    const pgWait = coreWaitSecondsSince(isBackend);
+    const benchWait = coreWaitSecondsSince((p) => p.pid === process.pid);
+    const waitFrom = performance.now();
     const storage = watchStorage(dataDir, walDir);
     const benchCpu0 = process.cpuUsage();
     const a = await sendLoad(ctl.url, tenants, {
@@ -129,6 +140,12 @@ try {
       firstIndex: next,
     });
     const { disk: stalls, walSegmentsCreated: created } = storage();
+    // Each main thread's time runnable and not running, as a share of the run's: 20% is a fifth of it.
+    const share = (s: number) => `${((s * 100000) / (performance.now() - waitFrom)).toFixed(0)}%`;
+    const coreWaits = schedInfo
+      ? `; waited for a core: workers ${workerWait.map((w) => share(w())).join(' + ')}, ` +
+        `Postgres ${share(pgWait())}, load generator ${share(benchWait())}`
+      : '';
     const waits = await waitsOf(ctl.url);
     const benchCpu = process.cpuUsage(benchCpu0);
     const perRequest = (s: number) => ((s * 1000) / a.ok).toFixed(3);
@@ -143,6 +160,7 @@ try {
           return `${step} ${n ? ((sum / n) * 1000).toFixed(1) : '-'}`;
         }).join(', ') +
         ' ms' +
+        coreWaits +
         (stalls
           ? `; ${stalls.device} stalled ${stalls.longestMs.toFixed(0)} ms at most, ${stalls.over50}× > 50 ms`
           : '') +

@@ -84,16 +84,46 @@ export const cpuSecondsOf = (match: (p: Proc) => boolean) =>
  * apart (cpuSecondsOf) lose the whole time of one that ends, so that a Postgres backend pg-pool closed during a run
  * made that run's Postgres CPU read -0.43 ms a message.
  */
-export function cpuSecondsSince(match: (p: Proc) => boolean): () => number {
+export const cpuSecondsSince = (match: (p: Proc) => boolean): (() => number) => sinceCall(match, (p) => p.cpu);
+
+/**
+ * The seconds that the main threads of the processes `match` picks have spent runnable but waiting for a core since
+ * this call, process by process as cpuSecondsSince counts: where a busy host's latency goes that no process's CPU
+ * time shows (docs/decisions.md #83). A Postgres backend has one thread; a Node process's main thread runs its
+ * event loop. Nothing where the kernel keeps no such account (CONFIG_SCHED_INFO): coreWaitSeconds says which.
+ */
+export const coreWaitSecondsSince = (match: (p: Proc) => boolean): (() => number) =>
+  sinceCall(match, (p) => coreWaitSeconds(p.pid) ?? NaN);
+
+/**
+ * /proc/<pid>/schedstat, the main thread's: its time on a core, its time runnable and waiting for one (both in
+ * nanoseconds) and its count of turns on a core. The wait, in seconds; null when the process is gone or the file
+ * is not there.
+ */
+export function coreWaitSeconds(pid: number): number | null {
+  try {
+    const wait = Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[1]);
+    return Number.isFinite(wait) ? wait / 1e9 : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A counter of each process `match` picks, summed over them, since this call (cpuSecondsSince's rule); NaN: none. */
+function sinceCall(match: (p: Proc) => boolean, read: (p: Proc) => number): () => number {
   const start = new Map(
     processes()
       .filter(match)
-      .map((p) => [p.pid, p.cpu]),
+      .map((p) => [p.pid, read(p)]),
   );
   return () =>
     processes()
       .filter(match)
-      .reduce((sum, p) => sum + p.cpu - (start.get(p.pid) ?? 0), 0);
+      .reduce((sum, p) => {
+        // NaN: gone between the listing and the read, counted as none.
+        const now = read(p);
+        return Number.isNaN(now) ? sum : sum + now - (start.get(p.pid) ?? 0);
+      }, 0);
 }
 
 /**
