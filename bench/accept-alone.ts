@@ -37,7 +37,6 @@ import {
 } from './service.js';
 import {
   benchDatabase,
-  coreWaitSeconds,
   coreWaitSecondsSince,
   cpuSecondsOf,
   cpuSecondsSince,
@@ -112,8 +111,6 @@ try {
   const isBackend = (p: { cmdline: string }) =>
     p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `);
   const pgCpuSince = () => cpuSecondsSince(isBackend);
-  // Whether this kernel keeps each thread's wait for a core (docs/decisions.md #83); without, nothing is said of it.
-  const schedInfo = coreWaitSeconds(process.pid) !== null;
   const cores = os.cpus().length;
   const keys =
     (KEYS === undefined ? '' : `, ${KEYS} key(s)`) +
@@ -140,11 +137,14 @@ try {
       firstIndex: next,
     });
     const { disk: stalls, walSegmentsCreated: created } = storage();
-    // Each main thread's time runnable and not running, as a share of the run's: 20% is a fifth of it.
-    const share = (s: number) => `${((s * 100000) / (performance.now() - waitFrom)).toFixed(0)}%`;
-    const coreWaits = schedInfo
-      ? `; waited for a core: workers ${workerWait.map((w) => share(w())).join(' + ')}, ` +
-        `Postgres ${share(pgWait())}, load generator ${share(benchWait())}`
+    // Each main thread's time runnable and not running, as a share of the run's: 20% is a fifth of it. None where
+    // the kernel keeps no such account.
+    const seconds = (performance.now() - waitFrom) / 1000;
+    const [workerSeconds, pgSeconds, benchSeconds] = [workerWait.map((w) => w()), pgWait(), benchWait()];
+    const share = (s: number) => `${((s * 100) / seconds).toFixed(0)}%`;
+    const coreWaits = Number.isFinite(pgSeconds)
+      ? `; waited for a core: workers ${workerSeconds.map(share).join(' + ')}, ` +
+        `Postgres ${share(pgSeconds)}, load generator ${share(benchSeconds)}`
       : '';
     const waits = await waitsOf(ctl.url);
     const benchCpu = process.cpuUsage(benchCpu0);

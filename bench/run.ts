@@ -77,6 +77,7 @@ import {
 import {
   analyzeSends,
   benchDatabase,
+  coreWaitSecondsSince,
   cpuSecondsSince,
   emptySpool,
   freshSends,
@@ -218,8 +219,8 @@ try {
   await ourSink.clear(WARMUP);
   await analyzeSends(dbUrl.toString());
   // Postgres backends serving the bench database: "postgres: <user> <db> <client> <state>".
-  const pgCpuSince = () =>
-    cpuSecondsSince((p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `));
+  const isBackend = (p: { cmdline: string }) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `);
+  const pgCpuSince = () => cpuSecondsSince(isBackend);
   let svcSent = WARMUP;
   const runSvc = async () => {
     const cpu0 = svc.cpuSeconds();
@@ -386,11 +387,19 @@ try {
     const machine0 = machineCpu();
     const storage = storageOf(dataDir, walDir);
     const benchCpu0 = process.cpuUsage();
+    // The share of the run each side's main threads spent runnable and waiting for a core (docs/decisions.md #83).
+    const waits = [
+      coreWaitSecondsSince((p) => p.pid === ctl.pid || p.ppid === ctl.pid),
+      coreWaitSecondsSince(isBackend),
+      coreWaitSecondsSince((p) => p.pid === process.pid),
+    ];
+    const waitFrom = performance.now();
     const alone = await sendLoad(ctl.url, tenants, {
       ...load,
       untilMs: performance.now() + SECONDS * 1000,
       firstIndex: next,
     });
+    const [svcWait, pgWait, loadGenWait] = waits.map((w) => w() / ((performance.now() - waitFrom) / 1000));
     const { machineBusy } = machineShare(machine0, machineCpu(), alone.ok);
     const benchCpu = process.cpuUsage(benchCpu0);
     next += alone.ok + alone.errors.size + 1e6;
@@ -404,6 +413,9 @@ try {
       pgCpuMsPerRequest: (pgCpu() * 1000) / alone.ok,
       loadGenCpuMsPerRequest: (benchCpu.user + benchCpu.system) / 1000 / alone.ok,
       machineBusy,
+      svcCoreWait: svcWait!,
+      pgCoreWait: pgWait!,
+      loadGenCoreWait: loadGenWait!,
       ...storage(),
     });
     // pgbench at the client count where it is fastest on this machine, found in the same run.
@@ -527,6 +539,13 @@ const busy = (runs: { machineBusy: number }[]) =>
   `machine ${fixed(median(runs.map((r) => r.machineBusy * 100)))}% busy`;
 // The disk's longest stall in each run (watchDisk) and the WAL segments Postgres created (watchWal), as the medians
 // of the runs.
+// Sets before the wait was kept have none: said only when every run has it (NaN where the kernel keeps no account).
+const coreWaits = (runs: { svcCoreWait?: number; pgCoreWait?: number; loadGenCoreWait?: number }[]) => {
+  const keys = ['svcCoreWait', 'pgCoreWait', 'loadGenCoreWait'] as const;
+  if (!runs.length || !runs.every((r) => keys.every((k) => Number.isFinite(r[k])))) return '';
+  const [svc, pg, loadGen] = keys.map((k) => fixed(median(runs.map((r) => r[k]! * 100))));
+  return `; waited for a core: svc ${svc}%, Postgres ${pg}%, load generator ${loadGen}%`;
+};
 const stalled = (runs: { diskStallMs?: number; walSegmentsCreated?: number }[]) =>
   (runs.length && runs.every((r) => Number.isFinite(r.diskStallMs))
     ? `; disk stalled up to ${fixed(median(runs.map((r) => r.diskStallMs!)))} ms`
@@ -581,6 +600,7 @@ console.log(
         `Postgres ${fixed(seMed('pgCpuMsPerRequest'), 2)} ms; ` +
         `load generator ${fixed(seMed('loadGenCpuMsPerRequest'), 2)} ms; ` +
         busy(seRuns as { machineBusy: number }[]) +
+        coreWaits(seRuns) +
         stalled(seRuns),
     ),
     row(

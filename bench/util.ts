@@ -90,10 +90,10 @@ export const cpuSecondsSince = (match: (p: Proc) => boolean): (() => number) => 
  * The seconds that the main threads of the processes `match` picks have spent runnable but waiting for a core since
  * this call, process by process as cpuSecondsSince counts: where a busy host's latency goes that no process's CPU
  * time shows (docs/decisions.md #83). A Postgres backend has one thread; a Node process's main thread runs its
- * event loop. Nothing where the kernel keeps no such account (CONFIG_SCHED_INFO): coreWaitSeconds says which.
+ * event loop. NaN where the kernel keeps no such account (without CONFIG_SCHED_INFO).
  */
 export const coreWaitSecondsSince = (match: (p: Proc) => boolean): (() => number) =>
-  sinceCall(match, (p) => coreWaitSeconds(p.pid) ?? NaN);
+  coreWaitSeconds(process.pid) === null ? () => NaN : sinceCall(match, (p) => coreWaitSeconds(p.pid) ?? NaN);
 
 /**
  * /proc/<pid>/schedstat, the main thread's: its time on a core, its time runnable and waiting for one (both in
