@@ -42,6 +42,7 @@ import {
   cpuSecondsSince,
   emptySpool,
   freshSends,
+  isBackendOf,
   PG_URL,
   quantile,
   sleep,
@@ -108,8 +109,7 @@ try {
   // The cluster's workers; with one (SVC_WORKERS=1, or one core) the service runs in its own process.
   const children = svcChildren(ctl.pid);
   const workers = children.length ? children : [ctl.pid];
-  const isBackend = (p: { cmdline: string }) =>
-    p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${db.dbName} `);
+  const isBackend = isBackendOf(db.dbName);
   const pgCpuSince = () => cpuSecondsSince(isBackend);
   const cores = os.cpus().length;
   const keys =

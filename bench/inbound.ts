@@ -37,6 +37,7 @@ import {
   cpuSecondsSince,
   fixed,
   freePort,
+  isBackendOf,
   medianRange,
   PG_URL,
   processes,
@@ -151,10 +152,8 @@ try {
       ).rows[0]!.n,
     );
   // Backend by backend (cpuSecondsSince): one that ends during a stream takes only its own time with it.
-  const pgCpuSince = () =>
-    cpuSecondsSince(
-      (p) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `) && p.pid !== pollerPid,
-    );
+  const isBackend = isBackendOf(dbName);
+  const pgCpuSince = () => cpuSecondsSince((p) => isBackend(p) && p.pid !== pollerPid);
 
   // ---- Postfix ------------------------------------------------------------------------------------
   // in_flow_delay 0, as bench/run.ts: the default 1 s makes smtpd wait whenever qmgr lags.

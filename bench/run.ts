@@ -81,6 +81,7 @@ import {
   cpuSecondsSince,
   emptySpool,
   freshSends,
+  isBackendOf,
   machineCpu,
   fixed,
   machineShare,
@@ -218,8 +219,7 @@ try {
   });
   await ourSink.clear(WARMUP);
   await analyzeSends(dbUrl.toString());
-  // Postgres backends serving the bench database: "postgres: <user> <db> <client> <state>".
-  const isBackend = (p: { cmdline: string }) => p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `);
+  const isBackend = isBackendOf(dbName);
   const pgCpuSince = () => cpuSecondsSince(isBackend);
   let svcSent = WARMUP;
   const runSvc = async () => {

@@ -72,6 +72,12 @@ export async function waitPort(port: number, timeoutMs: number, dead: () => stri
   }
 }
 
+/** Whether a process is a Postgres backend serving database `dbName`: its title reads "postgres: <user> <db> …". */
+export const isBackendOf =
+  (dbName: string) =>
+  (p: { cmdline: string }): boolean =>
+    p.cmdline.startsWith('postgres: ') && p.cmdline.includes(` ${dbName} `);
+
 /** CPU seconds used so far by the processes `match` picks. */
 export const cpuSecondsOf = (match: (p: Proc) => boolean) =>
   processes()
