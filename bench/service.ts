@@ -59,8 +59,14 @@ export async function startChild(
   const folder = await crashFolder(role);
   // The flags config/'s systemd units run the service with (see README, Configuration).
   const child: ChildProcess = spawn(
-    process.execPath,
-    [...nodeFlags, '--max-semi-space-size=32', path.join(ROOT, 'dist/bin/svc.js'), 'start', '--role', role],
+    ...withCoreDumps(process.execPath, [
+      ...nodeFlags,
+      '--max-semi-space-size=32',
+      path.join(ROOT, 'dist/bin/svc.js'),
+      'start',
+      '--role',
+      role,
+    ]),
     {
       cwd: folder.dir,
       env: {
@@ -118,17 +124,26 @@ export async function startChild(
         if (ended === undefined) child.kill('SIGTERM');
         const code = await exited;
         const left = await folder.left();
-        if (code !== 0) throw new Error(`svc exited with ${code}${left}`);
+        if (code !== 0) throw new Error(`svc start --role ${role} exited with ${code}${left}`);
       })()),
   };
 }
 
 /**
+ * `command` and `args` as spawn() takes them, run with the soft limit of its core files raised to the hard one
+ * (unlimited by default): a shell raises it, then execs the command, which keeps the shell's pid. Under a soft limit of
+ * 0, which this machine's shells have, a crash left no core in its folder (docs/decisions.md #80).
+ */
+export function withCoreDumps(command: string, args: readonly string[]): [string, string[]] {
+  return ['/bin/sh', ['-c', 'ulimit -c "$(ulimit -H -c)"; exec "$@"', 'sh', command, ...args]];
+}
+
+/**
  * A working directory for one service process, made in the temp folder: where the process leaves its core file if
- * it crashes, under `ulimit -c unlimited` with kernel.core_pattern a bare name ("core", the kernel's default). The
- * checkout's root cannot hold one: its core/ folder has that name. `left()`, once the process has ended, removes the
- * folder when it holds nothing and returns '', else keeps it and says what it holds (docs/decisions.md #80: an MTA's
- * SIGSEGV at its stop, cause not known).
+ * it crashes (startChild raises its limit, withCoreDumps) with kernel.core_pattern a bare name ("core", the kernel's
+ * default). The checkout's root cannot hold one: its core/ folder has that name. `left()`, once the process has ended,
+ * removes the folder when it holds nothing and returns '', else keeps it and says what it holds (docs/decisions.md
+ * #80: an MTA's SIGSEGV at its stop, cause not known).
  */
 export async function crashFolder(role: string) {
   const dir = await mkdtemp(path.join(os.tmpdir(), `svc-cores-${role}-`));

@@ -5,8 +5,9 @@
 // `npm run bench` the service sits idle while Postfix's side runs, then stops), stops what it started (SIGTERM, as
 // systemd does; with --both, the two at once, as the bench's cleanup does) and prints how each process ended: code
 // 0, or the code or signal it ended with. Each process runs in a folder of its own (crashFolder in service.ts), where
-// a crash leaves its core file when run under `ulimit -c unlimited`; a bad end names the folder and what it holds,
-// for gdb with the Node that ran it (`gdb node_modules/.bin/node <folder>/core`, then `thread apply all bt`).
+// a crash leaves its core file (startChild raises its core limit, withCoreDumps); a bad end names the folder and what
+// it holds, for gdb with the Node that ran it (`gdb node_modules/.bin/node <folder>/core`, then `thread apply all
+// bt`).
 //
 //   node --import ./bin/resolve-sources.ts bench/stops.ts [--rounds 20] [--messages 10000] [--size 1k|10k|100k|1m]
 //        [--idle 0] [--both] [--workers 1] [--pg URL]

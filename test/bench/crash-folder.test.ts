@@ -1,12 +1,13 @@
 // bench/service.ts's crashFolder, where each of the bench's service processes runs and a crash leaves its core file:
-// a folder the process wrote into is kept and its files named; an empty one is removed.
+// a folder the process wrote into is kept and its files named; an empty one is removed. And withCoreDumps, which runs
+// each with its core limit raised so that a crash leaves one.
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { crashFolder } from '../../bench/service.js';
+import { crashFolder, withCoreDumps } from '../../bench/service.js';
 
 const run = promisify(execFile);
 
@@ -22,4 +23,30 @@ t.test('crashFolder: a folder a process wrote into is kept and what it holds is 
   t.ok(existsSync(path.join(mta.dir, 'core')), 'the core file stays for gdb');
   t.equal(await again.left(), '');
   t.notOk(existsSync(again.dir), 'the empty folder is removed');
+});
+
+t.test('withCoreDumps: the command runs with its core limit raised, and a crash leaves its core', async (t) => {
+  const [file, args] = withCoreDumps('/bin/sh', ['-c', 'cat /proc/self/limits']);
+  const { stdout } = await run(file, args);
+  const line = stdout.split('\n').find((l) => l.startsWith('Max core file size'));
+  const [soft, hard] = line!.slice('Max core file size'.length).trim().split(/\s+/);
+  t.equal(soft, hard, 'the soft limit is the hard one');
+
+  const pattern = readFileSync('/proc/sys/kernel/core_pattern', 'utf8').trim();
+  if (pattern !== 'core' || hard === '0') {
+    t.skip(
+      `kernel.core_pattern is ${JSON.stringify(pattern)}, hard limit ${hard}: no core file in the folder to look at`,
+    );
+    return;
+  }
+  const folder = await crashFolder('crash');
+  t.teardown(() => rm(folder.dir, { recursive: true, force: true }));
+  // A shell that ends itself with SIGSEGV, as a native addon's fault would end the service: a small core.
+  const [sh, crash] = withCoreDumps('/bin/sh', ['-c', 'kill -SEGV $$']);
+  const ended = await run(sh, crash, { cwd: folder.dir }).then(
+    () => 'exit 0',
+    (err: { signal?: string }) => err.signal,
+  );
+  t.equal(ended, 'SIGSEGV');
+  t.match(await folder.left(), /holds core/);
 });
