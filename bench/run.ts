@@ -537,15 +537,17 @@ const seMed = (k: string) => median(seRuns.map((r) => r[k]!));
 // The share of the machine's cores a side kept busy while it ran (bench/util.ts, machineCpu).
 const busy = (runs: { machineBusy: number }[]) =>
   `machine ${fixed(median(runs.map((r) => r.machineBusy * 100)))}% busy`;
-// The disk's longest stall in each run (watchDisk) and the WAL segments Postgres created (watchWal), as the medians
-// of the runs.
-// Sets before the wait was kept have none: said only when every run has it (NaN where the kernel keeps no account).
+// The share of each run the service, Postgres's backends and the load generator waited for a core (docs/decisions.md
+// #83), as the medians of the runs. Sets before the wait was kept have none: said only when every run has it (NaN
+// where the kernel keeps no account).
 const coreWaits = (runs: { svcCoreWait?: number; pgCoreWait?: number; loadGenCoreWait?: number }[]) => {
   const keys = ['svcCoreWait', 'pgCoreWait', 'loadGenCoreWait'] as const;
   if (!runs.length || !runs.every((r) => keys.every((k) => Number.isFinite(r[k])))) return '';
   const [svc, pg, loadGen] = keys.map((k) => fixed(median(runs.map((r) => r[k]! * 100))));
   return `; waited for a core: svc ${svc}%, Postgres ${pg}%, load generator ${loadGen}%`;
 };
+// The disk's longest stall in each run (watchDisk) and the WAL segments Postgres created (watchWal), as the medians
+// of the runs.
 const stalled = (runs: { diskStallMs?: number; walSegmentsCreated?: number }[]) =>
   (runs.length && runs.every((r) => Number.isFinite(r.diskStallMs))
     ? `; disk stalled up to ${fixed(median(runs.map((r) => r.diskStallMs!)))} ms`
