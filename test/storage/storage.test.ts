@@ -5,10 +5,11 @@ import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { mock } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import { openEmbedded, openPostgres, type Db } from '../../storage/pg/client.js';
+import { IDLE_CONNECTION_MS, openEmbedded, openPostgres, type Db } from '../../storage/pg/client.js';
 import { listMigrations, migrate } from '../../storage/pg/migrate.js';
 import { createSealer, loadMasterKey } from '../../storage/secrets.js';
 import { NAMED_DATABASES, openLmdb } from '../../storage/lmdb/env.js';
@@ -105,6 +106,26 @@ t.test(
     t.same([...ra, ...rb].sort(), [...all].sort(), 'between them, every migration exactly once');
     const rows = await a.query<{ n: number }>('SELECT count(*)::int AS n FROM schema_migrations');
     t.equal(rows[0]?.n, all.length);
+  },
+);
+
+t.test(
+  "a real Postgres connection is kept while idle, past pg-pool's ten seconds",
+  { skip: SERVER_URL ? false : 'needs SVC_DATABASE_URL' },
+  async (t) => {
+    const database = await createTestDatabase(SERVER_URL as string);
+    t.teardown(() => database.drop());
+    const db = openPostgres(database.url);
+    t.teardown(() => db.close());
+    const backend = async () => (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))[0]!.pid;
+    // pg-pool times an idle connection with setTimeout: the mocked clock stands for the quiet spell.
+    mock.timers.enable({ apis: ['setTimeout'] });
+    t.teardown(() => mock.timers.reset());
+    const first = await backend();
+    mock.timers.tick(60_000);
+    t.equal(await backend(), first, 'a minute idle: the same connection answers');
+    mock.timers.tick(IDLE_CONNECTION_MS);
+    t.not(await backend(), first, 'idle for longer than the limit: a new connection');
   },
 );
 
