@@ -120,12 +120,15 @@ t.test(
     const backend = async () => (await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid'))[0]!.pid;
     // pg-pool times an idle connection with setTimeout: the mocked clock stands for the quiet spell.
     mock.timers.enable({ apis: ['setTimeout'] });
-    t.teardown(() => mock.timers.reset());
-    const first = await backend();
-    mock.timers.tick(60_000);
-    t.equal(await backend(), first, 'a minute idle: the same connection answers');
-    mock.timers.tick(IDLE_CONNECTION_MS);
-    t.not(await backend(), first, 'idle for longer than the limit: a new connection');
+    try {
+      const first = await backend();
+      mock.timers.tick(60_000);
+      t.equal(await backend(), first, 'a minute idle: the same connection answers');
+      mock.timers.tick(IDLE_CONNECTION_MS);
+      t.not(await backend(), first, 'idle for longer than the limit: a new connection');
+    } finally {
+      mock.timers.reset();
+    }
   },
 );
 
