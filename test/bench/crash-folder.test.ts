@@ -28,15 +28,20 @@ t.test('crashFolder: a folder a process wrote into is kept and what it holds is 
 t.test('withCoreDumps: the command runs with its soft core limit raised to the hard one', async (t) => {
   const [file, args] = withCoreDumps('/bin/sh', ['-c', 'cat /proc/self/limits']);
   const { stdout } = await run(file, args);
-  const line = stdout.split('\n').find((l) => l.startsWith('Max core file size'));
-  const [soft, hard] = line!.slice('Max core file size'.length).trim().split(/\s+/);
+  const { soft, hard } = coreLimits(stdout);
   t.equal(soft, hard);
 });
+
+/** The soft and hard limits on core files in a /proc/<pid>/limits text. */
+function coreLimits(limits: string): { soft?: string; hard?: string } {
+  const [, soft, hard] = /^Max core file size\s+(\S+)\s+(\S+)/m.exec(limits) ?? [];
+  return { soft, hard };
+}
 
 // Only where the kernel writes a crash's core as a file named `core` in its working directory (its default), and
 // the hard limit lets it write one.
 const pattern = readFileSync('/proc/sys/kernel/core_pattern', 'utf8').trim();
-const hardLimit = /^Max core file size\s+\S+\s+(\S+)/m.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1];
+const hardLimit = coreLimits(readFileSync('/proc/self/limits', 'utf8')).hard;
 t.test(
   'withCoreDumps: a command so started and ended by SIGSEGV leaves its core in its folder',
   {
