@@ -165,9 +165,9 @@ function pgListener(url: string) {
 /**
  * How long the pool keeps a connection nobody uses: ten minutes, as PgBouncer keeps its server connections, where
  * pg-pool's own is ten seconds. A new connection costs a backend's start and a Parse and first plans of each named
- * statement, and every send after a quiet spell waited for them: on a host under PVM the first second's p99 at 64
- * clients after 15 s idle went from ~120 ms to ~50; where a connection costs ~2 ms, as on one under KVM, the gain is
- * within the noise (docs/decisions.md #94).
+ * statement, and every send after a quiet spell waited for them: on a host under PVM, where a connection costs ~16 ms,
+ * the first second's p99 at 64 clients after 15 s idle went from ~120 ms to ~50; where one costs ~2 ms, as on a host
+ * under KVM, the gain is within the noise (docs/decisions.md #94).
  */
 export const IDLE_CONNECTION_MS = 10 * 60_000;
 
