@@ -16,6 +16,16 @@ export interface LmdbEnv {
  */
 export const NAMED_DATABASES = ['queue', 'index', 'bodies', 'leases', 'held', 'blob_meta', 'blob_chunks'] as const;
 
+/**
+ * The size of the environment's memory map, fixed at open: address space only (the map is read-only and shared, so
+ * it takes no memory until read, and the file grows with its data, not with the map). lmdb-js otherwise starts at
+ * 128 KiB and remaps as the file grows, from whichever thread begins a transaction and finds it too small: unlocked,
+ * so a read on the main thread and a write on lmdb-js's writing thread could remap at once when another process had
+ * grown the file, and leave a stale map on the list that the close unmaps with the wrong size (docs/decisions.md #95).
+ * An environment past this size still grows as before.
+ */
+export const MAP_BYTES = 2 ** 40;
+
 export async function openLmdb(dataDir: string): Promise<LmdbEnv> {
   const dir = path.join(dataDir, 'lmdb');
   await mkdir(dir, { recursive: true });
@@ -34,7 +44,7 @@ export async function openLmdb(dataDir: string): Promise<LmdbEnv> {
     // stale beside another writer), and every process opens it through this one function, so with the same
     // flags. The processes must share a pid namespace (LMDB's reader table is keyed by pid; so are spool
     // leases, #58).
-    const env = open({ path: dir, maxDbs: 16, compression: false });
+    const env = open({ path: dir, maxDbs: 16, compression: false, mapSize: MAP_BYTES });
     for (const name of NAMED_DATABASES) env.openDB({ name });
     return env;
   });

@@ -9,16 +9,19 @@ import { mock } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { IDLE_CONNECTION_MS, openEmbedded, openPostgres, type Db } from '../../storage/pg/client.js';
 import { listMigrations, migrate } from '../../storage/pg/migrate.js';
 import { createSealer, loadMasterKey } from '../../storage/secrets.js';
-import { NAMED_DATABASES, openLmdb } from '../../storage/lmdb/env.js';
+import { MAP_BYTES, NAMED_DATABASES, openLmdb } from '../../storage/lmdb/env.js';
 import { openSpool } from '../../storage/lmdb/spool.js';
 import { openLocalBlobStore } from '../../storage/lmdb/blob-store.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { sweepExpired } from '../../storage/pg/request-guard.js';
+import { FROM_SOURCES } from '../helpers/from-sources.js';
 
 const SERVER_URL = process.env.SVC_DATABASE_URL;
+const GROW_CHILD = fileURLToPath(new URL('./lmdb-grow-child.ts', import.meta.url));
 
 async function tempDir(t: Test): Promise<string> {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'svc-storage-'));
@@ -255,6 +258,33 @@ t.test('openLmdb creates every named database the roles open: no process creates
   openSpool(env);
   openLocalBlobStore(env);
   t.same(names(), [...NAMED_DATABASES].sort(), 'the spool and the blob store open no other');
+});
+
+t.test('another process growing the LMDB file leaves this one its single map, of the fixed size', async (t) => {
+  // lmdb-js remaps a smaller map from whichever thread begins a transaction and finds it too small, without a lock;
+  // a map fixed at open (MAP_BYTES) never needs it (docs/decisions.md #95). Seen failing with lmdb-js's default:
+  // the file mapped twice here after the child's 8 MB.
+  const dataDir = path.join(await tempDir(t), 'data');
+  const env = await openLmdb(dataDir);
+  t.teardown(() => env.close());
+  const chunks = env.root.openDB<Buffer, [string, number]>({ name: 'blob_chunks', encoding: 'binary' });
+  await chunks.put(['here', 0], Buffer.from('before'));
+  const child = spawn(process.execPath, [...FROM_SOURCES, GROW_CHILD, dataDir, '8'], { stdio: 'inherit' });
+  const [code] = await once(child, 'exit');
+  t.equal(code, 0, 'the other process wrote 8 MB and closed');
+
+  // A read on this thread and a write on lmdb-js's each begin a transaction that sees the other process's pages.
+  t.same(chunks.getBinary(['grown', 127]), Buffer.alloc(64 * 1024, 7), "this process reads the other's last value");
+  await chunks.put(['here', 1], Buffer.from('after'));
+  const file = path.join(dataDir, 'lmdb', 'data.mdb');
+  const maps = (await readFile('/proc/self/maps', 'utf8')).split('\n').filter((line) => line.endsWith(` ${file}`));
+  t.equal(maps.length, 1, 'the file is mapped once in this process');
+  const [start, end] = maps[0]!
+    .split(' ')[0]!
+    .split('-')
+    .map((hex) => BigInt(`0x${hex}`));
+  t.equal(Number(end! - start!), MAP_BYTES, 'with the size fixed at open');
+  t.equal((env.root.getStats() as { mapSize?: number }).mapSize, MAP_BYTES, 'which is the size LMDB holds');
 });
 
 t.test(
