@@ -1,11 +1,11 @@
-// lmdb-js's remap race, outside the service (docs/decisions.md #95): a diagnostic, not a benchmark. Each round makes
-// a fresh environment and runs two processes on it. The reader opens it first and, until the grower is done, reads
-// on its main thread without pause and writes through lmdb-js's writing thread every millisecond, as an MTA reads
-// and leases; the grower, as a control's sends, writes --megabytes in transactions of 1 MB, so that the reader's
-// transactions keep finding the file past its map. Then the reader closes the environment and ends. With lmdb-js's
-// default map (--map default) the reader remaps from several threads at once and often ends with SIGSEGV; with the
-// map the service opens (--map fixed, storage/lmdb/env.ts's MAP_BYTES) it never remaps. Prints how each reader
-// ended. For a later lmdb-js: `--map default` ending every reader with 0 would say it no longer races.
+// lmdb-js's remap race, outside the service (docs/decisions.md #95): a diagnostic, not a benchmark. Each round makes a
+// fresh environment and runs two processes on it. The reader opens it first and, until the grower is done, reads on its
+// main thread without pause and writes through lmdb-js's writing thread every millisecond, as an MTA reads and leases;
+// the grower, as a control's sends, writes --megabytes in transactions of 1 MB, so that the reader's transactions keep
+// finding the file past its map. Then the reader closes the environment and ends. With lmdb-js's default map (--map
+// default) the reader remaps from several threads at once, and in some rounds ends with SIGSEGV; with the map the
+// service opens (--map fixed, storage/lmdb/env.ts's MAP_BYTES) it never remaps. Prints how each reader ended. For a
+// later lmdb-js: `--map default` ending every reader with 0 would say it no longer races.
 //
 //   npm run bench:remap -- [--rounds 20] [--megabytes 128] [--map default|fixed]
 import { spawn } from 'node:child_process';
