@@ -16,7 +16,8 @@ const readJson = async (name: string): Promise<Record<string, unknown>> =>
 function withInstallScripts(lock: Record<string, unknown>): string[] {
   const packages = lock.packages as Record<string, { hasInstallScript?: boolean }>;
   const names = Object.entries(packages)
-    .filter(([where, p]) => where !== '' && p.hasInstallScript)
+    // '' is this project and a path without node_modules/ one of its workspaces: their scripts are ours.
+    .filter(([where, p]) => where.includes('node_modules/') && p.hasInstallScript)
     .map(([where]) => where.slice(where.lastIndexOf('node_modules/') + 'node_modules/'.length));
   return [...new Set(names)].sort();
 }
